@@ -1,0 +1,226 @@
+"""The LLM activity: one chat completion over the conversation kept in Postgres.
+
+The workflow sends a step number and gets back a digest; the conversation is
+read from the store and the assistant's message is written back to it, so the
+workflow history never carries a transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import openai
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.records import MessageRecord
+from activities.store import Store
+from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRequest, Usage
+from workflows.tool_specs import TOOL_SPECS
+
+PREVIEW_CHARS = 200
+HEARTBEAT_EVERY_S = 5.0
+RETRYABLE_STATUS = {408, 409, 425, 429}
+
+T = TypeVar("T")
+
+
+class LlmActivities:
+    """Chat completions through the `openai` client; retries belong to Temporal."""
+
+    def __init__(self, client: openai.AsyncOpenAI, store: Store) -> None:
+        self._client = client
+        self._store = store
+
+    @activity.defn(name="llm_step")
+    async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
+        await self._store_gate_results(step.run_id, step.gate_results)
+        if step.nudge:
+            await self._store.put_user_message(step.run_id, step.step, 0, step.nudge)
+        history = await self._store.conversation(step.run_id, step.session_id)
+        started = time.monotonic()
+        message, usage, finish_reason = await _with_heartbeats(
+            self._complete(step, [_to_openai(m) for m in history])
+        )
+        latency_ms = int((time.monotonic() - started) * 1000)
+        content = message["content"]
+        tool_calls = message["tool_calls"] if step.tool_choice == "auto" else []
+        await self._store.record_assistant(
+            run_id=step.run_id,
+            step=step.step,
+            content=content,
+            tool_calls=tool_calls,
+            model=step.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            latency_ms=latency_ms,
+            attempt=activity.info().attempt,
+            finish_reason=finish_reason,
+            event_seq=step.event_seq,
+        )
+        return LlmStepResult(
+            tool_calls=[
+                ToolCallRequest(
+                    call_id=str(call["id"]),
+                    name=call["function"]["name"],
+                    arguments=call["function"]["arguments"],
+                )
+                for call in tool_calls
+            ],
+            content_preview=content[:PREVIEW_CHARS],
+            content_chars=len(content),
+            finish_reason=finish_reason,
+            usage=usage,
+        )
+
+    async def _store_gate_results(self, run_id: str, results: list[GateResult]) -> None:
+        for result in results:
+            events: list[tuple[int, str, dict[str, object]]] = [
+                (result.event_seq, "tool_call",
+                 {"step": result.step, "call_id": result.call_id, "name": result.name,
+                  "arguments": result.arguments}),
+                (result.event_seq + 1, "tool_result",
+                 {"step": result.step, "call_id": result.call_id, "name": result.name,
+                  "is_error": result.copy_of is None, "cached": result.copy_of is not None,
+                  "preview": (result.content or "")[:PREVIEW_CHARS]}),
+            ]
+            if result.copy_of is not None:
+                await self._store.copy_tool_message(
+                    run_id=run_id, step=result.step, ord_=result.ord, call_id=result.call_id,
+                    name=result.name, source_step=result.copy_of.step,
+                    source_ord=result.copy_of.ord, events=events,
+                )
+            else:
+                await self._store.put_tool_message(
+                    run_id=run_id, step=result.step, ord_=result.ord, call_id=result.call_id,
+                    name=result.name, content=result.content or "", is_error=True,
+                    events=events,
+                )
+
+    async def _complete(
+        self, step: LlmStepInput, messages: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], Usage, str]:
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": TOOL_SPECS[name].description,
+                    "parameters": TOOL_SPECS[name].json_schema(),
+                },
+            }
+            for name in step.tools
+        ]
+        kwargs: dict[str, Any] = {}
+        if tools:
+            kwargs["tools"] = tools
+            kwargs["tool_choice"] = step.tool_choice
+        try:
+            stream = await self._client.chat.completions.create(
+                model=step.model,
+                messages=messages,  # type: ignore[arg-type]
+                stream=True,
+                stream_options={"include_usage": True},
+                **kwargs,
+            )
+            return await _collect(stream)
+        except openai.APIStatusError as exc:
+            raise _status_error(exc) from exc
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise ApplicationError(
+                f"LLM endpoint unreachable at {self._client.base_url}: {exc}",
+                type="LlmUnavailable",
+            ) from exc
+
+
+async def _collect(stream: Any) -> tuple[dict[str, Any], Usage, str]:
+    """Assemble a streamed completion into one message."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage = Usage()
+    finish_reason = "stop"
+    async for chunk in stream:
+        if chunk.usage is not None:
+            usage = Usage(
+                prompt_tokens=chunk.usage.prompt_tokens or 0,
+                completion_tokens=chunk.usage.completion_tokens or 0,
+            )
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta.content:
+                content.append(delta.content)
+            for part in delta.tool_calls or []:
+                call = calls.setdefault(
+                    part.index,
+                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                if part.id:
+                    call["id"] = part.id
+                if part.function is not None:
+                    call["function"]["name"] += part.function.name or ""
+                    call["function"]["arguments"] += part.function.arguments or ""
+            if choice.finish_reason:
+                finish_reason = choice.finish_reason
+    ordered = [calls[i] for i in sorted(calls)]
+    for i, call in enumerate(ordered):
+        call["id"] = call["id"] or f"call_{i}"
+    return {"content": "".join(content), "tool_calls": ordered}, usage, finish_reason
+
+
+def _to_openai(message: MessageRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
+    if message.role == "assistant" and message.tool_calls:
+        out["tool_calls"] = message.tool_calls
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def _status_error(exc: openai.APIStatusError) -> ApplicationError:
+    status = exc.status_code
+    detail = _error_detail(exc)
+    if status in RETRYABLE_STATUS or status >= 500:
+        return ApplicationError(
+            f"LLM provider answered {status}: {detail}",
+            type="LlmUnavailable",
+            next_retry_delay=_retry_after(exc),
+        )
+    return ApplicationError(
+        f"LLM provider rejected the request ({status}): {detail}",
+        type="LlmRequestRejected",
+        non_retryable=True,
+    )
+
+
+def _error_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])
+        return json.dumps(body)[:300]
+    return str(exc.message)[:300]
+
+
+def _retry_after(exc: openai.APIStatusError) -> timedelta | None:
+    value = exc.response.headers.get("retry-after")
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return timedelta(seconds=min(seconds, 300.0)) if seconds is not None else None
+
+
+async def _with_heartbeats(work: Awaitable[T]) -> T:
+    """Heartbeat while a long completion runs, so a dead worker is noticed quickly."""
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
+        if done:
+            return task.result()
+        activity.heartbeat()

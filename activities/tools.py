@@ -1,0 +1,110 @@
+"""Tool activities: execute a validated tool call, store its output, return a digest."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.file_tools import ToolOutput, list_files, read_file, search_code
+from activities.store import Store
+from activities.workspace import Workspace
+from workflows.models import ToolCallInput, ToolDigest
+from workflows.tool_specs import TOOL_SPECS, ListFilesArgs, ReadFileArgs, SearchCodeArgs, ToolArgs
+
+PREVIEW_CHARS = 200
+
+
+def _run_read_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
+    assert isinstance(args, ReadFileArgs)
+    return read_file(ws, args)
+
+
+def _run_list_files(ws: Workspace, args: ToolArgs) -> ToolOutput:
+    assert isinstance(args, ListFilesArgs)
+    return list_files(ws, args)
+
+
+def _run_search_code(ws: Workspace, args: ToolArgs) -> ToolOutput:
+    assert isinstance(args, SearchCodeArgs)
+    return search_code(ws, args)
+
+
+EXECUTORS: dict[str, Callable[[Workspace, ToolArgs], ToolOutput]] = {
+    "read_file": _run_read_file,
+    "list_files": _run_list_files,
+    "search_code": _run_search_code,
+}
+
+
+def digest_of(output: ToolOutput) -> ToolDigest:
+    return ToolDigest(
+        size=len(output.text.encode()),
+        sha256=hashlib.sha256(output.text.encode()).hexdigest(),
+        preview=output.text[:PREVIEW_CHARS],
+        is_error=output.is_error,
+        seen=list(output.seen),
+    )
+
+
+class ToolActivities:
+    """Runs tools inside workspaces under one allowed root."""
+
+    def __init__(self, store: Store, allowed_root: Path) -> None:
+        self._store = store
+        self._allowed_root = allowed_root.resolve()
+
+    @activity.defn(name="run_tool")
+    async def run_tool(self, call: ToolCallInput) -> ToolDigest:
+        stored = await self._store.get_message(call.run_id, call.step, call.ord)
+        if stored is not None:
+            # A retry after the output was stored: answer from the store, run nothing.
+            return ToolDigest(
+                size=len((stored.content or "").encode()),
+                sha256=stored.sha256 or "",
+                preview=(stored.content or "")[:PREVIEW_CHARS],
+                is_error=stored.is_error,
+            )
+        output = await asyncio.to_thread(self._execute, call)
+        digest = digest_of(output)
+        await self._store.put_tool_message(
+            run_id=call.run_id,
+            step=call.step,
+            ord_=call.ord,
+            call_id=call.call_id,
+            name=call.name,
+            content=output.text,
+            is_error=output.is_error,
+            events=[
+                (call.event_seq, "tool_call",
+                 {"step": call.step, "call_id": call.call_id, "name": call.name,
+                  "arguments": call.arguments}),
+                (call.event_seq + 1, "tool_result",
+                 {"step": call.step, "call_id": call.call_id, "name": call.name,
+                  "is_error": output.is_error, "size": digest.size,
+                  "preview": digest.preview}),
+            ],
+        )
+        return digest
+
+    def _execute(self, call: ToolCallInput) -> ToolOutput:
+        spec = TOOL_SPECS.get(call.name)
+        executor = EXECUTORS.get(call.name)
+        if spec is None or executor is None:
+            raise ApplicationError(f"No executor for tool {call.name}", non_retryable=True)
+        root = Path(call.workspace).resolve()
+        if not root.is_relative_to(self._allowed_root):
+            return ToolOutput(
+                text=f"Error: the run's workspace {root} is outside the allowed root.",
+                is_error=True,
+            )
+        try:
+            workspace = Workspace(root)
+        except ValueError as exc:
+            return ToolOutput(text=f"Error: {exc}", is_error=True)
+        args = spec.args_model.model_validate_json(call.arguments)
+        return executor(workspace, args)

@@ -1,0 +1,44 @@
+"""The FastAPI application; its lifespan owns the Temporal client and the Postgres pool."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from activities.store import Store
+from api.routers import runs, system
+from worker.agent_catalog import AgentCatalog
+from worker.settings import Settings
+from worker.temporal_client import connect
+
+
+def create_app(settings: Settings) -> FastAPI:
+    if settings.temporal_address is None or settings.database_url is None:
+        raise RuntimeError("create_app needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
+    temporal_address = settings.temporal_address
+    database_url = settings.database_url
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.settings = settings
+        app.state.catalog = AgentCatalog.load(settings.agents_dir)
+        app.state.temporal = await connect(temporal_address, settings.temporal_namespace)
+        store = await Store.open(database_url)
+        app.state.store = store
+        try:
+            await store.migrate()
+            yield
+        finally:
+            await store.close()
+
+    app = FastAPI(
+        title="Keel",
+        version="0.1.0",
+        description="A durable orchestrator for LLM agents on Temporal.",
+        lifespan=lifespan,
+    )
+    app.include_router(system.router)
+    app.include_router(runs.router)
+    return app

@@ -1,0 +1,24 @@
+"""Health and the agent catalog."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import CatalogDep, StoreDep, TemporalDep
+from api.schemas import AgentPublic, Health
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/health", response_model=Health)
+async def health(temporal: TemporalDep, store: StoreDep) -> Health:
+    await store.list_runs(tenant_id="default", limit=1)
+    return Health(status="ok", temporal=temporal.service_client.config.target_host, database="ok")
+
+
+@router.get("/v1/agents", response_model=list[AgentPublic], tags=["agents"])
+async def list_agents(catalog: CatalogDep) -> list[AgentPublic]:
+    return [
+        AgentPublic(name=a.name, description=a.description, tools=a.tools, model=a.model)
+        for a in catalog.all()
+    ]

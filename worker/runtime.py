@@ -1,0 +1,89 @@
+"""The worker: registers Keel's workflows and activities on a task queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import openai
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.llm import LlmActivities
+from activities.run_records import RunRecordActivities
+from activities.store import Store
+from activities.tools import ToolActivities
+from worker.settings import Settings
+from worker.temporal_client import connect
+from workflows.agent_run import AgentRunWorkflow
+
+log = logging.getLogger("keel.worker")
+
+
+def openai_client(settings: Settings) -> openai.AsyncOpenAI:
+    """Retries belong to Temporal, so the client makes exactly one attempt."""
+    return openai.AsyncOpenAI(
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key.get_secret_value(),
+        max_retries=0,
+        timeout=settings.llm_timeout_s,
+    )
+
+
+@dataclass
+class WorkerParts:
+    """What a worker owns, so it can close them."""
+
+    worker: Worker
+    store: Store
+    llm: openai.AsyncOpenAI
+
+
+def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
+    llm = openai_client(settings)
+    llm_activities = LlmActivities(llm, store)
+    tool_activities = ToolActivities(store, settings.workspace_root)
+    record_activities = RunRecordActivities(store)
+    worker = Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[AgentRunWorkflow],
+        activities=[
+            llm_activities.llm_step,
+            tool_activities.run_tool,
+            record_activities.start_run,
+            record_activities.finish_run,
+        ],
+        max_concurrent_activities=settings.max_concurrent_activities,
+    )
+    return WorkerParts(worker=worker, store=store, llm=llm)
+
+
+@asynccontextmanager
+async def running_worker(settings: Settings) -> AsyncIterator[WorkerParts]:
+    """Connect, migrate, and run a worker until the context exits."""
+    if settings.temporal_address is None or settings.database_url is None:
+        raise RuntimeError("running_worker needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    store = await Store.open(settings.database_url)
+    try:
+        await store.migrate()
+        parts = build_worker(client, store, settings)
+        task = asyncio.create_task(parts.worker.run())
+        log.info("worker polling task queue %s", settings.task_queue)
+        try:
+            yield parts
+        finally:
+            await parts.worker.shutdown()
+            await asyncio.gather(task, return_exceptions=True)
+            await parts.llm.close()
+    finally:
+        await store.close()
+
+
+async def run_worker_forever(settings: Settings) -> None:
+    async with running_worker(settings):
+        await asyncio.Event().wait()

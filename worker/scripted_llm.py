@@ -1,0 +1,456 @@
+"""A scripted OpenAI-compatible chat completions server for tests and offline demos.
+
+The real `openai` client talks to it over HTTP. Each request is answered with one
+turn of a `Script`; the turn is chosen from the request alone (the number of
+assistant messages it carries), so a retried request gets the same answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import copy
+import json
+import math
+import signal
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import uvicorn
+import yaml
+from pydantic import BaseModel, Field, model_validator
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+__all__ = ["Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
+
+_STARTUP_TIMEOUT_S = 10.0
+_STOP_TIMEOUT_S = 10.0
+# In-flight (delayed) requests are cancelled this long after stop() asks to shut down.
+_GRACEFUL_SHUTDOWN_S = 1
+_CONTENT_PIECES = 3
+_ARGUMENT_PIECES = 2
+
+
+class ScriptedToolCall(BaseModel):
+    """One tool call the scripted model makes."""
+
+    name: str
+    """Name of the tool to call."""
+    arguments: dict[str, object] | str = Field(default_factory=dict)
+    """Arguments; a dict is sent as JSON, a str is sent verbatim (it may be malformed)."""
+
+    def arguments_json(self) -> str:
+        """The arguments as they appear on the wire."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments)
+
+
+class Turn(BaseModel):
+    """One scripted assistant reply."""
+
+    content: str | None = None
+    """Text of the reply; `{files_read}` and `{tool_results}` are filled in from the request."""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    """Tool calls of the reply, in order."""
+    delay_s: float = Field(default=0.0, ge=0.0)
+    """Seconds to wait before answering."""
+    prompt_tokens: int = Field(default=100, ge=0)
+    """Reported prompt token usage."""
+    completion_tokens: int = Field(default=20, ge=0)
+    """Reported completion token usage."""
+
+    @model_validator(mode="after")
+    def _has_content_or_tool_calls(self) -> Self:
+        if self.content is None and not self.tool_calls:
+            raise ValueError("A turn needs `content`, `tool_calls` or both.")
+        return self
+
+
+class Script(BaseModel):
+    """The turns the scripted model plays, in order."""
+
+    turns: list[Turn]
+    """Turn `i` answers requests that carry `i` assistant messages."""
+    name: str = "scripted"
+    """Model name listed by `/v1/models` and used when a request names none."""
+
+    @classmethod
+    def load(cls, path: Path) -> Script:
+        """Read a script from a `.json` file, or from YAML for any other suffix."""
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"Script file {path} must hold a mapping with a `turns` list; "
+                f"found {type(data).__name__}."
+            )
+        return cls.model_validate(data)
+
+
+class ScriptedLLMServer:
+    """Serves a `Script` as an OpenAI-compatible API on a background uvicorn thread.
+
+    `app` is the ASGI app, usable on its own; `start()`/`stop()` (or `with`) run it.
+    Counters are safe to read from any thread.
+    """
+
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.script = script
+        self.host = host
+        self.port = port
+        self._lock = threading.Lock()
+        self._requests_by_turn: collections.Counter[int] = collections.Counter()
+        self._total_requests = 0
+        self._last_requests: dict[int, dict[str, Any]] = {}
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+
+    # -- counters ---------------------------------------------------------------
+
+    @property
+    def requests_by_turn(self) -> collections.Counter[int]:
+        """A snapshot: chat requests by turn index asked for (including past the end)."""
+        with self._lock:
+            return collections.Counter(self._requests_by_turn)
+
+    @property
+    def total_requests(self) -> int:
+        """Every chat completion request received, rejected ones included."""
+        with self._lock:
+            return self._total_requests
+
+    def last_request(self, turn: int) -> dict[str, Any]:
+        """A copy of the body of the last request that asked for `turn`."""
+        with self._lock:
+            if turn not in self._last_requests:
+                raise KeyError(f"No request has asked for turn {turn} yet.")
+            return copy.deepcopy(self._last_requests[turn])
+
+    def reset(self) -> None:
+        """Forget all counted and recorded requests."""
+        with self._lock:
+            self._requests_by_turn.clear()
+            self._total_requests = 0
+            self._last_requests.clear()
+
+    # -- running ----------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI `base_url`, e.g. `http://127.0.0.1:PORT/v1`; known once started."""
+        if self.port == 0:
+            raise RuntimeError("The server has no port yet; call start() first.")
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}/v1"
+
+    def start(self) -> None:
+        """Bind the port, serve on a background thread and wait until it accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("The scripted LLM server is already running; call stop() first.")
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
+        # Keep the port across restarts so base_url stays valid.
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="scripted-llm", daemon=True
+        )
+        self._server, self._thread = server, thread
+        thread.start()
+        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                sock.close()
+                raise RuntimeError(
+                    f"The scripted LLM server did not start on {self.host}:{self.port}; "
+                    "see the uvicorn log above."
+                )
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Shut the server down; in-flight requests are cancelled after a short grace."""
+        server, thread = self._server, self._thread
+        self._server, self._thread = None, None
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        thread.join(_STOP_TIMEOUT_S)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- endpoints --------------------------------------------------------------
+
+    async def _models(self, request: Request) -> Response:
+        model = {"id": self.script.name, "object": "model", "created": 0, "owned_by": "keel"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def _chat_completions(self, request: Request) -> Response:
+        with self._lock:
+            self._total_requests += 1
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error("The request body is not valid JSON; send a chat completion request.")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error("The request body needs a `messages` list.", param="messages")
+        messages: list[object] = body["messages"]
+        index = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+        with self._lock:
+            self._requests_by_turn[index] += 1
+            self._last_requests[index] = copy.deepcopy(body)
+        turns = self.script.turns
+        if index >= len(turns):
+            return _error(
+                f"script exhausted: the request carries {index} assistant messages but "
+                f"script {self.script.name!r} has only {len(turns)} turns; add turns or "
+                "reset the conversation."
+            )
+        turn = turns[index]
+        if turn.delay_s > 0:
+            await asyncio.sleep(turn.delay_s)
+        reply = _Reply(
+            turn=turn,
+            index=index,
+            content=None if turn.content is None else _render(turn.content, messages),
+            model=str(body.get("model") or self.script.name),
+        )
+        if body.get("stream"):
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            return StreamingResponse(
+                reply.sse(include_usage),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        return JSONResponse(reply.completion())
+
+
+class _Reply:
+    """One turn rendered for one request, as a completion or as stream chunks."""
+
+    def __init__(self, turn: Turn, index: int, content: str | None, model: str) -> None:
+        self.turn = turn
+        self.index = index
+        self.content = content
+        self.model = model
+        # Deterministic, so a retried request sees the same ids.
+        self.id = f"chatcmpl-scripted-{index}"
+        self.created = int(time.time())
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.turn.tool_calls else "stop"
+
+    def call_id(self, i: int) -> str:
+        return f"call_{self.index}_{i}"
+
+    def usage(self) -> dict[str, int]:
+        prompt, completion = self.turn.prompt_tokens, self.turn.completion_tokens
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    def completion(self) -> dict[str, object]:
+        message: dict[str, object] = {"role": "assistant", "content": self.content}
+        if self.turn.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": self.call_id(i),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_json()},
+                }
+                for i, call in enumerate(self.turn.tool_calls)
+            ]
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                }
+            ],
+            "usage": self.usage(),
+        }
+
+    def chunks(self, include_usage: bool) -> list[dict[str, object]]:
+        """The `chat.completion.chunk` objects of the streamed reply, in order."""
+        head: dict[str, object] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+        }
+        if include_usage:
+            head["usage"] = None
+
+        def chunk(delta: dict[str, object], finish_reason: str | None = None) -> dict[str, object]:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            return {**head, "choices": [choice]}
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        out += [chunk({"content": piece}) for piece in _pieces(self.content or "", _CONTENT_PIECES)]
+        for i, call in enumerate(self.turn.tool_calls):
+            opening = {
+                "index": i,
+                "id": self.call_id(i),
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            out.append(chunk({"tool_calls": [opening]}))
+            out += [
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                for piece in _pieces(call.arguments_json(), _ARGUMENT_PIECES)
+            ]
+        out.append(chunk({}, self.finish_reason))
+        if include_usage:
+            out.append({**head, "choices": [], "usage": self.usage()})
+        return out
+
+    async def sse(self, include_usage: bool) -> AsyncIterator[str]:
+        for item in self.chunks(include_usage):
+            yield f"data: {json.dumps(item)}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def _error(message: str, param: str | None = None, status: int = 400) -> JSONResponse:
+    """An OpenAI-style error response."""
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    """Split `text` into at most `count` non-empty consecutive pieces."""
+    if not text:
+        return []
+    size = math.ceil(len(text) / count)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _render(content: str, messages: list[object]) -> str:
+    """Fill `{files_read}` and `{tool_results}` from the request's messages."""
+    tool_messages = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    if "{files_read}" in content:
+        paths = _files_read(messages, tool_messages)
+        listing = "\n".join(f"- {path}" for path in paths) if paths else "- (none)"
+        content = content.replace("{files_read}", listing)
+    return content.replace("{tool_results}", str(len(tool_messages)))
+
+
+def _files_read(messages: list[object], tool_messages: list[dict[str, Any]]) -> list[str]:
+    """Distinct `read_file` paths whose tool result exists and is not an error."""
+    results = {m.get("tool_call_id"): _text(m.get("content")) for m in tool_messages}
+    paths: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function")
+            if not isinstance(function, dict) or function.get("name") != "read_file":
+                continue
+            result = results.get(call.get("id"))
+            if result is None or result.startswith("Error:"):
+                continue
+            try:
+                arguments = json.loads(function.get("arguments") or "")
+            except (TypeError, ValueError):
+                continue
+            path = arguments.get("path") if isinstance(arguments, dict) else None
+            if isinstance(path, str) and path not in paths:
+                paths.append(path)
+    return paths
+
+
+def _text(content: object) -> str:
+    """The text of a message's content, whether a string or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a script file until Ctrl-C or SIGTERM."""
+    parser = argparse.ArgumentParser(
+        prog="python -m worker.scripted_llm",
+        description="Serve a scripted OpenAI-compatible chat completions API.",
+    )
+    parser.add_argument("script", type=Path, help="script file (.json, .yaml or .yml)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    args = parser.parse_args(argv)
+    script = Script.load(args.script)
+    server = ScriptedLLMServer(script, host=args.host, port=args.port)
+    server.start()
+    print(
+        f"Serving script {script.name!r} ({len(script.turns)} turns) at {server.base_url}; "
+        "press Ctrl-C to stop.",
+        flush=True,
+    )
+    stopping = threading.Event()
+    # SIGTERM (e.g. from a process manager) stops as cleanly as Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+    try:
+        stopping.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Keel's settings: the one place that reads the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    """Configuration from environment variables; every field has a working default."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    temporal_address: str | None = Field(
+        default=None,
+        validation_alias=_env("TEMPORAL_ADDRESS"),
+        description="host:port of a Temporal frontend; unset starts the embedded dev server.",
+    )
+    temporal_namespace: str = Field(default="default", validation_alias=_env("TEMPORAL_NAMESPACE"))
+    task_queue: str = Field(default="keel", validation_alias=_env("KEEL_TASK_QUEUE"))
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=_env("DATABASE_URL"),
+        description="Postgres URL; unset starts the embedded Postgres under the data directory.",
+    )
+    openai_base_url: str = Field(
+        default="https://api.openai.com/v1", validation_alias=_env("OPENAI_BASE_URL")
+    )
+    openai_api_key: SecretStr = Field(
+        default=SecretStr("not-set"), validation_alias=_env("OPENAI_API_KEY")
+    )
+    model: str = Field(default="gpt-4.1-mini", validation_alias=_env("KEEL_MODEL"))
+    llm_timeout_s: float = Field(default=300.0, gt=0, validation_alias=_env("KEEL_LLM_TIMEOUT_S"))
+    llm_max_attempts: int = Field(default=6, ge=1, validation_alias=_env("KEEL_LLM_MAX_ATTEMPTS"))
+    data_dir: Path = Field(
+        default=Path.home() / ".keel",
+        validation_alias=_env("KEEL_DATA_DIR"),
+        description="Embedded Temporal and Postgres data, saved reports.",
+    )
+    workspace_root: Path = Field(
+        default_factory=Path.cwd,
+        validation_alias=_env("KEEL_WORKSPACE_ROOT"),
+        description="Runs may only work on directories inside this root.",
+    )
+    agents_dir: Path | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_AGENTS_DIR"),
+        description="Extra agent definitions (*.md); they override built-ins of the same name.",
+    )
+    api_host: str = Field(default="127.0.0.1", validation_alias=_env("KEEL_API_HOST"))
+    api_port: int = Field(default=8470, validation_alias=_env("KEEL_API_PORT"))
+    api_url: str | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_API_URL"),
+        description="Where the CLI finds a running API; defaults to api_host:api_port.",
+    )
+    temporal_port: int = Field(default=7233, validation_alias=_env("KEEL_TEMPORAL_PORT"))
+    temporal_ui_port: int = Field(default=8233, validation_alias=_env("KEEL_TEMPORAL_UI_PORT"))
+    max_concurrent_activities: int = Field(
+        default=100, ge=1, validation_alias=_env("KEEL_MAX_CONCURRENT_ACTIVITIES")
+    )
+
+    @property
+    def resolved_api_url(self) -> str:
+        return self.api_url or f"http://{self.api_host}:{self.api_port}"

@@ -1,0 +1,40 @@
+"""Timeouts and retry policies of every activity the workflows call, in one place."""
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+LLM_START_TO_CLOSE = timedelta(minutes=10)
+LLM_HEARTBEAT = timedelta(seconds=30)
+LLM_DEFAULT_ATTEMPTS = 6
+
+
+def llm_retry(max_attempts: int) -> RetryPolicy:
+    """Provider errors: back off, honour retry-after (set by the activity), then give up."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=max_attempts,
+        non_retryable_error_types=["LlmRequestRejected"],
+    )
+
+
+TOOL_START_TO_CLOSE = timedelta(seconds=90)
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=4,
+)
+
+STORE_START_TO_CLOSE = timedelta(seconds=30)
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=20,
+)
+
+# Continue-as-new well before Temporal's 50k-event / 50 MB history limits.
+MAX_HISTORY_EVENTS = 2_000
