@@ -24,7 +24,7 @@ from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRe
 from workflows.tool_specs import TOOL_SPECS
 
 PREVIEW_CHARS = 200
-HEARTBEAT_EVERY_S = 5.0
+HEARTBEAT_EVERY_S = 2.0
 RETRYABLE_STATUS = {408, 409, 425, 429}
 
 T = TypeVar("T")

@@ -264,3 +264,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     app()
 
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 
 LLM_START_TO_CLOSE = timedelta(minutes=10)
-LLM_HEARTBEAT = timedelta(seconds=30)
+LLM_HEARTBEAT = timedelta(seconds=10)
 LLM_DEFAULT_ATTEMPTS = 6
 
 

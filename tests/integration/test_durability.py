@@ -1,0 +1,170 @@
+"""Runs survive a killed worker and a restarted Temporal server; history stays small."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from activities.store import Store
+from tests.conftest import in_process_worker
+from tests.integration.runs import agent, start_run
+from worker.dev_stack import TemporalDevServer, free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+from worker.temporal_client import connect
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+
+
+def read(path: str, **extra: object) -> ScriptedToolCall:
+    return ScriptedToolCall(name="read_file", arguments={"path": path, **extra})
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "TEMPORAL_ADDRESS": str(settings.temporal_address),
+        "DATABASE_URL": str(settings.database_url),
+        "OPENAI_BASE_URL": settings.openai_base_url,
+        "OPENAI_API_KEY": settings.openai_api_key.get_secret_value(),
+        "KEEL_MODEL": settings.model,
+        "KEEL_TASK_QUEUE": settings.task_queue,
+        "KEEL_WORKSPACE_ROOT": str(settings.workspace_root),
+        "KEEL_DATA_DIR": str(settings.data_dir),
+    })
+    return env
+
+
+@pytest.fixture
+def spawn_worker() -> Iterator[Callable[[Settings], subprocess.Popen[bytes]]]:
+    """`keel worker` as a separate process, killed at the end of the test."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(settings: Settings) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "worker"], env=worker_env(settings),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        procs.append(proc)
+        return proc
+
+    yield spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_sigkilled_worker_mid_step_and_the_run_completes(
+    temporal_client: Client, store: Store, workspace: Path,
+    scripted: StartLLM, settings_for: MakeSettings,
+    spawn_worker: Callable[[Settings], subprocess.Popen[bytes]],
+) -> None:
+    llm = scripted(Script(turns=[
+        Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})]),
+        Turn(tool_calls=[read("pkg/core.py")]),
+        Turn(tool_calls=[read("README.md")], delay_s=3.0),
+        Turn(content="## Files reviewed\n{files_read}"),
+    ]))
+    settings = settings_for(llm, workspace)
+    first = spawn_worker(settings)
+    handle = await start_run(temporal_client, settings, workspace)
+    await wait_until(lambda: llm.requests_by_turn[2] >= 1)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    spawn_worker(settings)
+    result = await asyncio.wait_for(handle.result(), timeout=120)
+
+    assert result.status == "completed" and result.steps == 4
+    counts = llm.requests_by_turn
+    assert counts[0] == 1 and counts[1] == 1 and counts[3] == 1
+    assert counts[2] == 2  # only the step in flight was asked again
+    messages = await store.conversation(handle.id, None)
+    assert [m.role for m in messages].count("assistant") == 4
+    assert [m.role for m in messages].count("tool") == 3
+    events = await store.list_events(handle.id)
+    assert [e.seq for e in events] == list(range(1, 17))
+    assert [e.type for e in events].count("message") == 4
+    run = await store.get_run(handle.id)
+    assert run is not None and run.report is not None and "- README.md" in run.report
+    assert run.prompt_tokens == 400  # each completed call counted once
+
+
+async def test_temporal_server_restart_mid_run(
+    store: Store, workspace: Path, tmp_path: Path,
+    scripted: StartLLM, settings_for: MakeSettings,
+) -> None:
+    server = TemporalDevServer(
+        db_file=tmp_path / "restart.sqlite", port=free_port(), log_file=tmp_path / "t.log"
+    )
+    await server.start()
+    try:
+        client = await connect(server.address)
+        llm = scripted(Script(turns=[
+            Turn(tool_calls=[read("pkg/core.py")]),
+            Turn(tool_calls=[read("README.md")], delay_s=2.0),
+            Turn(content="Finished after the restart."),
+        ]))
+        settings = settings_for(llm, workspace, temporal_address=server.address)
+        async with in_process_worker(client, store, settings):
+            handle = await start_run(client, settings, workspace)
+            await wait_until(lambda: llm.requests_by_turn[1] >= 1)
+            await server.stop()
+            await asyncio.sleep(1.0)
+            await server.start()
+            result = await asyncio.wait_for(handle.result(), timeout=120)
+        assert result.status == "completed"
+        assert result.stop_reason == "final_answer"
+        run = await store.get_run(handle.id)
+        assert run is not None and run.report == "Finished after the restart."
+    finally:
+        await server.stop()
+
+
+@pytest.mark.slow
+async def test_long_run_with_large_outputs_keeps_history_small(
+    temporal_client: Client, store: Store, tmp_path: Path,
+    scripted: StartLLM, settings_for: MakeSettings,
+) -> None:
+    root = tmp_path / "big"
+    root.mkdir()
+    line = "x" * 99 + "\n"
+    for i in range(200):
+        (root / f"f{i:03}.txt").write_text(f"file {i}\n" + line * 1000)
+    turns = [
+        Turn(tool_calls=[read(f"f{step * 5 + k:03}.txt") for k in range(5)])
+        for step in range(40)
+    ]
+    llm = scripted(Script(turns=[*turns, Turn(content="Read {tool_results} outputs.")]))
+    settings = settings_for(llm, root)
+    spec = agent(max_steps=60, max_tool_calls=400, max_stale_rounds=50)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, root, spec=spec)
+        result = await asyncio.wait_for(handle.result(), timeout=600)
+
+    assert result.status == "completed" and result.tool_calls == 200
+    tools = [m for m in await store.conversation(handle.id, None) if m.role == "tool"]
+    assert len(tools) == 200 and all(len(t.content or "") > 100_000 for t in tools)
+    history = await handle.fetch_history()
+    size = sum(event.ByteSize() for event in history.events)
+    assert size < 2 * 1024 * 1024, f"history is {size} bytes"
+    per_step = size / result.steps
+    print(f"history {size} bytes, {per_step:.0f} bytes per step")
