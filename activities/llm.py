@@ -81,24 +81,49 @@ class LlmActivities:
     async def _store_gate_results(self, run_id: str, results: list[GateResult]) -> None:
         for result in results:
             events: list[tuple[int, str, dict[str, object]]] = [
-                (result.event_seq, "tool_call",
-                 {"step": result.step, "call_id": result.call_id, "name": result.name,
-                  "arguments": result.arguments}),
-                (result.event_seq + 1, "tool_result",
-                 {"step": result.step, "call_id": result.call_id, "name": result.name,
-                  "is_error": result.copy_of is None, "cached": result.copy_of is not None,
-                  "preview": (result.content or "")[:PREVIEW_CHARS]}),
+                (
+                    result.event_seq,
+                    "tool_call",
+                    {
+                        "step": result.step,
+                        "call_id": result.call_id,
+                        "name": result.name,
+                        "arguments": result.arguments,
+                    },
+                ),
+                (
+                    result.event_seq + 1,
+                    "tool_result",
+                    {
+                        "step": result.step,
+                        "call_id": result.call_id,
+                        "name": result.name,
+                        "is_error": result.copy_of is None,
+                        "cached": result.copy_of is not None,
+                        "preview": (result.content or "")[:PREVIEW_CHARS],
+                    },
+                ),
             ]
             if result.copy_of is not None:
                 await self._store.copy_tool_message(
-                    run_id=run_id, step=result.step, ord_=result.ord, call_id=result.call_id,
-                    name=result.name, source_step=result.copy_of.step,
-                    source_ord=result.copy_of.ord, events=events,
+                    run_id=run_id,
+                    step=result.step,
+                    ord_=result.ord,
+                    call_id=result.call_id,
+                    name=result.name,
+                    source_step=result.copy_of.step,
+                    source_ord=result.copy_of.ord,
+                    events=events,
                 )
             else:
                 await self._store.put_tool_message(
-                    run_id=run_id, step=result.step, ord_=result.ord, call_id=result.call_id,
-                    name=result.name, content=result.content or "", is_error=True,
+                    run_id=run_id,
+                    step=result.step,
+                    ord_=result.ord,
+                    call_id=result.call_id,
+                    name=result.name,
+                    content=result.content or "",
+                    is_error=True,
                     events=events,
                 )
 
@@ -121,9 +146,9 @@ class LlmActivities:
             kwargs["tools"] = tools
             kwargs["tool_choice"] = step.tool_choice
         try:
-            stream = await self._client.chat.completions.create(
+            stream = await self._client.chat.completions.create(  # type: ignore[call-overload]
                 model=step.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 stream=True,
                 stream_options={"include_usage": True},
                 **kwargs,

@@ -66,7 +66,11 @@ class Store:
     async def migrate(self) -> list[str]:
         """Apply numbered SQL files not yet applied; returns the names applied."""
         files = sorted(
-            (f for f in resources.files("activities.migrations").iterdir() if f.name.endswith(".sql")),
+            (
+                f
+                for f in resources.files("activities.migrations").iterdir()
+                if f.name.endswith(".sql")
+            ),
             key=lambda f: f.name,
         )
         applied: list[str] = []
@@ -116,8 +120,17 @@ class Store:
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', %s)"
                 " ON CONFLICT (id) DO NOTHING",
                 (
-                    run_id, tenant_id, session_id, agent, model, requester, trigger,
-                    parent_run_id, workspace, input, Jsonb(metadata or {}),
+                    run_id,
+                    tenant_id,
+                    session_id,
+                    agent,
+                    model,
+                    requester,
+                    trigger,
+                    parent_run_id,
+                    workspace,
+                    input,
+                    Jsonb(metadata or {}),
                 ),
             )
             return cur.rowcount == 1
@@ -133,17 +146,31 @@ class Store:
                 " started_at = coalesce(runs.started_at, now())"
                 " WHERE runs.status = 'queued'",
                 (
-                    start.run_id, start.tenant_id, start.session_id, start.agent, start.model,
-                    start.requester, start.trigger, start.parent_run_id, start.workspace,
+                    start.run_id,
+                    start.tenant_id,
+                    start.session_id,
+                    start.agent,
+                    start.model,
+                    start.requester,
+                    start.trigger,
+                    start.parent_run_id,
+                    start.workspace,
                     start.input,
                 ),
             )
             await self._put_message(conn, start.run_id, 0, 0, "system", start.system_prompt)
             await self._put_message(conn, start.run_id, 0, 1, "user", start.input)
             await self._put_event(
-                conn, start.run_id, start.event_seq, "run_started",
-                {"agent": start.agent, "model": start.model, "trigger": start.trigger,
-                 "input": start.input},
+                conn,
+                start.run_id,
+                start.event_seq,
+                "run_started",
+                {
+                    "agent": start.agent,
+                    "model": start.model,
+                    "trigger": start.trigger,
+                    "input": start.input,
+                },
             )
 
     async def finish_run(
@@ -170,9 +197,7 @@ class Store:
                 row = await cur.fetchone()
                 report = (row["content"] if row else "") or ""
                 if not report.strip():
-                    report = (
-                        f"The run stopped ({stop_reason}) before the model wrote an answer."
-                    )
+                    report = f"The run stopped ({stop_reason}) before the model wrote an answer."
             await conn.execute(
                 "UPDATE runs SET status = %s, stop_reason = %s, error = %s,"
                 " report = coalesce(%s, report), steps = %s, tool_calls = %s,"
@@ -214,7 +239,8 @@ class Store:
             params.extend(before)
         params.append(limit)
         query = (
-            "SELECT * FROM runs WHERE " + " AND ".join(clauses)
+            "SELECT * FROM runs WHERE "
+            + " AND ".join(clauses)
             + " ORDER BY created_at DESC, id DESC LIMIT %s"
         )
         async with self._pool.connection() as conn:
@@ -279,8 +305,15 @@ class Store:
     ) -> None:
         async with self._pool.connection() as conn, conn.transaction():
             await self._put_message(
-                conn, run_id, step, ord_, "tool", content,
-                tool_call_id=call_id, name=name, is_error=is_error,
+                conn,
+                run_id,
+                step,
+                ord_,
+                "tool",
+                content,
+                tool_call_id=call_id,
+                name=name,
+                is_error=is_error,
             )
             for seq, type_, data in events:
                 await self._put_event(conn, run_id, seq, type_, data)
@@ -334,8 +367,16 @@ class Store:
                 "INSERT INTO llm_calls (run_id, step, model, prompt_tokens, completion_tokens,"
                 " latency_ms, attempt, finish_reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT DO NOTHING",
-                (run_id, step, model, prompt_tokens, completion_tokens, latency_ms, attempt,
-                 finish_reason),
+                (
+                    run_id,
+                    step,
+                    model,
+                    prompt_tokens,
+                    completion_tokens,
+                    latency_ms,
+                    attempt,
+                    finish_reason,
+                ),
             )
             if cur.rowcount == 1:
                 await conn.execute(
@@ -345,14 +386,27 @@ class Store:
                     (prompt_tokens, completion_tokens, step, run_id),
                 )
             await self._put_event(
-                conn, run_id, event_seq, "message",
-                {"step": step, "content": content,
-                 "tool_calls": [c["function"] for c in tool_calls]},  # type: ignore[index]
+                conn,
+                run_id,
+                event_seq,
+                "message",
+                {
+                    "step": step,
+                    "content": content,
+                    "tool_calls": [c["function"] for c in tool_calls],
+                },  # type: ignore[index]
             )
             await self._put_event(
-                conn, run_id, event_seq + 1, "usage",
-                {"step": step, "prompt_tokens": prompt_tokens,
-                 "completion_tokens": completion_tokens, "latency_ms": latency_ms},
+                conn,
+                run_id,
+                event_seq + 1,
+                "usage",
+                {
+                    "step": step,
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "latency_ms": latency_ms,
+                },
             )
 
     # -- events -----------------------------------------------------------
@@ -390,9 +444,16 @@ class Store:
             " name, is_error, sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT DO NOTHING",
             (
-                run_id, step, ord_, role, content,
+                run_id,
+                step,
+                ord_,
+                role,
+                content,
                 Jsonb(tool_calls) if tool_calls is not None else None,
-                tool_call_id, name, is_error, sha256_text(content),
+                tool_call_id,
+                name,
+                is_error,
+                sha256_text(content),
             ),
         )
 

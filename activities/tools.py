@@ -80,13 +80,28 @@ class ToolActivities:
             content=output.text,
             is_error=output.is_error,
             events=[
-                (call.event_seq, "tool_call",
-                 {"step": call.step, "call_id": call.call_id, "name": call.name,
-                  "arguments": call.arguments}),
-                (call.event_seq + 1, "tool_result",
-                 {"step": call.step, "call_id": call.call_id, "name": call.name,
-                  "is_error": output.is_error, "size": digest.size,
-                  "preview": digest.preview}),
+                (
+                    call.event_seq,
+                    "tool_call",
+                    {
+                        "step": call.step,
+                        "call_id": call.call_id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                    },
+                ),
+                (
+                    call.event_seq + 1,
+                    "tool_result",
+                    {
+                        "step": call.step,
+                        "call_id": call.call_id,
+                        "name": call.name,
+                        "is_error": output.is_error,
+                        "size": digest.size,
+                        "preview": digest.preview,
+                    },
+                ),
             ],
         )
         return digest

@@ -48,9 +48,11 @@ def _print_stack(info: StackInfo) -> None:
     console.print(f"     Temporal   {s.temporal_address}")
     if info.temporal_ui:
         console.print(f"     Temporal UI {info.temporal_ui}")
-    db = "embedded Postgres in " + str(s.data_dir / "postgres") if "host=/" in (
-        s.database_url or ""
-    ) else "DATABASE_URL"
+    db = (
+        "embedded Postgres in " + str(s.data_dir / "postgres")
+        if "host=/" in (s.database_url or "")
+        else "DATABASE_URL"
+    )
     console.print(f"     Database   {db}")
     console.print(f"     Data dir   {s.data_dir}")
     console.print(f"     Workspaces under {s.workspace_root}")
@@ -59,7 +61,9 @@ def _print_stack(info: StackInfo) -> None:
 
 @app.command()
 def dev(
-    no_ui: Annotated[bool, typer.Option("--no-ui", help="Do not serve the Temporal Web UI.")] = False,
+    no_ui: Annotated[
+        bool, typer.Option("--no-ui", help="Do not serve the Temporal Web UI.")
+    ] = False,
 ) -> None:
     """Start the whole stack here: Temporal, Postgres, the worker and the API."""
     settings = Settings()
@@ -83,7 +87,9 @@ def worker() -> None:
     """Run only a worker (needs TEMPORAL_ADDRESS and DATABASE_URL)."""
     settings = Settings()
     if settings.temporal_address is None or settings.database_url is None:
-        raise _fail("keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither.")
+        raise _fail(
+            "keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither."
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         asyncio.run(run_worker_forever(settings))
@@ -191,8 +197,13 @@ def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
         table = Table("id", "agent", "status", "stop reason", "steps", "tools", "created")
         for run in page.runs:
             table.add_row(
-                run.id, run.agent, run.status, run.stop_reason or "", str(run.steps),
-                str(run.tool_calls), run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                run.id,
+                run.agent,
+                run.status,
+                run.stop_reason or "",
+                str(run.steps),
+                str(run.tool_calls),
+                run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             )
         console.print(table)
 
@@ -263,7 +274,6 @@ def demo(
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     app()
-
 
 
 if __name__ == "__main__":

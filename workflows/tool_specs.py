@@ -32,9 +32,7 @@ class ReadFileArgs(ToolArgs):
 class ListFilesArgs(ToolArgs):
     """Arguments of `list_files`."""
 
-    pattern: str = Field(
-        default="**/*", description="Glob relative to `path`, e.g. `**/*.py`."
-    )
+    pattern: str = Field(default="**/*", description="Glob relative to `path`, e.g. `**/*.py`.")
     path: str = Field(default=".", description="Directory to list, relative to the workspace.")
 
 
@@ -89,7 +87,9 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         ),
         ToolSpec(
             name="search_code",
-            description="Search the workspace's files for a regular expression; returns path:line: text.",
+            description=(
+                "Search the workspace's files for a regular expression; returns path:line: text."
+            ),
             risk="read",
             read_only=True,
             args_model=SearchCodeArgs,

@@ -42,7 +42,8 @@ def _resolve_workspace(raw: str, root: Path) -> Path:
     path = path.resolve()
     if not path.is_relative_to(root.resolve()):
         raise _problem(
-            422, "workspace",
+            422,
+            "workspace",
             f"Workspace {path} is outside the allowed root {root.resolve()}; "
             "choose a directory inside it or start Keel with KEEL_WORKSPACE_ROOT set.",
         )
@@ -62,7 +63,9 @@ async def create_run(
     agent = catalog.get(body.agent)
     if agent is None:
         raise _problem(
-            422, "agent", f"Unknown agent '{body.agent}'. Known agents: {', '.join(catalog.names())}."
+            422,
+            "agent",
+            f"Unknown agent '{body.agent}'. Known agents: {', '.join(catalog.names())}.",
         )
     workspace = _resolve_workspace(body.workspace, settings.workspace_root)
     run_id = body.run_id or f"run-{uuid.uuid4().hex[:16]}"
@@ -75,17 +78,29 @@ async def create_run(
     if body.session_id is not None:
         raise _problem(422, "session_id", "Sessions are not available yet; omit session_id.")
     await store.create_run(
-        run_id=run_id, tenant_id=TENANT, agent=agent.name, model=model, requester=REQUESTER,
-        trigger=body.trigger, workspace=str(workspace), input=body.input,
+        run_id=run_id,
+        tenant_id=TENANT,
+        agent=agent.name,
+        model=model,
+        requester=REQUESTER,
+        trigger=body.trigger,
+        workspace=str(workspace),
+        input=body.input,
         metadata=body.metadata,
     )
     try:
         await temporal.start_workflow(
             AgentRunWorkflow.run,
             RunInput(
-                run_id=run_id, agent=agent, input=body.input, model=model,
-                workspace=str(workspace), tenant_id=TENANT, requester=REQUESTER,
-                trigger=body.trigger, llm_max_attempts=settings.llm_max_attempts,
+                run_id=run_id,
+                agent=agent,
+                input=body.input,
+                model=model,
+                workspace=str(workspace),
+                tenant_id=TENANT,
+                requester=REQUESTER,
+                trigger=body.trigger,
+                llm_max_attempts=settings.llm_max_attempts,
             ),
             id=run_id,
             task_queue=settings.task_queue,
@@ -144,15 +159,17 @@ async def _overlay_live_state(public: RunPublic, temporal: TemporalDep) -> None:
     handle = temporal.get_workflow_handle(public.id)
     try:
         description = await handle.describe()
-        closed_as = CLOSED_ELSEWHERE.get(description.status) if description.status else None
-        if closed_as is not None:
+        wf_status = description.status
+        closed_as = CLOSED_ELSEWHERE.get(wf_status) if wf_status is not None else None
+        if wf_status is not None and closed_as is not None:
             public.status = closed_as
-            public.error = public.error or f"The workflow was {description.status.name.lower()}."
+            public.error = public.error or f"The workflow was {wf_status.name.lower()}."
             return
-        progress = await handle.query(AgentRunWorkflow.progress, result_type=RunProgress)
+        progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
     except RPCError:
         return
-    public.status = progress.status
+    if progress.status == "running":
+        public.status = "running"
     public.steps = max(public.steps, progress.step)
     public.tool_calls = max(public.tool_calls, progress.tool_calls)
 

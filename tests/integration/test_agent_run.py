@@ -29,17 +29,26 @@ async def tool_messages(store: Store, run_id: str) -> list[str]:
 
 
 async def test_review_run_reads_files_and_reports_them(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
-    llm = scripted(Script(turns=[
-        Turn(tool_calls=[call("list_files", {"pattern": "**/*.py"})]),
-        Turn(tool_calls=[
-            call("read_file", {"path": "pkg/core.py"}),
-            call("search_code", {"pattern": "TODO"}),
-        ]),
-        Turn(content="## Files reviewed\n{files_read}\n\nLooks fine."),
-    ]))
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[call("list_files", {"pattern": "**/*.py"})]),
+                Turn(
+                    tool_calls=[
+                        call("read_file", {"path": "pkg/core.py"}),
+                        call("search_code", {"pattern": "TODO"}),
+                    ]
+                ),
+                Turn(content="## Files reviewed\n{files_read}\n\nLooks fine."),
+            ]
+        )
+    )
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(temporal_client, settings, workspace)
@@ -71,19 +80,28 @@ async def test_review_run_reads_files_and_reports_them(
 
 
 async def test_invalid_arguments_and_unknown_tools_go_back_to_the_model(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
-    llm = scripted(Script(turns=[
-        Turn(tool_calls=[
-            call("read_file", '{"path": "pkg/core.py"'),
-            call("read_file", {"paht": "pkg/core.py"}),
-            call("delete_everything", {}),
-            call("read_file", {"path": "pkg/core.py", "start_line": 0}),
-        ]),
-        Turn(tool_calls=[call("read_file", {"path": "pkg/core.py"})]),
-        Turn(content="Done after correcting my calls."),
-    ]))
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        call("read_file", '{"path": "pkg/core.py"'),
+                        call("read_file", {"paht": "pkg/core.py"}),
+                        call("delete_everything", {}),
+                        call("read_file", {"path": "pkg/core.py", "start_line": 0}),
+                    ]
+                ),
+                Turn(tool_calls=[call("read_file", {"path": "pkg/core.py"})]),
+                Turn(content="Done after correcting my calls."),
+            ]
+        )
+    )
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(temporal_client, settings, workspace)
@@ -104,21 +122,31 @@ async def test_invalid_arguments_and_unknown_tools_go_back_to_the_model(
 
 
 async def test_path_escapes_are_refused(
-    temporal_client: Client, store: Store, workspace: Path, tmp_path: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET\n")
     os.symlink(secret, workspace / "link.txt")
-    llm = scripted(Script(turns=[
-        Turn(tool_calls=[
-            call("read_file", {"path": "../secret.txt"}),
-            call("read_file", {"path": str(secret)}),
-            call("read_file", {"path": "link.txt"}),
-            call("search_code", {"pattern": "SECRET", "path": ".."}),
-        ]),
-        Turn(content="Could not read outside the workspace."),
-    ]))
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        call("read_file", {"path": "../secret.txt"}),
+                        call("read_file", {"path": str(secret)}),
+                        call("read_file", {"path": "link.txt"}),
+                        call("search_code", {"pattern": "SECRET", "path": ".."}),
+                    ]
+                ),
+                Turn(content="Could not read outside the workspace."),
+            ]
+        )
+    )
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(temporal_client, settings, workspace)
@@ -133,14 +161,21 @@ async def test_path_escapes_are_refused(
 
 
 async def test_a_repeated_call_gets_the_earlier_answer(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
-    llm = scripted(Script(turns=[
-        Turn(tool_calls=[call("read_file", {"path": "pkg/core.py"})]),
-        Turn(tool_calls=[call("read_file", {"start_line": 1, "path": "pkg/core.py"})]),
-        Turn(content="Same file twice."),
-    ]))
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[call("read_file", {"path": "pkg/core.py"})]),
+                Turn(tool_calls=[call("read_file", {"start_line": 1, "path": "pkg/core.py"})]),
+                Turn(content="Same file twice."),
+            ]
+        )
+    )
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(temporal_client, settings, workspace)
@@ -152,20 +187,23 @@ async def test_a_repeated_call_gets_the_earlier_answer(
 
 
 async def test_max_steps_forces_a_final_answer(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
     turns = [
-        Turn(content=f"Looking at line {i}.",
-             tool_calls=[call("read_file", {"path": "pkg/core.py", "start_line": i})])
+        Turn(
+            content=f"Looking at line {i}.",
+            tool_calls=[call("read_file", {"path": "pkg/core.py", "start_line": i})],
+        )
         for i in range(1, 6)
     ]
     llm = scripted(Script(turns=turns))
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
-        handle = await start_run(
-            temporal_client, settings, workspace, spec=agent(max_steps=3)
-        )
+        handle = await start_run(temporal_client, settings, workspace, spec=agent(max_steps=3))
         result = await handle.result()
 
     assert result.stop_reason == "max_steps" and result.status == "completed"
@@ -178,8 +216,11 @@ async def test_max_steps_forces_a_final_answer(
 
 
 async def test_no_progress_nudges_then_forces_an_answer(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
     same = [call("read_file", {"path": "README.md"})]
     llm = scripted(Script(turns=[Turn(tool_calls=same)] * 6 + [Turn(content="final")]))
@@ -199,8 +240,11 @@ async def test_no_progress_nudges_then_forces_an_answer(
 
 
 async def test_consecutive_failures_force_an_answer(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
     turns = [Turn(tool_calls=[call("read_file", {"path": f"missing{i}.py"})]) for i in range(5)]
     llm = scripted(Script(turns=[*turns, Turn(content="Nothing to read.")]))
@@ -215,7 +259,10 @@ async def test_consecutive_failures_force_an_answer(
 
 
 async def test_unreachable_llm_is_retried_then_fails_the_run(
-    temporal_client: Client, store: Store, workspace: Path, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    settings_for: MakeSettings,
 ) -> None:
     from worker.dev_stack import free_port
 
@@ -231,7 +278,8 @@ async def test_unreachable_llm_is_retried_then_fails_the_run(
     history = await handle.fetch_history()
     attempts = [
         e.activity_task_started_event_attributes.attempt
-        for e in history.events if e.HasField("activity_task_started_event_attributes")
+        for e in history.events
+        if e.HasField("activity_task_started_event_attributes")
     ]
     assert max(attempts) == 2
     events = await store.list_events(handle.id)
@@ -239,8 +287,11 @@ async def test_unreachable_llm_is_retried_then_fails_the_run(
 
 
 async def test_a_rejected_request_fails_fast(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
     # The script is exhausted after one tool turn: the server answers 400.
     llm = scripted(Script(turns=[Turn(tool_calls=[call("list_files", {})])]))

@@ -32,16 +32,18 @@ def read(path: str, **extra: object) -> ScriptedToolCall:
 
 def worker_env(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "TEMPORAL_ADDRESS": str(settings.temporal_address),
-        "DATABASE_URL": str(settings.database_url),
-        "OPENAI_BASE_URL": settings.openai_base_url,
-        "OPENAI_API_KEY": settings.openai_api_key.get_secret_value(),
-        "KEEL_MODEL": settings.model,
-        "KEEL_TASK_QUEUE": settings.task_queue,
-        "KEEL_WORKSPACE_ROOT": str(settings.workspace_root),
-        "KEEL_DATA_DIR": str(settings.data_dir),
-    })
+    env.update(
+        {
+            "TEMPORAL_ADDRESS": str(settings.temporal_address),
+            "DATABASE_URL": str(settings.database_url),
+            "OPENAI_BASE_URL": settings.openai_base_url,
+            "OPENAI_API_KEY": settings.openai_api_key.get_secret_value(),
+            "KEEL_MODEL": settings.model,
+            "KEEL_TASK_QUEUE": settings.task_queue,
+            "KEEL_WORKSPACE_ROOT": str(settings.workspace_root),
+            "KEEL_DATA_DIR": str(settings.data_dir),
+        }
+    )
     return env
 
 
@@ -52,8 +54,10 @@ def spawn_worker() -> Iterator[Callable[[Settings], subprocess.Popen[bytes]]]:
 
     def spawn(settings: Settings) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "worker"], env=worker_env(settings),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "api.cli", "worker"],
+            env=worker_env(settings),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         procs.append(proc)
         return proc
@@ -65,8 +69,8 @@ def spawn_worker() -> Iterator[Callable[[Settings], subprocess.Popen[bytes]]]:
         proc.wait()
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_until(predicate: Callable[[], bool], limit_s: float = 30.0) -> None:
+    deadline = time.monotonic() + limit_s
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
@@ -74,16 +78,23 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> No
 
 
 async def test_sigkilled_worker_mid_step_and_the_run_completes(
-    temporal_client: Client, store: Store, workspace: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
     spawn_worker: Callable[[Settings], subprocess.Popen[bytes]],
 ) -> None:
-    llm = scripted(Script(turns=[
-        Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})]),
-        Turn(tool_calls=[read("pkg/core.py")]),
-        Turn(tool_calls=[read("README.md")], delay_s=3.0),
-        Turn(content="## Files reviewed\n{files_read}"),
-    ]))
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})]),
+                Turn(tool_calls=[read("pkg/core.py")]),
+                Turn(tool_calls=[read("README.md")], delay_s=3.0),
+                Turn(content="## Files reviewed\n{files_read}"),
+            ]
+        )
+    )
     settings = settings_for(llm, workspace)
     first = spawn_worker(settings)
     handle = await start_run(temporal_client, settings, workspace)
@@ -109,8 +120,11 @@ async def test_sigkilled_worker_mid_step_and_the_run_completes(
 
 
 async def test_temporal_server_restart_mid_run(
-    store: Store, workspace: Path, tmp_path: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
     server = TemporalDevServer(
         db_file=tmp_path / "restart.sqlite", port=free_port(), log_file=tmp_path / "t.log"
@@ -118,11 +132,15 @@ async def test_temporal_server_restart_mid_run(
     await server.start()
     try:
         client = await connect(server.address)
-        llm = scripted(Script(turns=[
-            Turn(tool_calls=[read("pkg/core.py")]),
-            Turn(tool_calls=[read("README.md")], delay_s=2.0),
-            Turn(content="Finished after the restart."),
-        ]))
+        llm = scripted(
+            Script(
+                turns=[
+                    Turn(tool_calls=[read("pkg/core.py")]),
+                    Turn(tool_calls=[read("README.md")], delay_s=2.0),
+                    Turn(content="Finished after the restart."),
+                ]
+            )
+        )
         settings = settings_for(llm, workspace, temporal_address=server.address)
         async with in_process_worker(client, store, settings):
             handle = await start_run(client, settings, workspace)
@@ -141,8 +159,11 @@ async def test_temporal_server_restart_mid_run(
 
 @pytest.mark.slow
 async def test_long_run_with_large_outputs_keeps_history_small(
-    temporal_client: Client, store: Store, tmp_path: Path,
-    scripted: StartLLM, settings_for: MakeSettings,
+    temporal_client: Client,
+    store: Store,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
 ) -> None:
     root = tmp_path / "big"
     root.mkdir()
@@ -150,8 +171,7 @@ async def test_long_run_with_large_outputs_keeps_history_small(
     for i in range(200):
         (root / f"f{i:03}.txt").write_text(f"file {i}\n" + line * 1000)
     turns = [
-        Turn(tool_calls=[read(f"f{step * 5 + k:03}.txt") for k in range(5)])
-        for step in range(40)
+        Turn(tool_calls=[read(f"f{step * 5 + k:03}.txt") for k in range(5)]) for step in range(40)
     ]
     llm = scripted(Script(turns=[*turns, Turn(content="Read {tool_results} outputs.")]))
     settings = settings_for(llm, root)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from activities.file_tools import (
 from activities.workspace import PathEscapeError, Workspace
 from workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
-HAS_RIPGREP = shutil.which("rg") is not None
+HAS_RIPGREP = file_tools.ripgrep_path() is not None
 
 Search = Callable[..., ToolOutput]
 
@@ -562,7 +561,7 @@ def test_search_errors(ws: Workspace, project: Path) -> None:
 def test_search_forcing_missing_ripgrep_is_an_error(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(file_tools.shutil, "which", lambda name: None)
+    monkeypatch.setattr(file_tools, "ripgrep_path", lambda: None)
     assert search_code(ws, SearchCodeArgs(pattern="x"), use_ripgrep=True).is_error
     assert not search_code(ws, SearchCodeArgs(pattern="x")).is_error
 

@@ -1,0 +1,1 @@
+"""Benchmarks of Keel's own cost, run by hand; see bench/README.md."""

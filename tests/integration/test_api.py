@@ -1,0 +1,129 @@
+"""The HTTP API over real HTTP, with its real lifespan, worker, Temporal and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from temporalio.client import Client
+
+from activities.store import Store
+from api.local_stack import serve_api
+from tests.conftest import in_process_worker
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+
+
+async def wait_for_status(
+    http: httpx.AsyncClient, run_id: str, *statuses: str
+) -> dict[str, object]:
+    for _ in range(400):
+        body: dict[str, object] = (await http.get(f"/v1/runs/{run_id}")).json()
+        if body["status"] in statuses:
+            return body
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never reached {statuses}")
+
+
+async def test_post_a_run_follow_its_events_and_read_the_report(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"})
+                    ]
+                ),
+                Turn(content="## Files reviewed\n{files_read}"),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        assert (await http.get("/health")).json()["status"] == "ok"
+        agents = (await http.get("/v1/agents")).json()
+        assert {"review", "investigate", "explore"} <= {a["name"] for a in agents}
+
+        created = await http.post(
+            "/v1/runs",
+            json={
+                "agent": "review",
+                "input": "Review it.",
+                "workspace": str(workspace),
+                "run_id": "api-run-1",
+            },
+        )
+        assert created.status_code == 201, created.text
+        assert created.json()["id"] == "api-run-1"
+        # The same request again is idempotent: same run, no second workflow.
+        again = await http.post(
+            "/v1/runs",
+            json={
+                "agent": "review",
+                "input": "Review it.",
+                "workspace": str(workspace),
+                "run_id": "api-run-1",
+            },
+        )
+        assert again.status_code == 201 and again.json()["id"] == "api-run-1"
+
+        run = await wait_for_status(http, "api-run-1", "completed", "failed")
+        assert run["status"] == "completed"
+        assert "- pkg/core.py" in str(run["report"])
+        usage = run["usage"]
+        assert isinstance(usage, dict) and usage["total_tokens"] == 240
+
+        page = (await http.get("/v1/runs/api-run-1/events", params={"after": 2})).json()
+        assert page["events"][0]["seq"] == 3
+        assert page["events"][-1]["type"] == "done"
+
+        listed = (await http.get("/v1/runs", params={"limit": 200})).json()
+        assert "api-run-1" in [r["id"] for r in listed["runs"]]
+        assert llm.total_requests == 2
+
+
+async def test_bad_requests_get_clear_errors_and_start_nothing(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="unused")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        cases = [
+            ({"agent": "nope", "input": "x", "workspace": str(workspace)}, "Unknown agent"),
+            ({"agent": "review", "input": "x", "workspace": str(outside)}, "outside the allowed"),
+            ({"agent": "review", "input": "x", "workspace": "missing"}, "not an existing"),
+            ({"agent": "review", "input": "", "workspace": str(workspace)}, "at least 1"),
+            ({"agent": "review", "input": "x", "workspace": ".", "extra": 1}, "Extra inputs"),
+        ]
+        for body, message in cases:
+            response = await http.post("/v1/runs", json=body)
+            assert response.status_code == 422, body
+            assert message in response.text, response.text
+        missing = await http.get("/v1/runs/does-not-exist")
+        assert missing.status_code == 404
+        bad_cursor = await http.get("/v1/runs", params={"cursor": "!!"})
+        assert bad_cursor.status_code == 422
+    assert llm.total_requests == 0

@@ -1,0 +1,134 @@
+"""The `keel` command as a user runs it: demo, review, runs list/show, and the embedded stack."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from temporalio.client import Client
+
+from activities.store import Store
+from api.local_stack import local_stack, serve_api
+from tests.conftest import in_process_worker
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+from worker.temporal_client import connect
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+STACK_VARS = ("TEMPORAL_ADDRESS", "DATABASE_URL", "KEEL_API_URL", "OPENAI_BASE_URL")
+
+
+async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "api.cli",
+        *args,
+        env={**env, "COLUMNS": "120"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)
+    return proc.returncode or 0, out.decode()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in STACK_VARS}
+    env.update(extra)
+    return env
+
+
+async def test_demo_runs_offline_and_reports_the_files_it_read(tmp_path: Path) -> None:
+    code, out = await keel("demo", env=clean_env(KEEL_DATA_DIR=str(tmp_path / "data")))
+    assert code == 0, out
+    assert "completed · stop reason final_answer" in out
+    read = set(re.findall(r'→ read_file .*?"path":"([^"]+)"', out))
+    assert read == {"inventory/store.py", "inventory/pricing.py", "tests/test_pricing.py"}
+    saved = re.search(r"Report saved to (\S+)", out)
+    assert saved is not None
+    report = Path(saved.group(1)).read_text()
+    files_section = report.split("## Files reviewed", 1)[1].split("##", 1)[0]
+    assert set(re.findall(r"^- (\S+)$", files_section, re.MULTILINE)) == read
+
+
+async def test_review_runs_list_and_show_on_a_running_stack(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"})
+                    ]
+                ),
+                Turn(content="# Review\n\n## Files reviewed\n{files_read}"),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    out_file = tmp_path / "report.md"
+    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+        env = clean_env(KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"))
+        code, out = await keel("review", str(workspace), "--out", str(out_file), env=env)
+        assert code == 0, out
+        assert "→ read_file" in out and "- pkg/core.py" in out_file.read_text()
+        run_id = re.search(r"Run (run-\w+)", out)
+        assert run_id is not None
+
+        code, listing = await keel("runs", "list", env=env)
+        assert code == 0 and run_id.group(1) in listing
+        code, shown = await keel("runs", "show", run_id.group(1), env=env)
+        assert code == 0 and '"status": "completed"' in shown
+
+        code, missing = await keel("review", str(tmp_path / "nope"), env=env)
+        assert code == 1 and "is not a directory" in missing
+
+
+async def test_embedded_stack_finds_its_runs_again_after_a_restart(
+    workspace: Path, tmp_path: Path, scripted: StartLLM
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="Nothing to see.")]))
+    settings = Settings.model_validate(
+        {
+            "data_dir": tmp_path / "keel-data",
+            "workspace_root": workspace,
+            "openai_base_url": llm.base_url,
+            "model": "scripted",
+            "api_port": free_port(),
+            "temporal_port": free_port(),
+            "temporal_ui_port": free_port(),
+        }
+    )
+    async with local_stack(settings, reuse_running=False, ui=False) as info:
+        assert info.started_here
+        async with httpx.AsyncClient(base_url=info.api_url) as http:
+            created = await http.post(
+                "/v1/runs", json={"agent": "explore", "input": "x", "workspace": str(workspace)}
+            )
+            run_id = created.json()["id"]
+            for _ in range(200):
+                if (await http.get(f"/v1/runs/{run_id}")).json()["status"] == "completed":
+                    break
+                await asyncio.sleep(0.05)
+    assert (tmp_path / "keel-data" / "temporal.sqlite").exists()
+
+    async with local_stack(settings, reuse_running=False, ui=False) as info:
+        async with httpx.AsyncClient(base_url=info.api_url) as http:
+            run = (await http.get(f"/v1/runs/{run_id}")).json()
+        assert run["status"] == "completed" and run["report"] == "Nothing to see."
+        client = await connect(str(info.settings.temporal_address))
+        description = await client.get_workflow_handle(run_id).describe()
+        assert description.status is not None and description.status.name == "COMPLETED"

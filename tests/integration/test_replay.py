@@ -1,0 +1,75 @@
+"""Recorded histories replay against the current workflow code."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from activities.store import Store
+from tests.conftest import in_process_worker
+from tests.integration.runs import start_run
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+from workflows.agent_run import AgentRunWorkflow
+
+HISTORIES = Path(__file__).parent.parent / "histories"
+
+
+def replayer() -> Replayer:
+    return Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+
+
+@pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.stem)
+async def test_committed_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    result = await replayer().replay_workflow(history)
+    assert result.replay_failure is None
+
+
+async def test_a_fresh_history_replays_and_a_changed_workflow_is_caught(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+    settings_for: Callable[..., Settings],
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"}),
+                        ScriptedToolCall(name="list_files", arguments={}),
+                    ]
+                ),
+                Turn(tool_calls=[ScriptedToolCall(name="read_file", arguments="{broken")]),
+                Turn(content="done"),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace)
+        await handle.result()
+    history = await handle.fetch_history()
+    assert (await replayer().replay_workflow(history)).replay_failure is None
+    if os.environ.get("KEEL_RECORD_HISTORY"):
+        # Run with KEEL_RECORD_HISTORY=name to add a history that future code must replay.
+        target = HISTORIES / f"{os.environ['KEEL_RECORD_HISTORY']}.json"
+        target.write_text(json.dumps(history.to_json_dict(), indent=1))
+
+    # The check can fail: a history whose recorded commands differ is refused.
+    events = history.to_json_dict()["events"]
+    tampered = [
+        e for e in events if "activityType" not in json.dumps(e) or "run_tool" not in json.dumps(e)
+    ]
+    bad = WorkflowHistory.from_json(handle.id, {"events": tampered})
+    failed = await replayer().replay_workflow(bad, raise_on_replay_failure=False)
+    assert failed.replay_failure is not None
