@@ -61,6 +61,15 @@ class Store:
     async def close(self) -> None:
         await self._pool.close()
 
+    @property
+    def pool(self) -> AsyncConnectionPool[AsyncConnection[dict[str, Any]]]:
+        """The shared pool, for the other stores (interactions, audit) to use."""
+        return self._pool
+
+    async def put_event(self, run_id: str, seq: int, type_: str, data: dict[str, object]) -> None:
+        async with self._pool.connection() as conn:
+            await self._put_event(conn, run_id, seq, type_, data)
+
     # -- schema -----------------------------------------------------------
 
     async def migrate(self) -> list[str]:
@@ -409,6 +418,16 @@ class Store:
                 },
             )
 
+    async def claim_execution(self, run_id: str, step: int, ord_: int) -> bool:
+        """Claim the right to run an acting call; False if an earlier attempt claimed it."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO tool_executions (run_id, step, ord) VALUES (%s, %s, %s)"
+                " ON CONFLICT DO NOTHING",
+                (run_id, step, ord_),
+            )
+            return cur.rowcount == 1
+
     # -- events -----------------------------------------------------------
 
     async def list_events(
@@ -456,6 +475,17 @@ class Store:
                 sha256_text(content),
             ),
         )
+
+    @staticmethod
+    async def put_event_in(
+        conn: AsyncConnection[dict[str, Any]],
+        run_id: str,
+        seq: int,
+        type_: str,
+        data: dict[str, object],
+    ) -> None:
+        """Write an event inside a caller's transaction."""
+        await Store._put_event(conn, run_id, seq, type_, data)
 
     @staticmethod
     async def _put_event(

@@ -10,11 +10,22 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import acting_tools
 from activities.file_tools import ToolOutput, list_files, read_file, search_code
+from activities.interaction_store import InteractionStore
 from activities.store import Store
 from activities.workspace import Workspace
 from workflows.models import ToolCallInput, ToolDigest
-from workflows.tool_specs import TOOL_SPECS, ListFilesArgs, ReadFileArgs, SearchCodeArgs, ToolArgs
+from workflows.tool_specs import (
+    TOOL_SPECS,
+    BashArgs,
+    EditFileArgs,
+    ListFilesArgs,
+    ReadFileArgs,
+    SearchCodeArgs,
+    ToolArgs,
+    WriteFileArgs,
+)
 
 PREVIEW_CHARS = 200
 
@@ -34,11 +45,34 @@ def _run_search_code(ws: Workspace, args: ToolArgs) -> ToolOutput:
     return search_code(ws, args)
 
 
+def _run_write_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
+    assert isinstance(args, WriteFileArgs)
+    return acting_tools.write_file(ws, args)
+
+
+def _run_edit_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
+    assert isinstance(args, EditFileArgs)
+    return acting_tools.edit_file(ws, args)
+
+
+def _run_bash(ws: Workspace, args: ToolArgs) -> ToolOutput:
+    assert isinstance(args, BashArgs)
+    return acting_tools.bash(ws, args)
+
+
 EXECUTORS: dict[str, Callable[[Workspace, ToolArgs], ToolOutput]] = {
     "read_file": _run_read_file,
     "list_files": _run_list_files,
     "search_code": _run_search_code,
+    "write_file": _run_write_file,
+    "edit_file": _run_edit_file,
+    "bash": _run_bash,
 }
+
+UNKNOWN_OUTCOME = (
+    "Error: the worker stopped while this {tool} call was running, so whether it took "
+    "effect is unknown. It was not run again. Check the workspace before deciding what to do."
+)
 
 
 def digest_of(output: ToolOutput) -> ToolDigest:
@@ -54,8 +88,9 @@ def digest_of(output: ToolOutput) -> ToolDigest:
 class ToolActivities:
     """Runs tools inside workspaces under one allowed root."""
 
-    def __init__(self, store: Store, allowed_root: Path) -> None:
+    def __init__(self, store: Store, interactions: InteractionStore, allowed_root: Path) -> None:
         self._store = store
+        self._interactions = interactions
         self._allowed_root = allowed_root.resolve()
 
     @activity.defn(name="run_tool")
@@ -69,7 +104,7 @@ class ToolActivities:
                 preview=(stored.content or "")[:PREVIEW_CHARS],
                 is_error=stored.is_error,
             )
-        output = await asyncio.to_thread(self._execute, call)
+        output = await self._execute_once(call)
         digest = digest_of(output)
         await self._store.put_tool_message(
             run_id=call.run_id,
@@ -104,7 +139,22 @@ class ToolActivities:
                 ),
             ],
         )
+        if call.interaction_id is not None:
+            final = "failed" if output.is_error else "executed"
+            await self._interactions.mark(call.run_id, call.interaction_id, final, when="executing")
         return digest
+
+    async def _execute_once(self, call: ToolCallInput) -> ToolOutput:
+        """Run the call; an acting call that may already have run is not run again."""
+        spec = TOOL_SPECS.get(call.name)
+        acting = spec is not None and not spec.read_only
+        if acting and not await self._store.claim_execution(call.run_id, call.step, call.ord):
+            return ToolOutput(text=UNKNOWN_OUTCOME.format(tool=call.name), is_error=True)
+        if call.interaction_id is not None:
+            await self._interactions.mark(
+                call.run_id, call.interaction_id, "executing", when="approved"
+            )
+        return await asyncio.to_thread(self._execute, call)
 
     def _execute(self, call: ToolCallInput) -> ToolOutput:
         spec = TOOL_SPECS.get(call.name)

@@ -7,8 +7,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from activities.audit import AuditLog
+from activities.interaction_store import InteractionStore
 from activities.store import Store
-from api.routers import runs, system
+from api.audit_trail import ApiAudit
+from api.identity import auth_config, build_verifier
+from api.routers import interactions, runs, system
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from worker.temporal_client import connect
@@ -19,14 +23,19 @@ def create_app(settings: Settings) -> FastAPI:
         raise RuntimeError("create_app needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
     temporal_address = settings.temporal_address
     database_url = settings.database_url
+    config = auth_config(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
+        app.state.auth_config = config
+        app.state.verifier = build_verifier(config)
         app.state.catalog = AgentCatalog.load(settings.agents_dir)
         app.state.temporal = await connect(temporal_address, settings.temporal_namespace)
         store = await Store.open(database_url)
         app.state.store = store
+        app.state.interactions = InteractionStore(store.pool)
+        app.state.audit = ApiAudit(AuditLog(store.pool))
         try:
             await store.migrate()
             yield
@@ -41,4 +50,5 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(system.router)
     app.include_router(runs.router)
+    app.include_router(interactions.router)
     return app

@@ -16,6 +16,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from api.client import KeelApiError, KeelClient
+from api.identity import cli_token
 from api.local_stack import StackInfo, local_stack, serve_api
 from api.progress import follow_run
 from api.schemas import RunCreate, RunPublic
@@ -128,7 +129,7 @@ async def _start_and_follow(
     async with local_stack(settings, ui=ui) as info:
         if info.started_here:
             console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
-        async with KeelClient(info.api_url) as client:
+        async with KeelClient(info.api_url, token=cli_token(info.settings)) as client:
             run = await client.create_run(body)
             console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
             run = await follow_run(client, run.id, console)
@@ -192,7 +193,10 @@ def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
     """List recent runs."""
 
     async def main() -> None:
-        async with local_stack(Settings(), ui=False) as info, KeelClient(info.api_url) as client:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
             page = await client.list_runs(limit)
         table = Table("id", "agent", "status", "stop reason", "steps", "tools", "created")
         for run in page.runs:
@@ -215,7 +219,10 @@ def runs_show(run_id: str) -> None:
     """Show one run and its report."""
 
     async def main() -> None:
-        async with local_stack(Settings(), ui=False) as info, KeelClient(info.api_url) as client:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
             run = await client.get_run(run_id)
         console.print_json(run.model_dump_json(exclude={"report"}))
         if run.report:
@@ -262,7 +269,7 @@ def demo(
 
         async def main() -> None:
             async with local_stack(settings, reuse_running=False, ui=False) as info:
-                async with KeelClient(info.api_url) as client:
+                async with KeelClient(info.api_url, token=cli_token(info.settings)) as client:
                     run = await client.create_run(body)
                     console.print(f"Run [bold]{run.id}[/bold] (review) on {run.workspace}")
                     run = await follow_run(client, run.id, console)

@@ -24,8 +24,9 @@ def _explain(response: httpx.Response) -> str:
 
 
 class KeelClient:
-    def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=headers)
 
     async def __aenter__(self) -> KeelClient:
         return self

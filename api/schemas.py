@@ -29,6 +29,14 @@ class RunCreate(BaseModel):
     trigger: Literal["api", "cli"] = "api"
     model: str | None = Field(default=None, max_length=200, description="Overrides the model.")
     metadata: dict[str, str] = Field(default_factory=dict, max_length=50)
+    approver: str | None = Field(
+        default=None,
+        pattern=r"^user:[^\s]{1,200}$",
+        description="Who else may approve this run's requests (`user:ID`).",
+    )
+    approval_expires_after_s: int | None = Field(
+        default=None, ge=1, le=90 * 86_400, description="How long approval requests wait."
+    )
 
 
 class UsagePublic(BaseModel):
@@ -47,6 +55,7 @@ class RunPublic(BaseModel):
     stop_reason: str | None
     error: str | None
     trigger: str
+    requester: str
     session_id: str | None
     parent_run_id: str | None
     workspace: str
@@ -58,6 +67,9 @@ class RunPublic(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    pending_interactions: list[str] = Field(
+        default_factory=list, description="Interactions the run is waiting on now."
+    )
 
     @classmethod
     def from_record(cls, run: RunRecord) -> RunPublic:
@@ -69,6 +81,7 @@ class RunPublic(BaseModel):
             stop_reason=run.stop_reason,
             error=run.error,
             trigger=run.trigger,
+            requester=run.requester,
             session_id=run.session_id,
             parent_run_id=run.parent_run_id,
             workspace=run.workspace,
@@ -119,3 +132,47 @@ class Health(BaseModel):
     status: Literal["ok"]
     temporal: str
     database: Literal["ok"]
+
+
+class InteractionDecisionCreate(BaseModel):
+    """A person's decision on a pending interaction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "approve_always", "reject", "answer"]
+    payload_hash: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="The `payload_hash` shown with the proposal; required to approve.",
+    )
+    text: str | None = Field(default=None, max_length=20_000, description="Answer or reason.")
+
+
+class InteractionPublic(BaseModel):
+    """An approval request or a question, and its state."""
+
+    id: str
+    run_id: str
+    kind: str
+    status: str
+    tool: str
+    subject: str
+    arguments: dict[str, object]
+    payload_hash: str
+    risk: str
+    question: str | None
+    requester: str
+    approvers: list[str]
+    created_at: datetime
+    expires_at: datetime
+    decision: str | None
+    decided_by: str | None
+    decided_at: datetime | None
+    answer: str | None
+
+
+class DecisionResult(BaseModel):
+    """The decision took."""
+
+    status: Literal["accepted"]
+    interaction: InteractionPublic

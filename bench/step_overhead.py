@@ -39,7 +39,7 @@ from activities.store import Store, StoreUnavailable
 from activities.workspace import Workspace
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import StackError, TemporalDevServer, free_port
-from worker.runtime import build_worker
+from worker.runtime import build_worker, openai_client
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from worker.temporal_client import connect
@@ -53,9 +53,13 @@ PROMPT = "Review this project."
 READ_PATH = "notes.txt"
 MAX_STEPS = 500
 MAX_REPEAT = 50
-# Generous: a 20-step run takes well under a second on a laptop.
+# Generous: a 20-step run takes one to two seconds.
 RUN_TIMEOUT_S = 60.0
 RUN_TIMEOUT_PER_STEP_S = 2.0
+# For a second or two after a run closes, the dev server hands the next run's workflow
+# tasks out ~20 ms later; a pause times each run against a settled server.
+DEFAULT_PAUSE_S = 3.0
+MAX_PAUSE_S = 60.0
 
 
 class BenchError(RuntimeError):
@@ -72,6 +76,8 @@ class Setup:
     workspace: Path
     settings: Settings
     run_timeout_s: float
+    pause_s: float
+    """Idle time before each timed Keel run."""
 
     @property
     def llm_calls(self) -> int:
@@ -93,18 +99,27 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--steps", type=int, default=20, help="tool steps per run (default 20)")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per side (default 5)")
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=DEFAULT_PAUSE_S,
+        help=f"seconds of idle before each timed Keel run; 0 runs them back to back "
+        f"(default {DEFAULT_PAUSE_S:g})",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.steps <= MAX_STEPS:
         parser.error(f"--steps must be between 1 and {MAX_STEPS}.")
     if not 1 <= args.repeat <= MAX_REPEAT:
         parser.error(f"--repeat must be between 1 and {MAX_REPEAT}.")
+    if not 0 <= args.pause <= MAX_PAUSE_S:
+        parser.error(f"--pause must be between 0 and {MAX_PAUSE_S:g} seconds.")
     try:
-        asyncio.run(bench(args.steps, args.repeat))
+        asyncio.run(bench(args.steps, args.repeat, args.pause))
     except (BenchError, StackError, StoreUnavailable) as exc:
         raise SystemExit(f"step_overhead: {exc}") from None
 
 
-async def bench(steps: int, repeat: int) -> None:
+async def bench(steps: int, repeat: int, pause_s: float) -> None:
     admin_url = Settings().database_url or DEFAULT_ADMIN_URL
     with tempfile.TemporaryDirectory(prefix="keel-bench-") as tmp:
         root = Path(tmp)
@@ -138,6 +153,7 @@ async def bench(steps: int, repeat: int) -> None:
                             workspace=workspace,
                             settings=settings,
                             run_timeout_s=RUN_TIMEOUT_S + RUN_TIMEOUT_PER_STEP_S * (steps + 1),
+                            pause_s=pause_s,
                         )
                         client = await connect(temporal.address)
                         keel, plain = await measure(client, store, setup, repeat)
@@ -153,12 +169,7 @@ async def measure(
 ) -> tuple[list[KeelRun], list[float]]:
     """Alternate Keel and plain runs, after one untimed warm-up of each."""
     parts = build_worker(client, store, setup.settings)
-    # The same client as the worker's LLM activity, minus its long timeout.
-    llm = openai.AsyncOpenAI(
-        base_url=setup.settings.openai_base_url,
-        api_key=setup.settings.openai_api_key.get_secret_value(),
-        max_retries=0,
-    )
+    llm = openai_client(setup.settings)  # built as the worker builds its own: max_retries=0
     keel: list[KeelRun] = []
     plain: list[float] = []
     try:
@@ -166,6 +177,7 @@ async def measure(
             await keel_run(client, setup)
             await plain_run(llm, setup)
             for _ in range(repeat):
+                await asyncio.sleep(setup.pause_s)
                 keel.append(await keel_run(client, setup))
                 plain.append(await plain_run(llm, setup))
     finally:
@@ -387,7 +399,7 @@ def print_report(setup: Setup, repeat: int, keel: list[KeelRun], plain: list[flo
     history = statistics.median(run.history_bytes for run in keel) / llm_calls
     print(
         f"{setup.steps} tool steps + 1 answer = {llm_calls} LLM calls per run; "
-        f"median of {repeat} runs after one warm-up"
+        f"median of {repeat} runs after one warm-up, {setup.pause_s:g} s pause before each Keel run"
     )
     print(
         f"python {platform.python_version()}, temporalio {temporalio.__version__}, "

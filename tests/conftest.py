@@ -14,12 +14,14 @@ import pytest
 from temporalio.client import Client
 
 from activities.store import Store
+from api.auth import dev_token
 from worker.dev_stack import EmbeddedPostgres, TemporalDevServer, free_port
 from worker.runtime import build_worker
 from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.settings import Settings
+from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 
+JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 ADMIN_URL = os.environ.get("KEEL_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
@@ -103,9 +105,10 @@ def settings_for(temporal_server: TemporalDevServer, database_url: str, tmp_path
             "data_dir": tmp_path / "data",
             "workspace_root": root,
             "llm_max_attempts": 3,
+            "jwt_secret": JWT_SECRET,
         }
         values.update(overrides)
-        return Settings.model_validate(values)
+        return settings_from(**values)
 
     return make
 
@@ -135,3 +138,12 @@ def scripted() -> Iterator[object]:
     yield start
     for server in servers:
         server.stop()
+
+
+def token_for(tenant: str = "default", sub: str = "alice", *scopes: str) -> str:
+    """A bearer token the test API accepts."""
+    return dev_token(JWT_SECRET, tenant, sub, scopes=scopes)
+
+
+def auth_headers(tenant: str = "default", sub: str = "alice", *scopes: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token_for(tenant, sub, *scopes)}"}

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from workflows.models import AgentSpec, Limits
+from workflows.models import AgentSpec, ApprovalPolicy, Limits
+from workflows.permissions import PermissionRule
 from workflows.tool_specs import TOOL_SPECS
+
+FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?(.*)\Z", re.DOTALL | re.MULTILINE)
 
 
 class AgentDefinitionError(ValueError):
@@ -26,6 +30,8 @@ class AgentFrontMatter(BaseModel):
     model: str | None = None
     tools: list[str] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
+    permissions: list[PermissionRule] = Field(default_factory=list)
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
 
     @field_validator("tools")
     @classmethod
@@ -40,10 +46,10 @@ def parse_agent(text: str, source: str) -> AgentSpec:
     """Parse one agent file's text."""
     if not text.startswith("---"):
         raise AgentDefinitionError(f"{source}: an agent file starts with '---' YAML front matter.")
-    try:
-        _, header, body = text.split("---", 2)
-    except ValueError:
-        raise AgentDefinitionError(f"{source}: the front matter has no closing '---'.") from None
+    match = FRONT_MATTER.match(text)
+    if match is None:
+        raise AgentDefinitionError(f"{source}: the front matter has no closing '---' line.")
+    header, body = match.group(1), match.group(2)
     try:
         data = yaml.safe_load(header) or {}
     except yaml.YAMLError as exc:
@@ -67,6 +73,8 @@ def parse_agent(text: str, source: str) -> AgentSpec:
         model=meta.model,
         tools=meta.tools,
         limits=meta.limits,
+        permissions=meta.permissions,
+        approval=meta.approval,
     )
 
 

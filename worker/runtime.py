@@ -12,6 +12,8 @@ import openai
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.interaction_store import InteractionStore
+from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.run_records import RunRecordActivities
 from activities.store import Store
@@ -45,8 +47,10 @@ class WorkerParts:
 def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
     llm = openai_client(settings)
     llm_activities = LlmActivities(llm, store)
-    tool_activities = ToolActivities(store, settings.workspace_root)
+    interaction_store = InteractionStore(store.pool)
+    tool_activities = ToolActivities(store, interaction_store, settings.workspace_root)
     record_activities = RunRecordActivities(store)
+    interaction_activities = InteractionActivities(interaction_store)
     worker = Worker(
         client,
         task_queue=settings.task_queue,
@@ -56,6 +60,8 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             tool_activities.run_tool,
             record_activities.start_run,
             record_activities.finish_run,
+            interaction_activities.open_interactions,
+            interaction_activities.resolve_interaction,
         ],
         max_concurrent_activities=settings.max_concurrent_activities,
     )

@@ -3,6 +3,12 @@
 The real `openai` client talks to it over HTTP. Each request is answered with one
 turn of a `Script`; the turn is chosen from the request alone (the number of
 assistant messages it carries), so a retried request gets the same answer.
+
+A turn can also play a failing provider: with `fail_status` and `fail_times`, the
+first `fail_times` requests for that turn are answered with HTTP `fail_status` and
+an OpenAI-style error body (plus a `Retry-After` header when `retry_after_s` is
+set), at once and without `delay_s`; later requests for the turn get its reply.
+Requests are counted per turn since the server started or was last `reset()`.
 """
 
 from __future__ import annotations
@@ -68,11 +74,25 @@ class Turn(BaseModel):
     """Reported prompt token usage."""
     completion_tokens: int = Field(default=20, ge=0)
     """Reported completion token usage."""
+    fail_status: int | None = Field(default=None, ge=400, le=599)
+    """HTTP status of the failures this turn answers first, e.g. 429 or 503."""
+    fail_times: int = Field(default=0, ge=0)
+    """How many requests for this turn fail with `fail_status` before it is answered."""
+    retry_after_s: float | None = Field(default=None, ge=0.0)
+    """Seconds sent in the failures' `Retry-After` header; none when unset."""
 
     @model_validator(mode="after")
     def _has_content_or_tool_calls(self) -> Self:
         if self.content is None and not self.tool_calls:
             raise ValueError("A turn needs `content`, `tool_calls` or both.")
+        return self
+
+    @model_validator(mode="after")
+    def _failures_have_a_status(self) -> Self:
+        if self.fail_status is None and (self.fail_times > 0 or self.retry_after_s is not None):
+            raise ValueError(
+                "`fail_times` and `retry_after_s` need `fail_status`, the HTTP status to fail with."
+            )
         return self
 
 
@@ -241,6 +261,7 @@ class ScriptedLLMServer:
         index = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
         with self._lock:
             self._requests_by_turn[index] += 1
+            attempt = self._requests_by_turn[index]
             self._last_requests[index] = copy.deepcopy(body)
         turns = self.script.turns
         if index >= len(turns):
@@ -250,6 +271,8 @@ class ScriptedLLMServer:
                 "reset the conversation."
             )
         turn = turns[index]
+        if turn.fail_status is not None and attempt <= turn.fail_times:
+            return _scripted_failure(turn.fail_status, turn, index, attempt)
         if turn.delay_s > 0:
             await asyncio.sleep(turn.delay_s)
         reply = _Reply(
@@ -367,6 +390,32 @@ def _error(message: str, param: str | None = None, status: int = 400) -> JSONRes
     """An OpenAI-style error response."""
     error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
     return JSONResponse({"error": error}, status_code=status)
+
+
+# (type, code) of OpenAI error bodies by status; other 4xx are invalid requests.
+_ERROR_KINDS: dict[int, tuple[str, str | None]] = {
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+
+def _scripted_failure(status: int, turn: Turn, index: int, attempt: int) -> JSONResponse:
+    """The OpenAI-style error a failing turn answers with, on its `attempt`-th request."""
+    if status >= 500:
+        kind, code = "server_error", None
+    else:
+        kind, code = _ERROR_KINDS.get(status, ("invalid_request_error", None))
+    message = f"Scripted failure {attempt} of {turn.fail_times} for turn {index} (HTTP {status})."
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    headers = {} if turn.retry_after_s is None else {"Retry-After": _seconds(turn.retry_after_s)}
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a header value: `2` rather than `2.0`, `0.5` as is."""
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def _pieces(text: str, count: int) -> list[str]:

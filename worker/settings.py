@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,7 +16,7 @@ def _env(*names: str) -> AliasChoices:
 class Settings(BaseSettings):
     """Configuration from environment variables; every field has a working default."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(extra="ignore")
 
     temporal_address: str | None = Field(
         default=None,
@@ -66,6 +67,38 @@ class Settings(BaseSettings):
         default=100, ge=1, validation_alias=_env("KEEL_MAX_CONCURRENT_ACTIVITIES")
     )
 
+    auth_mode: Literal["jwt", "off"] = Field(
+        default="jwt",
+        validation_alias=_env("KEEL_AUTH"),
+        description="`off` trusts every caller as a local admin: for local development only.",
+    )
+    jwt_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_JWT_SECRET"),
+        description="HS256 secret; unset (and no JWKS URL): one is made in the data directory.",
+    )
+    jwks_url: str | None = Field(default=None, validation_alias=_env("KEEL_JWKS_URL"))
+    jwt_issuer: str | None = Field(default=None, validation_alias=_env("KEEL_JWT_ISSUER"))
+    jwt_audience: str | None = Field(default=None, validation_alias=_env("KEEL_JWT_AUDIENCE"))
+    token: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_TOKEN"),
+        description="Bearer token the CLI sends; unset: minted from the local secret.",
+    )
+    max_body_bytes: int = Field(
+        default=1_000_000, ge=1024, validation_alias=_env("KEEL_MAX_BODY_BYTES")
+    )
+
     @property
     def resolved_api_url(self) -> str:
         return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+
+def settings_from(**fields: object) -> Settings:
+    """Settings from field names (not environment names), for code and tests."""
+    values: dict[str, object] = {}
+    for name, value in fields.items():
+        alias = Settings.model_fields[name].validation_alias
+        assert isinstance(alias, AliasChoices), name
+        values[str(alias.choices[0])] = value
+    return Settings.model_validate(values)

@@ -9,6 +9,7 @@ in Postgres; this history carries only references and digests.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -17,12 +18,17 @@ with workflow.unsafe.imports_passed_through():
     from workflows import convergence, timeouts
     from workflows.gate import GateDecision, ToolGate
     from workflows.models import (
+        DecisionOutcome,
         FinishRunInput,
         FinishRunResult,
         GateResult,
+        Interaction,
+        InteractionDecision,
         LlmStepInput,
         LlmStepResult,
         MessageRef,
+        OpenInteractionsInput,
+        ResolveInteractionInput,
         RunInput,
         RunProgress,
         RunResult,
@@ -33,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
         ToolDigest,
     )
+    from workflows.permissions import PermissionRule
+    from workflows.tool_specs import Risk
 
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
@@ -55,6 +63,9 @@ class AgentRunWorkflow:
             tool_calls=self._state.tool_calls,
             usage=self._state.usage,
             stop_reason=self._stop_reason,
+            pending_interactions=[
+                i.id for i in self._state.interactions.values() if i.status == "pending"
+            ],
         )
 
     @workflow.run
@@ -62,6 +73,7 @@ class AgentRunWorkflow:
         if run.state is not None:
             self._state = run.state
         else:
+            self._state.session_rules = list(run.session_rules)
             await self._start(run)
         try:
             return await self._loop(run)
@@ -69,6 +81,9 @@ class AgentRunWorkflow:
             reason = _failure_reason(err)
             await self._finish(run, "failed", "error", error=reason)
             raise ApplicationError(f"Run failed: {reason}", non_retryable=True) from err
+        except RunAborted as err:
+            await self._finish(run, "failed", "approval_expired", error=str(err))
+            raise ApplicationError(f"Run failed: {err}", non_retryable=True) from err
         except asyncio.CancelledError:
             await self._finish(run, "cancelled", "cancelled")
             raise
@@ -76,7 +91,7 @@ class AgentRunWorkflow:
     async def _loop(self, run: RunInput) -> RunResult:
         state = self._state
         limits = run.agent.limits
-        gate = ToolGate(run.agent.tools)
+        gate = ToolGate(run.agent.tools, run.agent.permissions)
         while True:
             plan = convergence.plan_next_call(state, limits)
             if plan.nudge is not None and plan.force_reason is None:
@@ -145,33 +160,46 @@ class AgentRunWorkflow:
         answered_now: dict[str, MessageRef] = {}
         for index, call in enumerate(result.tool_calls):
             ord_ = FIRST_TOOL_ORD + index
-            decision = gate.check(call, {**state.answered, **answered_now})
-            if decision.verdict == "run":
+            decision = gate.check(call, {**state.answered, **answered_now}, state.session_rules)
+            if decision.verdict in ("run", "ask"):
                 answered_now[decision.fingerprint] = MessageRef(step=step, ord=ord_)
             decisions.append((ord_, decision))
         state.tool_calls += len(decisions)
 
+        asks = [(o, d) for o, d in decisions if d.verdict == "ask"]
+        interactions = await self._open_interactions(run, asks)
         runnable = [(o, d) for o, d in decisions if d.verdict == "run"]
         parallel = [(o, d) for o, d in runnable if d.spec is not None and d.spec.read_only]
         serial = [(o, d) for o, d in runnable if not (d.spec is not None and d.spec.read_only)]
-        digests: dict[int, ToolDigest] = {}
-        if parallel:
-            outputs = await asyncio.gather(*(self._run_tool(run, o, d) for o, d in parallel))
-            digests.update({o: out for (o, _), out in zip(parallel, outputs, strict=True)})
-        for o, d in serial:
-            digests[o] = await self._run_tool(run, o, d)
+        outcomes: dict[int, ToolDigest | GateResult] = {}
+
+        async def run_one(ord_: int, decision: GateDecision) -> None:
+            outcomes[ord_] = await self._run_tool(run, ord_, decision)
+
+        async def run_serial() -> None:
+            for o, d in serial:
+                await run_one(o, d)
+
+        async def settle(ord_: int, decision: GateDecision, interaction: Interaction) -> None:
+            outcomes[ord_] = await self._settle_interaction(run, ord_, decision, interaction)
+
+        await asyncio.gather(
+            *(run_one(o, d) for o, d in parallel),
+            run_serial(),
+            *(settle(o, d, i) for (o, d), i in zip(asks, interactions, strict=True)),
+        )
 
         found: list[str] = []
         failures: list[bool] = []
         for ord_, decision in decisions:
-            digest = digests.get(ord_)
-            if digest is not None:
-                found.extend(digest.seen)
-                found.append(f"sha:{digest.sha256[:16]}")
-                failures.append(digest.is_error)
+            outcome = outcomes.get(ord_)
+            if isinstance(outcome, ToolDigest):
+                found.extend(outcome.seen)
+                found.append(f"sha:{outcome.sha256[:16]}")
+                failures.append(outcome.is_error)
                 continue
-            state.pending_results.append(
-                GateResult(
+            if outcome is None:
+                outcome = GateResult(
                     step=step,
                     ord=ord_,
                     call_id=decision.call.call_id,
@@ -181,12 +209,207 @@ class AgentRunWorkflow:
                     copy_of=decision.copy_of,
                     event_seq=self._take_seqs(2),
                 )
-            )
-            failures.append(decision.verdict == "error")
-        state.answered.update(answered_now)
+            state.pending_results.append(outcome)
+            failures.append(decision.verdict in ("error", "deny"))
+        for fingerprint, ref in answered_now.items():
+            if self._answer_is_final(ref):
+                state.answered[fingerprint] = ref
         convergence.record_round(state, found, failures)
 
-    async def _run_tool(self, run: RunInput, ord_: int, decision: GateDecision) -> ToolDigest:
+    def _answer_is_final(self, ref: MessageRef) -> bool:
+        """Expired requests may be asked again; every other answer is reused."""
+        for interaction in self._state.interactions.values():
+            if interaction.step == ref.step and interaction.ord == ref.ord:
+                return interaction.status != "expired"
+        return True
+
+    # -- interactions -----------------------------------------------------------
+
+    async def _open_interactions(
+        self, run: RunInput, asks: list[tuple[int, GateDecision]]
+    ) -> list[Interaction]:
+        if not asks:
+            return []
+        policy = run.agent.approval
+        expires_after = timedelta(seconds=run.approval_expires_after_s or policy.expires_after_s)
+        now = workflow.now()
+        created: list[Interaction] = []
+        for ord_, decision in asks:
+            assert decision.spec is not None
+            question = decision.subject if decision.spec.group == "interact" else None
+            interaction = Interaction(
+                id=f"ia-{self._state.step}-{ord_}",
+                kind="ask_user" if question is not None else "confirm",
+                step=self._state.step,
+                ord=ord_,
+                call_id=decision.call.call_id,
+                tool=decision.call.name,
+                arguments=decision.canonical_arguments,
+                payload_hash=decision.payload_hash,
+                risk=decision.spec.risk,
+                subject=decision.subject,
+                question=question,
+                requester=run.requester,
+                approvers=self._approvers(run, decision.spec.risk),
+                created_at=now,
+                expires_at=now + expires_after,
+            )
+            self._state.interactions[interaction.id] = interaction
+            created.append(interaction)
+        await workflow.execute_activity(
+            "open_interactions",
+            OpenInteractionsInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interactions=created,
+                event_seq=self._take_seqs(len(created)),
+            ),
+            start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
+            retry_policy=timeouts.STORE_RETRY,
+        )
+        return created
+
+    def _approvers(self, run: RunInput, risk: Risk) -> list[str]:
+        policy = run.agent.approval
+        named = run.approver or policy.approver
+        approvers: list[str] = []
+        if risk not in policy.no_self_approval:
+            approvers.append(run.requester)
+        if named and named not in approvers:
+            approvers.append(named)
+        return approvers
+
+    async def _settle_interaction(
+        self, run: RunInput, ord_: int, decision: GateDecision, interaction: Interaction
+    ) -> ToolDigest | GateResult:
+        """Wait for the decision or the expiry timer, record it, then act on it."""
+        try:
+            await workflow.wait_condition(
+                lambda: interaction.status != "pending",
+                timeout=interaction.expires_at - workflow.now(),
+            )
+        except TimeoutError:
+            pass
+        if interaction.status == "pending":
+            interaction.status = "expired"
+        new_rule = None
+        if interaction.decision == "approve_always":
+            new_rule = PermissionRule(
+                permission=interaction.tool,
+                pattern=_literal_glob(interaction.subject),
+                action="allow",
+            )
+            self._state.session_rules.append(new_rule)
+        await workflow.execute_activity(
+            "resolve_interaction",
+            ResolveInteractionInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interaction=interaction,
+                new_session_rule=new_rule,
+                event_seq=self._take_seqs(1),
+            ),
+            start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
+            retry_policy=timeouts.STORE_RETRY,
+        )
+        if interaction.status == "approved":
+            interaction.status = "executing"
+            digest = await self._run_tool(run, ord_, decision, interaction_id=interaction.id)
+            interaction.status = "failed" if digest.is_error else "executed"
+            return digest
+        if interaction.status == "expired" and run.agent.approval.on_expiry == "fail":
+            raise RunAborted(
+                f"the approval request {interaction.id} for {interaction.tool} expired "
+                f"unanswered at {interaction.expires_at.isoformat()}"
+            )
+        return GateResult(
+            step=interaction.step,
+            ord=ord_,
+            call_id=interaction.call_id,
+            name=interaction.tool,
+            arguments=interaction.arguments,
+            content=_interaction_answer(interaction),
+            is_error=interaction.status != "answered",
+            event_seq=self._take_seqs(2),
+        )
+
+    def _problem_with(self, decision: InteractionDecision) -> tuple[str, str] | None:
+        """Why a decision cannot take, as (error type, sentence), or None if it can."""
+        interaction = self._state.interactions.get(decision.interaction_id)
+        if interaction is None:
+            return "InteractionNotFound", f"No interaction {decision.interaction_id} in this run."
+        if interaction.status != "pending" or workflow.now() >= interaction.expires_at:
+            state = "expired" if interaction.status in ("pending", "expired") else "resolved"
+            return "InteractionClosed", f"Interaction {interaction.id} is already {state}."
+        if decision.approver not in interaction.approvers:
+            return (
+                "NotAnApprover",
+                f"{decision.approver} may not decide {interaction.id}; "
+                f"allowed: {', '.join(interaction.approvers) or 'nobody'}.",
+            )
+        if interaction.kind == "ask_user":
+            if decision.decision not in ("answer", "reject"):
+                return "InvalidDecision", "A question takes `answer` (with text) or `reject`."
+            if decision.decision == "answer" and not (decision.text or "").strip():
+                return "InvalidDecision", "An answer needs non-empty text."
+            return None
+        if decision.decision == "answer":
+            return "InvalidDecision", "A tool call takes approve, approve_always or reject."
+        if decision.decision != "reject" and decision.payload_hash != interaction.payload_hash:
+            return (
+                "PayloadHashMismatch",
+                f"The payload hash does not match the proposal of {interaction.id}; "
+                "fetch the interaction again and approve what it shows.",
+            )
+        return None
+
+    def _apply(self, decision: InteractionDecision) -> Interaction:
+        interaction = self._state.interactions[decision.interaction_id]
+        interaction.decision = decision.decision
+        interaction.decided_by = decision.approver
+        interaction.decided_at = workflow.now()
+        interaction.answer = decision.text
+        interaction.status = {
+            "approve": "approved",
+            "approve_always": "approved",
+            "reject": "rejected",
+            "answer": "answered",
+        }[decision.decision]  # type: ignore[assignment]
+        return interaction
+
+    @workflow.update(name="decide")
+    async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
+        interaction = self._apply(decision)
+        return DecisionOutcome(interaction_id=interaction.id, status=interaction.status)
+
+    @decide.validator
+    def _validate_decision(self, decision: InteractionDecision) -> None:
+        problem = self._problem_with(decision)
+        if problem is not None:
+            raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
+
+    @workflow.signal(name="resolve_interaction")
+    def resolve_interaction(self, decision: InteractionDecision) -> None:
+        problem = self._problem_with(decision)
+        if problem is None:
+            self._apply(decision)
+        else:
+            workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, problem[1])
+
+    @workflow.query(name="interactions")
+    def list_interactions(self) -> list[Interaction]:
+        return list(self._state.interactions.values())
+
+    async def _run_tool(
+        self,
+        run: RunInput,
+        ord_: int,
+        decision: GateDecision,
+        *,
+        interaction_id: str | None = None,
+    ) -> ToolDigest:
         return await workflow.execute_activity(
             "run_tool",
             ToolCallInput(
@@ -198,6 +421,7 @@ class AgentRunWorkflow:
                 arguments=decision.canonical_arguments,
                 workspace=run.workspace,
                 event_seq=self._take_seqs(2),
+                interaction_id=interaction_id,
             ),
             result_type=ToolDigest,
             start_to_close_timeout=timeouts.TOOL_START_TO_CLOSE,
@@ -256,6 +480,30 @@ class AgentRunWorkflow:
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > timeouts.MAX_HISTORY_EVENTS
         )
+
+
+class RunAborted(Exception):
+    """The run must stop and fail, for a reason the policy gives."""
+
+
+def _literal_glob(text: str) -> str:
+    """A glob that matches exactly `text`."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _interaction_answer(interaction: Interaction) -> str:
+    if interaction.status == "answered":
+        return f"The user answered: {interaction.answer}"
+    if interaction.status == "rejected":
+        reason = f" Reason: {interaction.answer}" if interaction.answer else ""
+        return (
+            f"Error: the user rejected this {interaction.tool} call; it did not run.{reason} "
+            "Do not repeat it unchanged."
+        )
+    return (
+        f"Error: nobody answered the request to run {interaction.tool} before it expired "
+        f"at {interaction.expires_at.isoformat()}; it did not run."
+    )
 
 
 def _failure_reason(err: ActivityError) -> str:

@@ -1,7 +1,8 @@
 """The tool gate: decides, in pure code, what happens to each tool call.
 
 Unknown tools and invalid arguments become an error the model can correct; a
-repeat of a call already answered in this run gets the stored answer again.
+repeat of a call already answered in this run gets the stored answer again;
+the rest are allowed, denied or sent to a person, as the permission rules say.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Literal
 from pydantic import ValidationError
 
 from workflows.models import MessageRef, ToolCallRequest
+from workflows.permissions import PermissionRule, decide
 from workflows.tool_specs import TOOL_SPECS, ToolSpec
 
-Verdict = Literal["run", "error", "cached"]
+Verdict = Literal["run", "ask", "deny", "error", "cached"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,14 @@ class GateDecision:
     message: str = ""
     copy_of: MessageRef | None = None
     spec: ToolSpec | None = None
+    subject: str = ""
+    rule: PermissionRule | None = None
+
+    @property
+    def payload_hash(self) -> str:
+        """SHA-256 of the canonical proposal: what an approver approves."""
+        proposal = canonical_json({"tool": self.call.name, "arguments": self.canonical_arguments})
+        return hashlib.sha256(proposal.encode()).hexdigest()
 
 
 def canonical_json(value: object) -> str:
@@ -40,14 +50,20 @@ def canonical_json(value: object) -> str:
 class ToolGate:
     """Validates tool calls against an agent's allowlist and the tool specs."""
 
-    def __init__(self, allowed: list[str]) -> None:
+    def __init__(self, allowed: list[str], agent_rules: list[PermissionRule] | None = None) -> None:
         self._allowed = [name for name in allowed if name in TOOL_SPECS]
+        self._agent_rules = list(agent_rules or [])
 
     @property
     def tool_names(self) -> list[str]:
         return list(self._allowed)
 
-    def check(self, call: ToolCallRequest, answered: dict[str, MessageRef]) -> GateDecision:
+    def check(
+        self,
+        call: ToolCallRequest,
+        answered: dict[str, MessageRef],
+        session_rules: list[PermissionRule] | None = None,
+    ) -> GateDecision:
         spec = TOOL_SPECS.get(call.name)
         if spec is None or call.name not in self._allowed:
             available = ", ".join(self._allowed) or "none"
@@ -100,10 +116,25 @@ class ToolGate:
                 copy_of=earlier,
                 spec=spec,
             )
+        subject = spec.subject(args)
+        action, rule = decide(spec, subject, self._agent_rules, list(session_rules or []))
+        verdict: Verdict = "run" if action == "allow" else action
+        if spec.group == "interact":
+            verdict = "ask"  # a question always goes to a person
+        message = ""
+        if verdict == "deny":
+            message = (
+                f"Error: {call.name} on '{subject}' is denied by policy"
+                f"{f' (rule {rule.permission} {rule.pattern})' if rule else ''}. "
+                "Do not retry it; find another way or explain in your answer what is blocked."
+            )
         return GateDecision(
-            verdict="run",
+            verdict=verdict,
             call=call,
             fingerprint=fingerprint,
             canonical_arguments=canonical,
             spec=spec,
+            subject=subject,
+            rule=rule,
+            message=message,
         )

@@ -6,9 +6,13 @@ later get defaults so recorded histories keep replaying.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.permissions import PermissionRule
+from workflows.tool_specs import Risk
 
 Trigger = Literal["api", "cli", "a2a", "schedule", "parent"]
 RunStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
@@ -19,6 +23,7 @@ StopReason = Literal[
     "max_consecutive_failures",
     "token_budget",
     "no_progress",
+    "approval_expired",
     "error",
     "cancelled",
 ]
@@ -26,6 +31,8 @@ StopReason = Literal[
 
 class Limits(BaseModel):
     """Hard and medium convergence limits of a run."""
+
+    model_config = ConfigDict(extra="forbid")
 
     max_steps: int = Field(
         default=30, ge=1, le=10_000, description="LLM calls before a forced answer."
@@ -45,6 +52,26 @@ class Limits(BaseModel):
     )
 
 
+class ApprovalPolicy(BaseModel):
+    """How a run asks for and waits on approvals."""
+
+    expires_after_s: int = Field(
+        default=86_400, ge=1, le=90 * 86_400, description="How long a request waits."
+    )
+    on_expiry: Literal["tell_model", "fail"] = Field(
+        default="tell_model", description="Tell the model the call did not run, or fail the run."
+    )
+    approver: str | None = Field(
+        default=None,
+        pattern=r"^user:[^\s]{1,200}$",
+        description="Who else may decide (`user:ID`), besides the requester.",
+    )
+    no_self_approval: list[Risk] = Field(
+        default_factory=list,
+        description="Risks whose calls the requester may not approve themselves.",
+    )
+
+
 class AgentSpec(BaseModel):
     """An agent definition as the workflow sees it (loaded from a Markdown file)."""
 
@@ -54,6 +81,10 @@ class AgentSpec(BaseModel):
     model: str | None = Field(default=None, description="Overrides the default model.")
     tools: list[str] = Field(default_factory=list, description="Tool allowlist.")
     limits: Limits = Field(default_factory=Limits)
+    permissions: list[PermissionRule] = Field(
+        default_factory=list, description="Agent rules, applied after the defaults."
+    )
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
 
 
 class Usage(BaseModel):
@@ -90,6 +121,12 @@ class RunState(BaseModel):
     pending_results: list[GateResult] = Field(
         default_factory=list, description="Gate answers to store with the next LLM call."
     )
+    session_rules: list[PermissionRule] = Field(
+        default_factory=list, description="Rules added by `approve_always` in this session."
+    )
+    interactions: dict[str, Interaction] = Field(
+        default_factory=dict, description="Every interaction of the run, by id."
+    )
 
 
 class MessageRef(BaseModel):
@@ -109,7 +146,59 @@ class GateResult(BaseModel):
     content: str | None = Field(default=None, description="Text given to the model.")
     copy_of: MessageRef | None = Field(default=None, description="Repeat this stored answer.")
     arguments: str = ""
+    is_error: bool = True
     event_seq: int
+
+
+InteractionKind = Literal["confirm", "ask_user"]
+InteractionStatus = Literal[
+    "pending", "approved", "rejected", "expired", "answered", "executing", "executed", "failed"
+]
+DecisionKind = Literal["approve", "approve_always", "reject", "answer"]
+
+
+class Interaction(BaseModel):
+    """Something the run waits on from outside: a proposal to confirm, or a question."""
+
+    id: str
+    kind: InteractionKind
+    step: int
+    ord: int
+    call_id: str
+    tool: str
+    arguments: str = Field(description="Canonical JSON of the arguments that will run.")
+    payload_hash: str = Field(description="SHA-256 of the canonical proposal.")
+    risk: Risk
+    subject: str
+    question: str | None = None
+    status: InteractionStatus = "pending"
+    requester: str
+    approvers: list[str] = Field(description="Who may decide.")
+    created_at: datetime
+    expires_at: datetime
+    decision: DecisionKind | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    answer: str | None = None
+
+
+class InteractionDecision(BaseModel):
+    """Payload of the `resolve_interaction` signal and the `decide` update."""
+
+    interaction_id: str = Field(max_length=200)
+    decision: DecisionKind
+    approver: str = Field(min_length=1, max_length=256, description="`user:ID` of the decider.")
+    payload_hash: str | None = Field(
+        default=None, max_length=64, description="The hash the approver saw; required to approve."
+    )
+    text: str | None = Field(default=None, max_length=20_000, description="Answer or reason.")
+
+
+class DecisionOutcome(BaseModel):
+    """Result of the `decide` update."""
+
+    interaction_id: str
+    status: InteractionStatus
 
 
 class RunInput(BaseModel):
@@ -126,6 +215,13 @@ class RunInput(BaseModel):
     session_id: str | None = None
     parent_run_id: str | None = None
     llm_max_attempts: int = Field(default=6, ge=1, description="Attempts per LLM call.")
+    approver: str | None = Field(default=None, description="Overrides the agent's approver.")
+    approval_expires_after_s: int | None = Field(
+        default=None, ge=1, description="Overrides the agent's approval expiry."
+    )
+    session_rules: list[PermissionRule] = Field(
+        default_factory=list, description="Rules the session already granted."
+    )
     state: RunState | None = Field(default=None, description="Set when continuing as new.")
 
 
@@ -150,6 +246,7 @@ class RunProgress(BaseModel):
     tool_calls: int
     usage: Usage
     stop_reason: StopReason | None = None
+    pending_interactions: list[str] = Field(default_factory=list)
 
 
 class StartRunInput(BaseModel):
@@ -212,6 +309,7 @@ class ToolCallInput(BaseModel):
     arguments: str
     workspace: str
     event_seq: int
+    interaction_id: str | None = Field(default=None, description="The approval it executes.")
 
 
 class ToolDigest(BaseModel):
@@ -242,6 +340,27 @@ class FinishRunResult(BaseModel):
     """Output of `finish_run`."""
 
     report_preview: str = ""
+
+
+class OpenInteractionsInput(BaseModel):
+    """Input of `open_interactions`: persist new requests, emit and audit them."""
+
+    run_id: str
+    tenant_id: str
+    session_id: str | None = None
+    interactions: list[Interaction]
+    event_seq: int = Field(description="First of one seq per interaction.")
+
+
+class ResolveInteractionInput(BaseModel):
+    """Input of `resolve_interaction`: persist a decision or an expiry, emit and audit it."""
+
+    run_id: str
+    tenant_id: str
+    session_id: str | None = None
+    interaction: Interaction
+    new_session_rule: PermissionRule | None = None
+    event_seq: int
 
 
 RunState.model_rebuild()

@@ -1,4 +1,4 @@
-"""The tools an agent may call: their argument models, risk and parallelism.
+"""The tools an agent may call: their argument models, risk, group and subject.
 
 Pure data, shared by the gate (which validates arguments inside the workflow)
 and by the tool activities (which execute them).
@@ -6,11 +6,16 @@ and by the tool activities (which execute them).
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Risk = Literal["read", "write", "exec", "external"]
+PermissionGroup = Literal["read", "edit", "bash", "interact"]
+
+MAX_WRITE_BYTES = 1_000_000
 
 
 class ToolArgs(BaseModel):
@@ -45,14 +50,51 @@ class SearchCodeArgs(ToolArgs):
     max_results: int = Field(default=100, ge=1, le=1000, description="Cap on matching lines.")
 
 
+class WriteFileArgs(ToolArgs):
+    """Arguments of `write_file`."""
+
+    path: str = Field(min_length=1, description="File path relative to the workspace root.")
+    content: str = Field(max_length=MAX_WRITE_BYTES, description="The whole new content.")
+
+
+class EditFileArgs(ToolArgs):
+    """Arguments of `edit_file`."""
+
+    path: str = Field(min_length=1, description="File path relative to the workspace root.")
+    old_string: str = Field(
+        min_length=1, description="Exact text to replace; it must occur exactly once."
+    )
+    new_string: str = Field(max_length=MAX_WRITE_BYTES, description="Replacement text.")
+
+
+class BashArgs(ToolArgs):
+    """Arguments of `bash`: an argument list, run without a shell."""
+
+    command: list[str] = Field(
+        min_length=1,
+        max_length=200,
+        description='Program and arguments, e.g. ["pytest", "-q"]. No shell: no pipes or $().',
+    )
+    cwd: str = Field(default=".", description="Working directory relative to the workspace.")
+    timeout_s: int = Field(default=120, ge=1, le=1800, description="Kill the command after this.")
+
+
+class AskUserArgs(ToolArgs):
+    """Arguments of `ask_user`."""
+
+    question: str = Field(min_length=1, max_length=4000, description="What you need to know.")
+
+
 class ToolSpec(BaseModel):
     """What the gate and the LLM need to know about one tool."""
 
     name: str
     description: str
     risk: Risk
+    group: PermissionGroup
     read_only: bool
     args_model: type[ToolArgs]
+    subject_of: Callable[[ToolArgs], str]
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -60,6 +102,24 @@ class ToolSpec(BaseModel):
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return schema
+
+    def subject(self, args: ToolArgs) -> str:
+        """What permission patterns match against: a path or a command line."""
+        return self.subject_of(args)
+
+
+def _path(args: ToolArgs) -> str:
+    return str(getattr(args, "path", "."))
+
+
+def _command_line(args: ToolArgs) -> str:
+    assert isinstance(args, BashArgs)
+    return shlex.join(args.command)
+
+
+def _question(args: ToolArgs) -> str:
+    assert isinstance(args, AskUserArgs)
+    return args.question
 
 
 TOOL_SPECS: dict[str, ToolSpec] = {
@@ -72,8 +132,10 @@ TOOL_SPECS: dict[str, ToolSpec] = {
                 "Output is capped; ask for a narrower range of a large file."
             ),
             risk="read",
+            group="read",
             read_only=True,
             args_model=ReadFileArgs,
+            subject_of=_path,
         ),
         ToolSpec(
             name="list_files",
@@ -82,8 +144,10 @@ TOOL_SPECS: dict[str, ToolSpec] = {
                 "node_modules, virtualenvs and caches."
             ),
             risk="read",
+            group="read",
             read_only=True,
             args_model=ListFilesArgs,
+            subject_of=_path,
         ),
         ToolSpec(
             name="search_code",
@@ -91,8 +155,52 @@ TOOL_SPECS: dict[str, ToolSpec] = {
                 "Search the workspace's files for a regular expression; returns path:line: text."
             ),
             risk="read",
+            group="read",
             read_only=True,
             args_model=SearchCodeArgs,
+            subject_of=_path,
+        ),
+        ToolSpec(
+            name="write_file",
+            description="Create or overwrite a file of the workspace with the given content.",
+            risk="write",
+            group="edit",
+            read_only=False,
+            args_model=WriteFileArgs,
+            subject_of=_path,
+        ),
+        ToolSpec(
+            name="edit_file",
+            description=(
+                "Replace one exact, unique occurrence of old_string with new_string in a file. "
+                "Read the file first; include enough context to make old_string unique."
+            ),
+            risk="write",
+            group="edit",
+            read_only=False,
+            args_model=EditFileArgs,
+            subject_of=_path,
+        ),
+        ToolSpec(
+            name="bash",
+            description=(
+                "Run a program with arguments inside the workspace, without a shell, "
+                "and return its exit code and output (capped)."
+            ),
+            risk="exec",
+            group="bash",
+            read_only=False,
+            args_model=BashArgs,
+            subject_of=_command_line,
+        ),
+        ToolSpec(
+            name="ask_user",
+            description="Ask the user a question and wait for the answer.",
+            risk="read",
+            group="interact",
+            read_only=False,
+            args_model=AskUserArgs,
+            subject_of=_question,
         ),
     )
 }

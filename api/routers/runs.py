@@ -14,21 +14,41 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from api.deps import CatalogDep, SettingsDep, StoreDep, TemporalDep
+from activities.records import RunRecord
+from api.audit_trail import ApiAudit
+from api.auth import Principal
+from api.deps import (
+    AuditDep,
+    CatalogDep,
+    CurrentUser,
+    SettingsDep,
+    StoreDep,
+    TemporalDep,
+)
+from api.identity import user_ref
 from api.schemas import EventPage, EventPublic, RunCreate, RunList, RunPublic
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import RunInput, RunProgress
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
-TENANT = "default"  # single tenant until identity lands
-REQUESTER = "local"
 CLOSED_ELSEWHERE = {
     WorkflowExecutionStatus.TERMINATED: "failed",
     WorkflowExecutionStatus.TIMED_OUT: "failed",
     WorkflowExecutionStatus.FAILED: "failed",
     WorkflowExecutionStatus.CANCELED: "cancelled",
 }
+
+
+async def run_for(run_id: str, user: Principal, store: StoreDep, audit: ApiAudit) -> RunRecord:
+    """The run, if the caller's tenant owns it (admins see all); 404 otherwise, audited."""
+    record = await store.get_run(run_id)
+    if record is None:
+        raise HTTPException(404, detail=f"No run {run_id}.")
+    if record.tenant_id != user.tenant_id and not user.is_admin:
+        await audit.cross_tenant(user, "run", run_id)
+        raise HTTPException(404, detail=f"No run {run_id}.")
+    return record
 
 
 def _problem(code: int, field: str, message: str) -> HTTPException:
@@ -55,10 +75,12 @@ def _resolve_workspace(raw: str, root: Path) -> Path:
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=RunPublic)
 async def create_run(
     body: RunCreate,
+    user: CurrentUser,
     temporal: TemporalDep,
     store: StoreDep,
     settings: SettingsDep,
     catalog: CatalogDep,
+    audit: AuditDep,
 ) -> RunPublic:
     agent = catalog.get(body.agent)
     if agent is None:
@@ -72,17 +94,19 @@ async def create_run(
     model = body.model or agent.model or settings.model
     existing = await store.get_run(run_id)
     if existing is not None:
-        if existing.tenant_id != TENANT:
+        if existing.tenant_id != user.tenant_id:
+            await audit.cross_tenant(user, "run", run_id)
             raise _problem(409, "run_id", "That run id is taken; choose another.")
         return RunPublic.from_record(existing)
     if body.session_id is not None:
         raise _problem(422, "session_id", "Sessions are not available yet; omit session_id.")
+    requester = user_ref(user)
     await store.create_run(
         run_id=run_id,
-        tenant_id=TENANT,
+        tenant_id=user.tenant_id,
         agent=agent.name,
         model=model,
-        requester=REQUESTER,
+        requester=requester,
         trigger=body.trigger,
         workspace=str(workspace),
         input=body.input,
@@ -97,10 +121,12 @@ async def create_run(
                 input=body.input,
                 model=model,
                 workspace=str(workspace),
-                tenant_id=TENANT,
-                requester=REQUESTER,
+                tenant_id=user.tenant_id,
+                requester=requester,
                 trigger=body.trigger,
                 llm_max_attempts=settings.llm_max_attempts,
+                approver=body.approver,
+                approval_expires_after_s=body.approval_expires_after_s,
             ),
             id=run_id,
             task_queue=settings.task_queue,
@@ -130,6 +156,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
 @router.get("", response_model=RunList)
 async def list_runs(
     store: StoreDep,
+    user: CurrentUser,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     status_: Annotated[str | None, Query(alias="status", max_length=32)] = None,
@@ -137,17 +164,17 @@ async def list_runs(
 ) -> RunList:
     before = _decode_cursor(cursor) if cursor else None
     runs = await store.list_runs(
-        tenant_id=TENANT, limit=limit, before=before, status=status_, agent=agent
+        tenant_id=user.tenant_id, limit=limit, before=before, status=status_, agent=agent
     )
     next_cursor = _encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
     return RunList(runs=[RunPublic.from_record(r) for r in runs], next_cursor=next_cursor)
 
 
 @router.get("/{run_id}", response_model=RunPublic)
-async def get_run(run_id: str, store: StoreDep, temporal: TemporalDep) -> RunPublic:
-    record = await store.get_run(run_id)
-    if record is None or record.tenant_id != TENANT:
-        raise HTTPException(404, detail=f"No run {run_id}.")
+async def get_run(
+    run_id: str, user: CurrentUser, store: StoreDep, temporal: TemporalDep, audit: AuditDep
+) -> RunPublic:
+    record = await run_for(run_id, user, store, audit)
     public = RunPublic.from_record(record)
     if record.status in ("queued", "running"):
         await _overlay_live_state(public, temporal)
@@ -170,6 +197,7 @@ async def _overlay_live_state(public: RunPublic, temporal: TemporalDep) -> None:
         return
     if progress.status == "running":
         public.status = "running"
+    public.pending_interactions = progress.pending_interactions
     public.steps = max(public.steps, progress.step)
     public.tool_calls = max(public.tool_calls, progress.tool_calls)
 
@@ -178,12 +206,12 @@ async def _overlay_live_state(public: RunPublic, temporal: TemporalDep) -> None:
 async def list_events(
     run_id: str,
     store: StoreDep,
+    user: CurrentUser,
+    audit: AuditDep,
     after: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> EventPage:
-    record = await store.get_run(run_id)
-    if record is None or record.tenant_id != TENANT:
-        raise HTTPException(404, detail=f"No run {run_id}.")
+    await run_for(run_id, user, store, audit)
     events = await store.list_events(run_id, after=after, limit=limit)
     return EventPage(
         events=[EventPublic.from_record(e) for e in events],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import CatalogDep, StoreDep, TemporalDep
+from api.deps import CatalogDep, CurrentUser, StoreDep, TemporalDep
 from api.schemas import AgentPublic, Health
 
 router = APIRouter(tags=["system"])
@@ -17,7 +17,7 @@ async def health(temporal: TemporalDep, store: StoreDep) -> Health:
 
 
 @router.get("/v1/agents", response_model=list[AgentPublic], tags=["agents"])
-async def list_agents(catalog: CatalogDep) -> list[AgentPublic]:
+async def list_agents(catalog: CatalogDep, user: CurrentUser) -> list[AgentPublic]:
     return [
         AgentPublic(name=a.name, description=a.description, tools=a.tools, model=a.model)
         for a in catalog.all()

@@ -11,7 +11,7 @@ from temporalio.client import Client
 
 from activities.store import Store
 from api.local_stack import serve_api
-from tests.conftest import in_process_worker
+from tests.conftest import auth_headers, in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
@@ -54,7 +54,7 @@ async def test_post_a_run_follow_its_events_and_read_the_report(
     async with (
         in_process_worker(temporal_client, store, settings),
         serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url) as http,
+        httpx.AsyncClient(base_url=url, headers=auth_headers()) as http,
     ):
         assert (await http.get("/health")).json()["status"] == "ok"
         agents = (await http.get("/v1/agents")).json()
@@ -110,7 +110,10 @@ async def test_bad_requests_get_clear_errors_and_start_nothing(
     settings = settings_for(llm, workspace, api_port=free_port())
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+    async with (
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=auth_headers()) as http,
+    ):
         cases = [
             ({"agent": "nope", "input": "x", "workspace": str(workspace)}, "Unknown agent"),
             ({"agent": "review", "input": "x", "workspace": str(outside)}, "outside the allowed"),

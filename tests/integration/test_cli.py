@@ -13,11 +13,12 @@ import httpx
 from temporalio.client import Client
 
 from activities.store import Store
+from api.identity import cli_token
 from api.local_stack import local_stack, serve_api
-from tests.conftest import in_process_worker
+from tests.conftest import JWT_SECRET, in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
+from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -81,7 +82,9 @@ async def test_review_runs_list_and_show_on_a_running_stack(
     settings = settings_for(llm, workspace, api_port=free_port())
     out_file = tmp_path / "report.md"
     async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
-        env = clean_env(KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"))
+        env = clean_env(
+            KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
+        )
         code, out = await keel("review", str(workspace), "--out", str(out_file), env=env)
         assert code == 0, out
         assert "→ read_file" in out and "- pkg/core.py" in out_file.read_text()
@@ -101,20 +104,19 @@ async def test_embedded_stack_finds_its_runs_again_after_a_restart(
     workspace: Path, tmp_path: Path, scripted: StartLLM
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="Nothing to see.")]))
-    settings = Settings.model_validate(
-        {
-            "data_dir": tmp_path / "keel-data",
-            "workspace_root": workspace,
-            "openai_base_url": llm.base_url,
-            "model": "scripted",
-            "api_port": free_port(),
-            "temporal_port": free_port(),
-            "temporal_ui_port": free_port(),
-        }
+    settings = settings_from(
+        data_dir=tmp_path / "keel-data",
+        workspace_root=workspace,
+        openai_base_url=llm.base_url,
+        model="scripted",
+        api_port=free_port(),
+        temporal_port=free_port(),
+        temporal_ui_port=free_port(),
     )
     async with local_stack(settings, reuse_running=False, ui=False) as info:
         assert info.started_here
-        async with httpx.AsyncClient(base_url=info.api_url) as http:
+        headers = {"authorization": f"Bearer {cli_token(info.settings)}"}
+        async with httpx.AsyncClient(base_url=info.api_url, headers=headers) as http:
             created = await http.post(
                 "/v1/runs", json={"agent": "explore", "input": "x", "workspace": str(workspace)}
             )
@@ -126,7 +128,8 @@ async def test_embedded_stack_finds_its_runs_again_after_a_restart(
     assert (tmp_path / "keel-data" / "temporal.sqlite").exists()
 
     async with local_stack(settings, reuse_running=False, ui=False) as info:
-        async with httpx.AsyncClient(base_url=info.api_url) as http:
+        headers = {"authorization": f"Bearer {cli_token(info.settings)}"}
+        async with httpx.AsyncClient(base_url=info.api_url, headers=headers) as http:
             run = (await http.get(f"/v1/runs/{run_id}")).json()
         assert run["status"] == "completed" and run["report"] == "Nothing to see."
         client = await connect(str(info.settings.temporal_address))

@@ -307,3 +307,151 @@ def test_demo_script_plays_a_review() -> None:
     final = script.turns[4].content or ""
     assert "## Files reviewed" in final
     assert "{files_read}" in final
+
+
+# -- failure modes ------------------------------------------------------------
+
+
+def failing(status: int, times: int, retry_after_s: float | None = None) -> Script:
+    """Turn 0 fails `times` times with `status`, then answers; turn 1 always answers."""
+    return Script(
+        turns=[
+            Turn(
+                content="recovered",
+                fail_status=status,
+                fail_times=times,
+                retry_after_s=retry_after_s,
+            ),
+            Turn(content="second"),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "exc_type", "error_type", "code"),
+    [
+        (400, openai.BadRequestError, "invalid_request_error", None),
+        (401, openai.AuthenticationError, "invalid_request_error", "invalid_api_key"),
+        (403, openai.PermissionDeniedError, "permission_error", None),
+        (429, openai.RateLimitError, "requests", "rate_limit_exceeded"),
+        (500, openai.InternalServerError, "server_error", None),
+        (503, openai.InternalServerError, "server_error", None),
+    ],
+)
+def test_a_failing_turn_fails_then_answers(
+    status: int, exc_type: type[openai.APIStatusError], error_type: str, code: str | None
+) -> None:
+    with ScriptedLLMServer(failing(status, 2)) as server:
+        client = client_for(server)
+        for attempt in (1, 2):
+            with pytest.raises(exc_type) as caught:
+                client.chat.completions.create(model="m", messages=[USER])
+            assert caught.value.status_code == status
+            body = caught.value.body
+            assert isinstance(body, dict)
+            assert body["type"] == error_type and body["code"] == code
+            assert f"Scripted failure {attempt} of 2 for turn 0" in body["message"]
+            assert "retry-after" not in caught.value.response.headers
+
+        completion = client.chat.completions.create(model="m", messages=[USER])
+        assert completion.choices[0].message.content == "recovered"
+        assert server.requests_by_turn == {0: 3}
+        assert server.total_requests == 3
+
+
+def test_streaming_requests_fail_the_same_way() -> None:
+    with ScriptedLLMServer(failing(503, 1)) as server:
+        client = client_for(server)
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="m", messages=[USER], stream=True)
+        chunks = list(client.chat.completions.create(model="m", messages=[USER], stream=True))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks) == "recovered"
+        assert server.requests_by_turn[0] == 2
+
+
+@pytest.mark.parametrize(("retry_after_s", "header"), [(2, "2"), (2.0, "2"), (0.5, "0.5")])
+def test_retry_after_header_is_sent_with_failures_only(retry_after_s: float, header: str) -> None:
+    with ScriptedLLMServer(failing(429, 1, retry_after_s=retry_after_s)) as server:
+        url = f"{server.base_url}/chat/completions"
+        request = {"model": "m", "messages": [USER]}
+        failed = httpx.post(url, json=request)
+        answered = httpx.post(url, json=request)
+
+    assert failed.status_code == 429
+    assert failed.headers["retry-after"] == header
+    assert failed.json()["error"]["code"] == "rate_limit_exceeded"
+    assert answered.status_code == 200
+    assert "retry-after" not in answered.headers
+
+
+def test_failures_count_per_turn_and_replay_after_reset() -> None:
+    script = Script(
+        turns=[
+            Turn(content="first"),
+            Turn(content="second", fail_status=500, fail_times=1),
+        ]
+    )
+    later: list[Any] = [USER, {"role": "assistant", "content": "first"}]
+    with ScriptedLLMServer(script) as server:
+        client = client_for(server)
+        # Requests for turn 0 do not use up turn 1's failures.
+        for _ in range(3):
+            client.chat.completions.create(model="m", messages=[USER])
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="m", messages=later)
+        assert (
+            client.chat.completions.create(model="m", messages=later).choices[0].message.content
+            == "second"
+        )
+        assert server.requests_by_turn == {0: 3, 1: 2}
+
+        server.reset()
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="m", messages=later)
+
+
+def test_failures_are_answered_without_the_delay() -> None:
+    script = Script(turns=[Turn(content="slow", delay_s=1.0, fail_status=503, fail_times=1)])
+    with ScriptedLLMServer(script) as server:
+        client = client_for(server)
+        started = time.monotonic()
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="m", messages=[USER])
+        failed_after = time.monotonic() - started
+        client.chat.completions.create(model="m", messages=[USER])
+        answered_after = time.monotonic() - started
+
+    assert failed_after < 0.9
+    assert answered_after >= 1.0
+
+
+def test_fail_status_without_fail_times_never_fails() -> None:
+    with ScriptedLLMServer(failing(503, 0)) as server:
+        completion = client_for(server).chat.completions.create(model="m", messages=[USER])
+    assert completion.choices[0].message.content == "recovered"
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"fail_times": 1}, "need `fail_status`"),
+        ({"retry_after_s": 1.0}, "need `fail_status`"),
+        ({"fail_status": 200, "fail_times": 1}, "greater than or equal to 400"),
+        ({"fail_status": 600, "fail_times": 1}, "less than or equal to 599"),
+        ({"fail_status": 503, "fail_times": -1}, "greater than or equal to 0"),
+        ({"fail_status": 429, "fail_times": 1, "retry_after_s": -1}, "greater than or equal to 0"),
+    ],
+)
+def test_failure_fields_are_validated(fields: dict[str, object], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        Turn.model_validate({"content": "x", **fields})
+
+
+def test_failures_load_from_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "flaky.yaml"
+    path.write_text(
+        "turns:\n  - content: hi\n    fail_status: 429\n    fail_times: 2\n    retry_after_s: 1.5\n"
+    )
+    turn = Script.load(path).turns[0]
+    assert (turn.fail_status, turn.fail_times, turn.retry_after_s) == (429, 2, 1.5)
+    assert Turn(content="x").fail_status is None

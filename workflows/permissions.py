@@ -1,0 +1,57 @@
+"""Permission rules: which tool calls run, which ask a person, which are refused.
+
+A rule is `{permission, pattern, action}`. `permission` is a tool name, a group
+(`read`, `edit`, `bash`, `interact`) or `*`; `pattern` is a glob over the call's
+subject (a path or a command line). Rules are merged defaults → agent → session
+and the last match wins. A write or exec call that no rule matches asks.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.tool_specs import ToolSpec
+
+Action = Literal["allow", "ask", "deny"]
+
+
+class PermissionRule(BaseModel):
+    """One rule; later rules override earlier ones."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    permission: str = Field(min_length=1, description="Tool name, group, or `*`.")
+    pattern: str = Field(default="*", min_length=1, description="Glob over the call's subject.")
+    action: Action
+
+
+DEFAULT_RULES: list[PermissionRule] = [
+    PermissionRule(permission="read", pattern="*", action="allow"),
+    PermissionRule(permission="interact", pattern="*", action="allow"),
+    # Version-control internals are never edited by an agent.
+    PermissionRule(permission="edit", pattern=".git/*", action="deny"),
+    PermissionRule(permission="edit", pattern="*/.git/*", action="deny"),
+]
+
+
+def rule_matches(rule: PermissionRule, spec: ToolSpec, subject: str) -> bool:
+    if rule.permission not in ("*", spec.name, spec.group):
+        return False
+    return fnmatchcase(subject, rule.pattern)
+
+
+def decide(
+    spec: ToolSpec, subject: str, *layers: list[PermissionRule]
+) -> tuple[Action, PermissionRule | None]:
+    """The action for a call, and the rule that decided it (None: the risk default)."""
+    decided: tuple[Action, PermissionRule | None] | None = None
+    for layer in (DEFAULT_RULES, *layers):
+        for rule in layer:
+            if rule_matches(rule, spec, subject):
+                decided = (rule.action, rule)
+    if decided is not None:
+        return decided
+    return ("ask" if spec.risk in ("write", "exec", "external") else "allow"), None
