@@ -164,6 +164,32 @@ class AuditLog:
             assert inserted is not None
         return AuditRecord.model_validate({**record, "id": inserted["id"]})
 
+    async def exists(self, tenant_id: str | None, subject: str, action: str) -> bool:
+        """Whether an entry with this subject and action is already in the tenant's chain."""
+        chain, params = _chain_filter(tenant_id)
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                f"SELECT 1 FROM audit_log WHERE {chain} AND subject = %s AND action = %s LIMIT 1",
+                (*params, subject, action),
+            )
+            return await cur.fetchone() is not None
+
+    async def entries(
+        self, tenant_id: str | None = None, *, after_id: int = 0, limit: int = 100
+    ) -> list[AuditRecord]:
+        """Rows in id order; all tenants when `tenant_id` is None."""
+        clause, params = ("", ()) if tenant_id is None else _chain_filter(tenant_id)
+        where = f"AND {clause}" if clause else ""
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                f"SELECT * FROM audit_log WHERE id > %s {where} ORDER BY id LIMIT %s",
+                (after_id, *params, limit),
+            )
+            rows = await cur.fetchall()
+        return [AuditRecord.model_validate(row) for row in rows]
+
     async def verify(self, tenant_id: str | None = None) -> AuditVerification:
         """Check one tenant's chain, or every chain when `tenant_id` is None."""
         where: str = ""

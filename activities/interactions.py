@@ -4,15 +4,29 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.audit import AuditEntry, AuditLog
 from activities.interaction_store import InteractionStore
-from workflows.models import OpenInteractionsInput, ResolveInteractionInput
+from workflows.models import Interaction, OpenInteractionsInput, ResolveInteractionInput
+
+
+def _detail(ia: Interaction) -> dict[str, object]:
+    return {
+        "kind": ia.kind,
+        "tool": ia.tool,
+        "subject": ia.subject,
+        "risk": ia.risk,
+        "payload_hash": ia.payload_hash,
+        "approvers": list(ia.approvers),
+        "expires_at": ia.expires_at.isoformat(),
+    }
 
 
 class InteractionActivities:
     """`open_interactions` and `resolve_interaction`, idempotent on their keys."""
 
-    def __init__(self, interactions: InteractionStore) -> None:
+    def __init__(self, interactions: InteractionStore, audit: AuditLog) -> None:
         self._interactions = interactions
+        self._audit = audit
 
     @activity.defn(name="open_interactions")
     async def open_interactions(self, request: OpenInteractionsInput) -> None:
@@ -22,6 +36,20 @@ class InteractionActivities:
             interactions=request.interactions,
             event_seq=request.event_seq,
         )
+        for ia in request.interactions:
+            await self._audit_once(
+                request.tenant_id,
+                f"{request.run_id}/{ia.id}",
+                "interaction.requested",
+                AuditEntry(
+                    tenant_id=request.tenant_id,
+                    actor=ia.requester,
+                    category="approval",
+                    action="interaction.requested",
+                    subject=f"{request.run_id}/{ia.id}",
+                    detail=_detail(ia),  # type: ignore[arg-type]
+                ),
+            )
 
     @activity.defn(name="resolve_interaction")
     async def resolve_interaction(self, request: ResolveInteractionInput) -> None:
@@ -33,3 +61,34 @@ class InteractionActivities:
             new_rule=request.new_session_rule,
             event_seq=request.event_seq,
         )
+        ia = request.interaction
+        expired = ia.status == "expired"
+        action = f"interaction.{ia.status}"
+        detail = _detail(ia) | {
+            "decision": ia.decision,
+            "decided_by": "timer" if expired else "human",
+            "decided_at": ia.decided_at.isoformat() if ia.decided_at else None,
+        }
+        if request.new_session_rule is not None:
+            detail["session_rule"] = request.new_session_rule.model_dump()
+        await self._audit_once(
+            request.tenant_id,
+            f"{request.run_id}/{ia.id}",
+            action,
+            AuditEntry(
+                tenant_id=request.tenant_id,
+                actor="timer" if expired else ia.decided_by,
+                category="approval",
+                action=action,
+                severity="warning" if expired else "info",
+                subject=f"{request.run_id}/{ia.id}",
+                detail=detail,  # type: ignore[arg-type]
+            ),
+        )
+
+    async def _audit_once(
+        self, tenant_id: str, subject: str, action: str, entry: AuditEntry
+    ) -> None:
+        """A retried activity must not audit twice."""
+        if not await self._audit.exists(tenant_id, subject, action):
+            await self._audit.append(entry)

@@ -18,6 +18,7 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.audit import AuditEntry, AuditLog
 from activities.records import MessageRecord
 from activities.store import Store
 from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRequest, Usage
@@ -33,13 +34,15 @@ T = TypeVar("T")
 class LlmActivities:
     """Chat completions through the `openai` client; retries belong to Temporal."""
 
-    def __init__(self, client: openai.AsyncOpenAI, store: Store) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, store: Store, audit: AuditLog) -> None:
         self._client = client
         self._store = store
+        self._audit = audit
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
         await self._store_gate_results(step.run_id, step.gate_results)
+        await self._audit_denials(step)
         if step.nudge:
             await self._store.put_user_message(step.run_id, step.step, 0, step.nudge)
         history = await self._store.conversation(step.run_id, step.session_id)
@@ -77,6 +80,29 @@ class LlmActivities:
             finish_reason=finish_reason,
             usage=usage,
         )
+
+    async def _audit_denials(self, step: LlmStepInput) -> None:
+        for result in step.gate_results:
+            if result.denied_by is None:
+                continue
+            subject = f"{step.run_id}/{result.step}/{result.ord}"
+            if await self._audit.exists(step.tenant_id, subject, "tool.denied_by_policy"):
+                continue
+            await self._audit.append(
+                AuditEntry(
+                    tenant_id=step.tenant_id,
+                    actor="policy",
+                    category="approval",
+                    action="tool.denied_by_policy",
+                    severity="warning",
+                    subject=subject,
+                    detail={
+                        "tool": result.name,
+                        "rule": result.denied_by,
+                        "arguments": result.arguments,
+                    },
+                )
+            )
 
     async def _store_gate_results(self, run_id: str, results: list[GateResult]) -> None:
         for result in results:

@@ -11,6 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import acting_tools
+from activities.audit import AuditEntry, AuditLog
 from activities.file_tools import ToolOutput, list_files, read_file, search_code
 from activities.interaction_store import InteractionStore
 from activities.store import Store
@@ -88,9 +89,12 @@ def digest_of(output: ToolOutput) -> ToolDigest:
 class ToolActivities:
     """Runs tools inside workspaces under one allowed root."""
 
-    def __init__(self, store: Store, interactions: InteractionStore, allowed_root: Path) -> None:
+    def __init__(
+        self, store: Store, interactions: InteractionStore, audit: AuditLog, allowed_root: Path
+    ) -> None:
         self._store = store
         self._interactions = interactions
+        self._audit = audit
         self._allowed_root = allowed_root.resolve()
 
     @activity.defn(name="run_tool")
@@ -150,6 +154,21 @@ class ToolActivities:
         acting = spec is not None and not spec.read_only
         if acting and not await self._store.claim_execution(call.run_id, call.step, call.ord):
             return ToolOutput(text=UNKNOWN_OUTCOME.format(tool=call.name), is_error=True)
+        if acting and call.allowed_by is not None:
+            await self._audit.append(
+                AuditEntry(
+                    tenant_id=call.tenant_id,
+                    actor="policy",
+                    category="approval",
+                    action="tool.allowed_by_policy",
+                    subject=f"{call.run_id}/{call.step}/{call.ord}",
+                    detail={
+                        "tool": call.name,
+                        "rule": call.allowed_by,
+                        "arguments": call.arguments,
+                    },
+                )
+            )
         if call.interaction_id is not None:
             await self._interactions.mark(
                 call.run_id, call.interaction_id, "executing", when="approved"

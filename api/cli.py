@@ -6,6 +6,7 @@ import asyncio
 import logging
 import shutil
 import signal
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -15,11 +16,12 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
+from api.auth import dev_token
 from api.client import KeelApiError, KeelClient
-from api.identity import cli_token
+from api.identity import cli_token, local_secret
 from api.local_stack import StackInfo, local_stack, serve_api
-from api.progress import follow_run
-from api.schemas import RunCreate, RunPublic
+from api.progress import Decider, follow_run, terminal_decider
+from api.schemas import InteractionDecisionCreate, RunCreate, RunPublic
 from worker.dev_stack import StackError, free_port
 from worker.runtime import run_worker_forever
 from worker.settings import Settings
@@ -123,6 +125,11 @@ def _save_report(run: RunPublic, out: Path | None, data_dir: Path) -> Path:
     return path
 
 
+def _decider() -> Decider | None:
+    """Prompt for decisions only when a person is at the terminal."""
+    return terminal_decider(console) if sys.stdin.isatty() else None
+
+
 async def _start_and_follow(
     settings: Settings, body: RunCreate, out: Path | None, *, ui: bool = False
 ) -> RunPublic:
@@ -132,7 +139,7 @@ async def _start_and_follow(
         async with KeelClient(info.api_url, token=cli_token(info.settings)) as client:
             run = await client.create_run(body)
             console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
-            run = await follow_run(client, run.id, console)
+            run = await follow_run(client, run.id, console, _decider())
     _report(run, out, info.settings.data_dir)
     return run
 
@@ -186,6 +193,99 @@ def run_agent(
         settings = settings.model_copy(update={"workspace_root": target})
     body = RunCreate(agent=agent, input=prompt, workspace=str(target), trigger="cli")
     _run(_start_and_follow(settings, body, out))
+
+
+async def _decide(run_id: str, interaction_id: str, body: InteractionDecisionCreate) -> None:
+    async with (
+        local_stack(Settings(), ui=False) as info,
+        KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+    ):
+        if body.decision.startswith("approve"):
+            ia = await client.interaction(run_id, interaction_id)
+            console.print(f"Approving {ia.tool} {ia.arguments} (hash {ia.payload_hash[:12]}…)")
+            body = body.model_copy(update={"payload_hash": ia.payload_hash})
+        result = await client.decide(run_id, interaction_id, body)
+    console.print(f"{interaction_id}: {result.status}, now {result.interaction.status}")
+
+
+@app.command()
+def approve(
+    run_id: str,
+    interaction_id: str,
+    always: Annotated[
+        bool, typer.Option("--always", help="Also allow the same call for the rest of the session.")
+    ] = False,
+) -> None:
+    """Approve a pending tool call (the payload you are shown is the one that runs)."""
+    body = InteractionDecisionCreate(decision="approve_always" if always else "approve")
+    _run(_decide(run_id, interaction_id, body))
+
+
+@app.command()
+def reject(
+    run_id: str,
+    interaction_id: str,
+    reason: Annotated[str | None, typer.Option(help="Told to the model.")] = None,
+) -> None:
+    """Reject a pending tool call or question."""
+    body = InteractionDecisionCreate(decision="reject", text=reason)
+    _run(_decide(run_id, interaction_id, body))
+
+
+@app.command()
+def answer(run_id: str, interaction_id: str, text: str) -> None:
+    """Answer a question the agent asked."""
+    body = InteractionDecisionCreate(decision="answer", text=text)
+    _run(_decide(run_id, interaction_id, body))
+
+
+@app.command()
+def interactions(run_id: str) -> None:
+    """List a run's approval requests and questions."""
+
+    async def main() -> None:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            items = await client.interactions(run_id)
+        table = Table("id", "status", "tool", "subject", "expires", "decided by")
+        for ia in items:
+            table.add_row(
+                ia.id,
+                ia.status,
+                ia.tool,
+                ia.subject[:60],
+                ia.expires_at.strftime("%Y-%m-%d %H:%M"),
+                ia.decided_by or "",
+            )
+        console.print(table)
+
+    _run(main())
+
+
+@app.command()
+def token(
+    tenant: Annotated[str, typer.Option(help="tenant_id claim.")] = "default",
+    sub: Annotated[str, typer.Option(help="sub claim: the user.")] = "local",
+    scope: Annotated[list[str] | None, typer.Option(help="Scopes, e.g. keel:admin.")] = None,
+    ttl: Annotated[int, typer.Option(help="Lifetime in seconds.", min=60)] = 3600,
+) -> None:
+    """Print a bearer token signed with this machine's Keel secret (for curl and scripts)."""
+    settings = Settings()
+    secret = settings.jwt_secret or local_secret(settings.data_dir)
+    console.print(
+        dev_token(
+            secret,
+            tenant,
+            sub,
+            scopes=scope or [],
+            ttl_s=ttl,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+        ),
+        soft_wrap=True,
+    )
 
 
 @runs_app.command("list")

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import httpx
 
-from api.schemas import EventPage, RunCreate, RunList, RunPublic
+from api.schemas import (
+    DecisionResult,
+    EventPage,
+    InteractionDecisionCreate,
+    InteractionPublic,
+    RunCreate,
+    RunList,
+    RunPublic,
+)
 
 
 class KeelApiError(RuntimeError):
@@ -54,3 +62,21 @@ class KeelClient:
     async def events(self, run_id: str, after: int = 0) -> EventPage:
         response = await self._send("GET", f"/v1/runs/{run_id}/events", params={"after": after})
         return EventPage.model_validate(response.json())
+
+    async def interactions(self, run_id: str) -> list[InteractionPublic]:
+        response = await self._send("GET", f"/v1/runs/{run_id}/interactions")
+        return [InteractionPublic.model_validate(item) for item in response.json()]
+
+    async def interaction(self, run_id: str, interaction_id: str) -> InteractionPublic:
+        response = await self._send("GET", f"/v1/runs/{run_id}/interactions/{interaction_id}")
+        return InteractionPublic.model_validate(response.json())
+
+    async def decide(
+        self, run_id: str, interaction_id: str, body: InteractionDecisionCreate
+    ) -> DecisionResult:
+        response = await self._send(
+            "POST",
+            f"/v1/runs/{run_id}/interactions/{interaction_id}",
+            json=body.model_dump(exclude_none=True),
+        )
+        return DecisionResult.model_validate(response.json())

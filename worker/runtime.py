@@ -12,6 +12,7 @@ import openai
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.audit import AuditLog
 from activities.interaction_store import InteractionStore
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
@@ -46,11 +47,12 @@ class WorkerParts:
 
 def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
     llm = openai_client(settings)
-    llm_activities = LlmActivities(llm, store)
+    audit = AuditLog(store.pool)
+    llm_activities = LlmActivities(llm, store, audit)
     interaction_store = InteractionStore(store.pool)
-    tool_activities = ToolActivities(store, interaction_store, settings.workspace_root)
+    tool_activities = ToolActivities(store, interaction_store, audit, settings.workspace_root)
     record_activities = RunRecordActivities(store)
-    interaction_activities = InteractionActivities(interaction_store)
+    interaction_activities = InteractionActivities(interaction_store, audit)
     worker = Worker(
         client,
         task_queue=settings.task_queue,

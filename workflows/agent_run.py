@@ -132,6 +132,7 @@ class AgentRunWorkflow:
         state = self._state
         step_input = LlmStepInput(
             run_id=run.run_id,
+            tenant_id=run.tenant_id,
             session_id=run.session_id,
             step=state.step,
             model=run.model,
@@ -208,6 +209,9 @@ class AgentRunWorkflow:
                     content=decision.message or None,
                     copy_of=decision.copy_of,
                     event_seq=self._take_seqs(2),
+                    denied_by=_rule_text(decision, acting_only=False)
+                    if decision.verdict == "deny"
+                    else None,
                 )
             state.pending_results.append(outcome)
             failures.append(decision.verdict in ("error", "deny"))
@@ -422,6 +426,8 @@ class AgentRunWorkflow:
                 workspace=run.workspace,
                 event_seq=self._take_seqs(2),
                 interaction_id=interaction_id,
+                tenant_id=run.tenant_id,
+                allowed_by=_rule_text(decision) if interaction_id is None else None,
             ),
             result_type=ToolDigest,
             start_to_close_timeout=timeouts.TOOL_START_TO_CLOSE,
@@ -484,6 +490,14 @@ class AgentRunWorkflow:
 
 class RunAborted(Exception):
     """The run must stop and fail, for a reason the policy gives."""
+
+
+def _rule_text(decision: GateDecision, *, acting_only: bool = True) -> str | None:
+    """The rule behind a policy decision, for the audit log (read calls: only denials)."""
+    if decision.spec is None or (acting_only and decision.spec.read_only):
+        return None
+    rule = decision.rule
+    return f"{rule.permission} {rule.pattern} {rule.action}" if rule else "risk default"
 
 
 def _literal_glob(text: str) -> str:

@@ -148,6 +148,7 @@ class GateResult(BaseModel):
     arguments: str = ""
     is_error: bool = True
     event_seq: int
+    denied_by: str | None = Field(default=None, description="The rule that denied it, if any.")
 
 
 InteractionKind = Literal["confirm", "ask_user"]
@@ -278,6 +279,7 @@ class LlmStepInput(BaseModel):
     """Input of `llm_step`: one chat completion over the stored conversation."""
 
     run_id: str
+    tenant_id: str = "default"
     session_id: str | None = None
     step: int
     model: str
@@ -310,6 +312,10 @@ class ToolCallInput(BaseModel):
     workspace: str
     event_seq: int
     interaction_id: str | None = Field(default=None, description="The approval it executes.")
+    tenant_id: str = "default"
+    allowed_by: str | None = Field(
+        default=None, description="The rule that allowed an acting call without asking."
+    )
 
 
 class ToolDigest(BaseModel):

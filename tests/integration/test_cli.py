@@ -50,7 +50,7 @@ async def test_demo_runs_offline_and_reports_the_files_it_read(tmp_path: Path) -
     code, out = await keel("demo", env=clean_env(KEEL_DATA_DIR=str(tmp_path / "data")))
     assert code == 0, out
     assert "completed · stop reason final_answer" in out
-    read = set(re.findall(r'→ read_file .*?"path":"([^"]+)"', out))
+    read = set(re.findall(r'→ read_file .*?"path": ?"([^"]+)"', out))
     assert read == {"inventory/store.py", "inventory/pricing.py", "tests/test_pricing.py"}
     saved = re.search(r"Report saved to (\S+)", out)
     assert saved is not None
@@ -135,3 +135,68 @@ async def test_embedded_stack_finds_its_runs_again_after_a_restart(
         client = await connect(str(info.settings.temporal_address))
         description = await client.get_workflow_handle(run_id).describe()
         assert description.status is not None and description.status.name == "COMPLETED"
+
+
+async def test_a_run_that_asks_is_approved_from_another_terminal(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(
+                            name="write_file",
+                            arguments={"path": "CHANGELOG.md", "content": "## 1.0\n"},
+                        )
+                    ]
+                ),
+                Turn(content="Added the changelog."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+        env = clean_env(
+            KEEL_API_URL=url,
+            KEEL_DATA_DIR=str(tmp_path / "cli"),
+            KEEL_JWT_SECRET=JWT_SECRET,
+            COLUMNS="200",
+        )
+        run = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "api.cli",
+            "run",
+            "build",
+            "Add a changelog.",
+            "--workspace",
+            str(workspace),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        assert run.stdout is not None
+        seen: list[str] = []
+        waiting = None
+        while waiting is None:
+            line = (await asyncio.wait_for(run.stdout.readline(), timeout=60)).decode()
+            assert line, "".join(seen)
+            seen.append(line)
+            waiting = re.search(r"`keel approve (\S+) (\S+)`", line)
+        run_id, interaction_id = waiting.group(1), waiting.group(2)
+
+        code, out = await keel("approve", run_id, interaction_id, env=env)
+        assert code == 0 and "accepted" in out, out
+        code, again = await keel("approve", run_id, interaction_id, env=env)
+        assert code == 1 and "409" in again
+
+        rest, _ = await asyncio.wait_for(run.communicate(), timeout=60)
+        assert run.returncode == 0, "".join(seen) + rest.decode()
+        assert "Added the changelog." in rest.decode()
+    assert (workspace / "CHANGELOG.md").read_text() == "## 1.0\n"

@@ -1,0 +1,222 @@
+"""Approval expiry on durable timers, with time skipping and stand-in activities."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from tests.integration.runs import agent
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import (
+    ApprovalPolicy,
+    FinishRunInput,
+    FinishRunResult,
+    InteractionDecision,
+    LlmStepInput,
+    LlmStepResult,
+    OpenInteractionsInput,
+    ResolveInteractionInput,
+    RunInput,
+    RunProgress,
+    StartRunInput,
+    ToolCallInput,
+    ToolCallRequest,
+    ToolDigest,
+)
+
+TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
+
+
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=str(TEST_SERVER)
+    ) as environment:
+        yield environment
+
+
+class StandIns:
+    """Activities with the real names and signatures, recording what they were given."""
+
+    def __init__(self) -> None:
+        self.llm_inputs: list[LlmStepInput] = []
+        self.tools_run: list[ToolCallInput] = []
+        self.resolved: list[ResolveInteractionInput] = []
+        self.finished: list[FinishRunInput] = []
+
+    @activity.defn(name="start_run")
+    async def start_run(self, start: StartRunInput) -> None:
+        return None
+
+    @activity.defn(name="llm_step")
+    async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
+        self.llm_inputs.append(step)
+        if step.step == 1:
+            return LlmStepResult(
+                tool_calls=[
+                    ToolCallRequest(
+                        call_id="c1",
+                        name="write_file",
+                        arguments='{"path": "a.txt", "content": "A"}',
+                    )
+                ]
+            )
+        return LlmStepResult(content_preview="final", content_chars=5)
+
+    @activity.defn(name="run_tool")
+    async def run_tool(self, call: ToolCallInput) -> ToolDigest:
+        self.tools_run.append(call)
+        return ToolDigest(size=1, sha256="0" * 64, preview="ok", is_error=False)
+
+    @activity.defn(name="open_interactions")
+    async def open_interactions(self, request: OpenInteractionsInput) -> None:
+        return None
+
+    @activity.defn(name="resolve_interaction")
+    async def resolve_interaction(self, request: ResolveInteractionInput) -> None:
+        self.resolved.append(request)
+
+    @activity.defn(name="finish_run")
+    async def finish_run(self, finish: FinishRunInput) -> FinishRunResult:
+        self.finished.append(finish)
+        return FinishRunResult(report_preview="final")
+
+    def all(self) -> list[object]:
+        return [
+            self.start_run,
+            self.llm_step,
+            self.run_tool,
+            self.open_interactions,
+            self.resolve_interaction,
+            self.finish_run,
+        ]
+
+
+def run_input(on_expiry: str = "tell_model") -> RunInput:
+    spec = agent("build").model_copy(
+        update={"approval": ApprovalPolicy(expires_after_s=86_400, on_expiry=on_expiry)}
+    )
+    run_id = f"run-ts-{uuid.uuid4().hex[:8]}"
+    return RunInput(
+        run_id=run_id,
+        agent=spec,
+        input="change it",
+        model="m",
+        workspace="/tmp",
+        requester="user:alice",
+    )
+
+
+async def wait_pending(env: WorkflowEnvironment, handle: object) -> list[str]:
+    with env.auto_time_skipping_disabled():
+        for _ in range(200):
+            progress: RunProgress = await handle.query(AgentRunWorkflow.progress)  # type: ignore[attr-defined]
+            if progress.pending_interactions:
+                return progress.pending_interactions
+            await env.sleep(timedelta(milliseconds=0))
+    raise AssertionError("no interaction became pending")
+
+
+async def test_a_24h_request_expires_after_a_day_and_the_model_is_told(
+    env: WorkflowEnvironment,
+) -> None:
+    stand_ins = StandIns()
+    queue = f"ts-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[AgentRunWorkflow], activities=stand_ins.all()
+    ):
+        inp = run_input()
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, inp, id=inp.run_id, task_queue=queue
+        )
+        [ia_id] = await wait_pending(env, handle)
+        await env.sleep(timedelta(hours=23))
+        assert (await handle.query(AgentRunWorkflow.progress)).pending_interactions == [ia_id]
+        await env.sleep(timedelta(hours=2))
+        result = await handle.result()
+
+        # A decision after expiry is refused.
+        with pytest.raises((RPCError, WorkflowUpdateFailedError)):  # the workflow has closed
+            await handle.execute_update(
+                AgentRunWorkflow.decide,
+                InteractionDecision(interaction_id=ia_id, decision="reject", approver="user:alice"),
+            )
+
+    assert result.status == "completed" and result.stop_reason == "final_answer"
+    assert stand_ins.tools_run == []
+    assert stand_ins.resolved[0].interaction.status == "expired"
+    told = stand_ins.llm_inputs[1].gate_results
+    assert len(told) == 1 and told[0].content is not None
+    assert "expired" in told[0].content and "did not run" in told[0].content
+
+
+async def test_with_the_fail_policy_an_expiry_fails_the_run(env: WorkflowEnvironment) -> None:
+    stand_ins = StandIns()
+    queue = f"ts-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[AgentRunWorkflow], activities=stand_ins.all()
+    ):
+        inp = run_input(on_expiry="fail")
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, inp, id=inp.run_id, task_queue=queue
+        )
+        await wait_pending(env, handle)
+        await env.sleep(timedelta(hours=25))
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    assert "expired unanswered" in str(failure.value.cause)
+    assert stand_ins.finished[-1].status == "failed"
+    assert stand_ins.finished[-1].stop_reason == "approval_expired"
+    assert stand_ins.tools_run == []
+
+
+async def test_a_decision_inside_the_window_runs_the_approved_payload(
+    env: WorkflowEnvironment,
+) -> None:
+    stand_ins = StandIns()
+    queue = f"ts-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[AgentRunWorkflow], activities=stand_ins.all()
+    ):
+        inp = run_input()
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, inp, id=inp.run_id, task_queue=queue
+        )
+        [ia_id] = await wait_pending(env, handle)
+        await env.sleep(timedelta(hours=20))
+        [ia] = await handle.query(AgentRunWorkflow.list_interactions)
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update(
+                AgentRunWorkflow.decide,
+                InteractionDecision(
+                    interaction_id=ia_id,
+                    decision="approve",
+                    approver="user:eve",
+                    payload_hash=ia.payload_hash,
+                ),
+            )
+        await handle.execute_update(
+            AgentRunWorkflow.decide,
+            InteractionDecision(
+                interaction_id=ia_id,
+                decision="approve",
+                approver="user:alice",
+                payload_hash=ia.payload_hash,
+            ),
+        )
+        result = await handle.result()
+    assert result.status == "completed"
+    [ran] = stand_ins.tools_run
+    assert ran.interaction_id == ia_id
+    assert ran.arguments == '{"content":"A","path":"a.txt"}'
