@@ -6,7 +6,13 @@ from temporalio import activity
 
 from activities.audit import AuditEntry, AuditLog
 from activities.interaction_store import InteractionStore
-from workflows.models import Interaction, OpenInteractionsInput, ResolveInteractionInput
+from workflows.models import (
+    Interaction,
+    OpenInteractionsInput,
+    ResolveInteractionInput,
+    SessionRulesInput,
+    SessionRulesResult,
+)
 
 
 def _detail(ia: Interaction) -> dict[str, object]:
@@ -85,6 +91,10 @@ class InteractionActivities:
                 detail=detail,  # type: ignore[arg-type]
             ),
         )
+
+    @activity.defn(name="session_rules")
+    async def session_rules(self, request: SessionRulesInput) -> SessionRulesResult:
+        return SessionRulesResult(rules=await self._interactions.session_rules(request.session_id))
 
     async def _audit_once(
         self, tenant_id: str, subject: str, action: str, entry: AuditEntry

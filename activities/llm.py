@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.audit import AuditEntry, AuditLog
+from activities.prices import ModelPrice
 from activities.records import MessageRecord
 from activities.store import Store
 from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRequest, Usage
@@ -27,6 +29,15 @@ from workflows.tool_specs import TOOL_SPECS
 PREVIEW_CHARS = 200
 HEARTBEAT_EVERY_S = 2.0
 RETRYABLE_STATUS = {408, 409, 425, 429}
+# Live token deltas: NOTIFYs on the durable events' channel, batched so a long
+# completion sends a few notices a second rather than one a token.
+EVENTS_CHANNEL = "keel_events"
+DELTA_FLUSH_EVERY_S = 0.05
+# At most 6 bytes a character once JSON-escaped: far below NOTIFY's 8000-byte limit.
+DELTA_MAX_CHARS = 512
+DELTA_DRAIN_S = 1.0
+
+log = logging.getLogger("keel.llm")
 
 T = TypeVar("T")
 
@@ -34,10 +45,17 @@ T = TypeVar("T")
 class LlmActivities:
     """Chat completions through the `openai` client; retries belong to Temporal."""
 
-    def __init__(self, client: openai.AsyncOpenAI, store: Store, audit: AuditLog) -> None:
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        store: Store,
+        audit: AuditLog,
+        prices: dict[str, ModelPrice] | None = None,
+    ) -> None:
         self._client = client
         self._store = store
         self._audit = audit
+        self._prices = prices or {}
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
@@ -65,6 +83,7 @@ class LlmActivities:
             attempt=activity.info().attempt,
             finish_reason=finish_reason,
             event_seq=step.event_seq,
+            cost_usd=self._cost(step.model, usage),
         )
         return LlmStepResult(
             tool_calls=[
@@ -80,6 +99,10 @@ class LlmActivities:
             finish_reason=finish_reason,
             usage=usage,
         )
+
+    def _cost(self, model: str, usage: Usage) -> float:
+        price = self._prices.get(model)
+        return price.cost(usage.prompt_tokens, usage.completion_tokens) if price else 0.0
 
     async def _audit_denials(self, step: LlmStepInput) -> None:
         for result in step.gate_results:
@@ -179,7 +202,9 @@ class LlmActivities:
                 stream_options={"include_usage": True},
                 **kwargs,
             )
-            return await _collect(stream)
+            deltas = _DeltaPublisher(self._store, step.run_id, step.step, activity.info().attempt)
+            async with deltas:
+                return await _collect(stream, on_text=deltas.add)
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
@@ -189,8 +214,79 @@ class LlmActivities:
             ) from exc
 
 
-async def _collect(stream: Any) -> tuple[dict[str, Any], Usage, str]:
-    """Assemble a streamed completion into one message."""
+class _DeltaPublisher:
+    """Publishes streamed text as live `message_delta` notices; never fails the LLM call."""
+
+    def __init__(self, store: Store, run_id: str, step: int, attempt: int) -> None:
+        self._store = store
+        self._head = {"type": "message_delta", "run_id": run_id, "step": step, "attempt": attempt}
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self._index = 0
+        self._full = asyncio.Event()
+        self._closing = False
+        self._warned = False
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, text: str) -> None:
+        self._pending.append(text)
+        self._pending_chars += len(text)
+        if self._pending_chars >= DELTA_MAX_CHARS:
+            self._full.set()
+
+    async def __aenter__(self) -> _DeltaPublisher:
+        self._task = asyncio.create_task(self._pump())
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        assert self._task is not None
+        if exc_type is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            return
+        self._closing = True
+        self._full.set()
+        try:
+            # The last deltas go out before the durable `message` event is written.
+            await asyncio.wait_for(self._task, DELTA_DRAIN_S)
+        except TimeoutError:
+            log.warning("message_delta: gave up sending the last deltas of %s", self._head)
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._full.wait(), DELTA_FLUSH_EVERY_S)
+            except TimeoutError:
+                pass
+            self._full.clear()
+            closing = self._closing
+            await self._flush()
+            if closing:
+                return
+
+    async def _flush(self) -> None:
+        text = "".join(self._pending)
+        self._pending.clear()
+        self._pending_chars = 0
+        for start in range(0, len(text), DELTA_MAX_CHARS):
+            payload = {
+                **self._head,
+                "delta_index": self._index,
+                "delta": text[start : start + DELTA_MAX_CHARS],
+            }
+            self._index += 1
+            try:
+                await self._store.notify(EVENTS_CHANNEL, json.dumps(payload, ensure_ascii=False))
+            except Exception as exc:  # live deltas are best effort; the message is stored anyway
+                if not self._warned:
+                    log.warning("message_delta: cannot notify for %s: %s", self._head, exc)
+                    self._warned = True
+
+
+async def _collect(
+    stream: Any, on_text: Callable[[str], None] | None = None
+) -> tuple[dict[str, Any], Usage, str]:
+    """Assemble a streamed completion into one message; `on_text` sees each text delta."""
     content: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage = Usage()
@@ -205,6 +301,8 @@ async def _collect(stream: Any) -> tuple[dict[str, Any], Usage, str]:
             delta = choice.delta
             if delta.content:
                 content.append(delta.content)
+                if on_text is not None:
+                    on_text(delta.content)
             for part in delta.tool_calls or []:
                 call = calls.setdefault(
                     part.index,
@@ -270,8 +368,12 @@ def _retry_after(exc: openai.APIStatusError) -> timedelta | None:
 async def _with_heartbeats(work: Awaitable[T]) -> T:
     """Heartbeat while a long completion runs, so a dead worker is noticed quickly."""
     task = asyncio.ensure_future(work)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
-        if done:
-            return task.result()
-        activity.heartbeat()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        if not task.done():
+            task.cancel()  # the activity was cancelled or timed out: stop the request too

@@ -28,6 +28,7 @@ class RunRecord(BaseModel):
     tool_calls: int
     prompt_tokens: int
     completion_tokens: int
+    cost_usd: float = 0.0
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -70,6 +70,11 @@ class Store:
         async with self._pool.connection() as conn:
             await self._put_event(conn, run_id, seq, type_, data)
 
+    async def notify(self, channel: str, payload: str) -> None:
+        """Send a NOTIFY at once (outside any transaction); payloads must stay under 8000 bytes."""
+        async with self._pool.connection() as conn:
+            await conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+
     # -- schema -----------------------------------------------------------
 
     async def migrate(self) -> list[str]:
@@ -257,6 +262,17 @@ class Store:
             rows = await cur.fetchall()
         return [RunRecord.model_validate(row) for row in rows]
 
+    async def session_busy(self, session_id: str) -> str | None:
+        """The id of a queued or running run of the session, if there is one."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT id FROM runs WHERE session_id = %s AND status IN ('queued', 'running')"
+                " ORDER BY created_at LIMIT 1",
+                (session_id,),
+            )
+            row = await cur.fetchone()
+        return str(row["id"]) if row else None
+
     # -- messages ---------------------------------------------------------
 
     async def conversation(self, run_id: str, session_id: str | None) -> list[MessageRecord]:
@@ -366,6 +382,7 @@ class Store:
         attempt: int,
         finish_reason: str,
         event_seq: int,
+        cost_usd: float = 0.0,
     ) -> None:
         """Store an LLM call's message, trace, usage and events in one transaction."""
         async with self._pool.connection() as conn, conn.transaction():
@@ -374,8 +391,8 @@ class Store:
             )
             cur = await conn.execute(
                 "INSERT INTO llm_calls (run_id, step, model, prompt_tokens, completion_tokens,"
-                " latency_ms, attempt, finish_reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
+                " latency_ms, attempt, finish_reason, cost_usd)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (
                     run_id,
                     step,
@@ -385,14 +402,15 @@ class Store:
                     latency_ms,
                     attempt,
                     finish_reason,
+                    cost_usd,
                 ),
             )
             if cur.rowcount == 1:
                 await conn.execute(
                     "UPDATE runs SET prompt_tokens = prompt_tokens + %s,"
-                    " completion_tokens = completion_tokens + %s, steps = greatest(steps, %s)"
-                    " WHERE id = %s",
-                    (prompt_tokens, completion_tokens, step, run_id),
+                    " completion_tokens = completion_tokens + %s, steps = greatest(steps, %s),"
+                    " cost_usd = cost_usd + %s WHERE id = %s",
+                    (prompt_tokens, completion_tokens, step, cost_usd, run_id),
                 )
             await self._put_event(
                 conn,
@@ -427,6 +445,20 @@ class Store:
                 (run_id, step, ord_),
             )
             return cur.rowcount == 1
+
+    async def usage_by_tenant(self) -> list[dict[str, Any]]:
+        """Runs, LLM calls, tokens and cost per tenant."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT r.tenant_id, count(DISTINCT r.id) AS runs,"
+                " count(c.run_id) AS llm_calls,"
+                " coalesce(sum(c.prompt_tokens), 0)::bigint AS prompt_tokens,"
+                " coalesce(sum(c.completion_tokens), 0)::bigint AS completion_tokens,"
+                " coalesce(sum(c.cost_usd), 0)::float AS cost_usd"
+                " FROM runs r LEFT JOIN llm_calls c ON c.run_id = r.id"
+                " GROUP BY r.tenant_id ORDER BY r.tenant_id"
+            )
+            return list(await cur.fetchall())
 
     # -- events -----------------------------------------------------------
 

@@ -9,10 +9,14 @@ from fastapi import FastAPI
 
 from activities.audit import AuditLog
 from activities.interaction_store import InteractionStore
+from activities.session_store import SessionStore
 from activities.store import Store
 from api.audit_trail import ApiAudit
+from api.body_limit import BodySizeLimit
+from api.event_hub import EventHub
+from api.event_stream import EventReads
 from api.identity import auth_config, build_verifier
-from api.routers import interactions, runs, system
+from api.routers import admin, events, interactions, runs, sessions, system
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from worker.temporal_client import connect
@@ -35,11 +39,17 @@ def create_app(settings: Settings) -> FastAPI:
         store = await Store.open(database_url)
         app.state.store = store
         app.state.interactions = InteractionStore(store.pool)
+        app.state.sessions = SessionStore(store.pool)
         app.state.audit = ApiAudit(AuditLog(store.pool))
+        hub = EventHub(database_url)
+        app.state.event_hub = hub
+        app.state.event_reads = EventReads(store)
         try:
             await store.migrate()
+            await hub.start()
             yield
         finally:
+            await hub.stop()
             await store.close()
 
     app = FastAPI(
@@ -50,5 +60,9 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(system.router)
     app.include_router(runs.router)
+    app.include_router(events.router)
     app.include_router(interactions.router)
+    app.include_router(sessions.router)
+    app.include_router(admin.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -29,6 +29,8 @@ from worker.settings import Settings
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
 runs_app = typer.Typer(help="Inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -288,6 +290,31 @@ def token(
     )
 
 
+@audit_app.command("verify")
+def audit_verify(
+    tenant: Annotated[str | None, typer.Option(help="Check one tenant's chain only.")] = None,
+) -> None:
+    """Check that no audit row was edited, deleted or reordered."""
+
+    async def main() -> bool:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            result = await client.verify_audit(tenant)
+        colour = "green" if result.ok else "red"
+        console.print(f"[{colour}]{result.message}[/{colour}]")
+        console.print(f"{result.rows_checked} rows in {result.chains_checked} chains checked.")
+        return result.ok
+
+    try:
+        ok = asyncio.run(main())
+    except (KeelApiError, StackError) as exc:
+        raise _fail(str(exc)) from None
+    if not ok:
+        raise typer.Exit(code=1)
+
+
 @runs_app.command("list")
 def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
     """List recent runs."""
@@ -310,6 +337,21 @@ def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
                 run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             )
         console.print(table)
+
+    _run(main())
+
+
+@runs_app.command("cancel")
+def runs_cancel(run_id: str) -> None:
+    """Cancel a run (a queued one leaves its session's queue)."""
+
+    async def main() -> None:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            run = await client.cancel(run_id)
+        console.print(f"{run.id}: {run.status}")
 
     _run(main())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from activities.audit import AuditVerification
 from api.schemas import (
     DecisionResult,
     EventPage,
@@ -80,3 +81,12 @@ class KeelClient:
             json=body.model_dump(exclude_none=True),
         )
         return DecisionResult.model_validate(response.json())
+
+    async def verify_audit(self, tenant: str | None = None) -> AuditVerification:
+        params = {"tenant": tenant} if tenant else {}
+        response = await self._send("GET", "/v1/admin/audit/verify", params=params)
+        return AuditVerification.model_validate(response.json())
+
+    async def cancel(self, run_id: str) -> RunPublic:
+        response = await self._send("POST", f"/v1/runs/{run_id}/cancel")
+        return RunPublic.model_validate(response.json())

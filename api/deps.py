@@ -9,6 +9,7 @@ from fastapi import Depends, HTTPException, Request
 from temporalio.client import Client
 
 from activities.interaction_store import InteractionStore
+from activities.session_store import SessionStore
 from activities.store import Store
 from api.audit_trail import ApiAudit
 from api.auth import AuthError, KeySetUnavailable, Principal, principal_from_request
@@ -26,6 +27,10 @@ def _store(request: Request) -> Store:
 
 def _interactions(request: Request) -> InteractionStore:
     return request.app.state.interactions  # type: ignore[no-any-return]
+
+
+def _sessions(request: Request) -> SessionStore:
+    return request.app.state.sessions  # type: ignore[no-any-return]
 
 
 def _audit(request: Request) -> ApiAudit:
@@ -69,6 +74,7 @@ async def _admin(user: Annotated[Principal, Depends(_current_user)]) -> Principa
 TemporalDep = Annotated[Client, Depends(_temporal)]
 StoreDep = Annotated[Store, Depends(_store)]
 InteractionStoreDep = Annotated[InteractionStore, Depends(_interactions)]
+SessionStoreDep = Annotated[SessionStore, Depends(_sessions)]
 AuditDep = Annotated[ApiAudit, Depends(_audit)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 CatalogDep = Annotated[AgentCatalog, Depends(_catalog)]

@@ -52,6 +52,8 @@ async def serve_api(settings: Settings) -> AsyncIterator[str]:
         port=settings.api_port,
         log_level="warning",
         lifespan="on",
+        # Open event streams must not hold a shutdown hostage.
+        timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

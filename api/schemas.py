@@ -25,7 +25,15 @@ class RunCreate(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$",
         description="Choose the run id to make the request idempotent.",
     )
-    session_id: str | None = Field(default=None, max_length=128)
+    session_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$",
+        description="Join (or start) this session: the run sees the session's history.",
+    )
+    on_busy: Literal["reject", "enqueue", "interrupt"] = Field(
+        default="reject",
+        description="If the session has an active run: refuse (409), queue, or cancel it.",
+    )
     trigger: Literal["api", "cli"] = "api"
     model: str | None = Field(default=None, max_length=200, description="Overrides the model.")
     metadata: dict[str, str] = Field(default_factory=dict, max_length=50)
@@ -43,6 +51,7 @@ class UsagePublic(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cost_usd: float = Field(default=0.0, description="From the price table in settings.")
 
 
 class RunPublic(BaseModel):
@@ -92,6 +101,7 @@ class RunPublic(BaseModel):
                 prompt_tokens=run.prompt_tokens,
                 completion_tokens=run.completion_tokens,
                 total_tokens=run.prompt_tokens + run.completion_tokens,
+                cost_usd=float(run.cost_usd),
             ),
             report=run.report,
             created_at=run.created_at,
@@ -176,3 +186,76 @@ class DecisionResult(BaseModel):
 
     status: Literal["accepted"]
     interaction: InteractionPublic
+
+
+class SessionCreate(BaseModel):
+    """Start a conversation with an agent on a workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(min_length=1, max_length=64)
+    workspace: str = Field(min_length=1, max_length=4096)
+    session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    model: str | None = Field(default=None, max_length=200)
+    approver: str | None = Field(default=None, pattern=r"^user:[^\s]{1,200}$")
+    metadata: dict[str, str] = Field(default_factory=dict, max_length=50)
+
+
+class SessionMessageCreate(BaseModel):
+    """A message to a session: it becomes a run that sees the history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: str = Field(min_length=1, max_length=200_000)
+    on_busy: Literal["reject", "enqueue", "interrupt"] = "reject"
+    run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    approval_expires_after_s: int | None = Field(default=None, ge=1, le=90 * 86_400)
+
+
+class SessionMessage(BaseModel):
+    """One turn of a session's history."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    run_id: str
+    run_status: str
+    created_at: datetime
+
+
+class SessionPublic(BaseModel):
+    id: str
+    agent: str
+    workspace: str
+    model: str | None
+    approver: str | None
+    created_by: str
+    metadata: dict[str, str]
+    created_at: datetime
+
+
+class SessionDetail(SessionPublic):
+    messages: list[SessionMessage]
+    active_run: str | None
+    queued_runs: list[str]
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionPublic]
+    next_cursor: str | None
+
+
+class MessageAccepted(BaseModel):
+    run: RunPublic
+    position: int = Field(description="0: running now; n: n runs ahead of it.")
+    interrupted: str | None = Field(description="The run this message cancelled, if any.")
+
+
+class TenantUsage(BaseModel):
+    """What one tenant has used."""
+
+    tenant_id: str
+    runs: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float

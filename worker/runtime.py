@@ -22,6 +22,7 @@ from activities.tools import ToolActivities
 from worker.settings import Settings
 from worker.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
+from workflows.session import SessionWorkflow
 
 log = logging.getLogger("keel.worker")
 
@@ -48,7 +49,7 @@ class WorkerParts:
 def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
     llm = openai_client(settings)
     audit = AuditLog(store.pool)
-    llm_activities = LlmActivities(llm, store, audit)
+    llm_activities = LlmActivities(llm, store, audit, settings.prices)
     interaction_store = InteractionStore(store.pool)
     tool_activities = ToolActivities(store, interaction_store, audit, settings.workspace_root)
     record_activities = RunRecordActivities(store)
@@ -56,7 +57,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     worker = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[AgentRunWorkflow],
+        workflows=[AgentRunWorkflow, SessionWorkflow],
         activities=[
             llm_activities.llm_step,
             tool_activities.run_tool,
@@ -64,6 +65,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             record_activities.finish_run,
             interaction_activities.open_interactions,
             interaction_activities.resolve_interaction,
+            interaction_activities.session_rules,
         ],
         max_concurrent_activities=settings.max_concurrent_activities,
     )

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from activities.prices import DEFAULT_PRICES, ModelPrice
+
 
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
@@ -84,6 +86,13 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=_env("KEEL_TOKEN"),
         description="Bearer token the CLI sends; unset: minted from the local secret.",
+    )
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=lambda: dict(DEFAULT_PRICES),
+        validation_alias=_env("KEEL_PRICES"),
+        description=(
+            'Price table, JSON: {"model": {"input_per_mtok": 0.4, "output_per_mtok": 1.6}}.'
+        ),
     )
     max_body_bytes: int = Field(
         default=1_000_000, ge=1024, validation_alias=_env("KEEL_MAX_BODY_BYTES")

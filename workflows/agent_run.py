@@ -12,7 +12,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import convergence, timeouts
@@ -78,6 +78,10 @@ class AgentRunWorkflow:
         try:
             return await self._loop(run)
         except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                # The run was cancelled while an activity was in flight.
+                await self._finish(run, "cancelled", "cancelled")
+                raise asyncio.CancelledError() from err
             reason = _failure_reason(err)
             await self._finish(run, "failed", "error", error=reason)
             raise ApplicationError(f"Run failed: {reason}", non_retryable=True) from err

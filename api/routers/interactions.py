@@ -91,7 +91,7 @@ async def decide(
     temporal: TemporalDep,
     audit: AuditDep,
 ) -> DecisionResult:
-    await run_for(run_id, user, store, audit)
+    await run_for(run_id, user, store, audit, allow_admin=False)
     decision = InteractionDecision(
         interaction_id=interaction_id,
         decision=body.decision,

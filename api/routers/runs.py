@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import base64
-import uuid
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.records import RunRecord
@@ -21,14 +17,26 @@ from api.deps import (
     AuditDep,
     CatalogDep,
     CurrentUser,
+    SessionStoreDep,
     SettingsDep,
     StoreDep,
     TemporalDep,
 )
 from api.identity import user_ref
-from api.schemas import EventPage, EventPublic, RunCreate, RunList, RunPublic
+from api.run_factory import (
+    find_agent,
+    new_run_id,
+    problem,
+    record_and_start,
+    resolve_workspace,
+    run_input,
+    session_workflow_id,
+    submit_to_session,
+)
+from api.schemas import RunCreate, RunList, RunPublic
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RunInput, RunProgress
+from workflows.models import RunProgress, WithdrawOutcome
+from workflows.session import SessionWorkflow
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -40,36 +48,17 @@ CLOSED_ELSEWHERE = {
 }
 
 
-async def run_for(run_id: str, user: Principal, store: StoreDep, audit: ApiAudit) -> RunRecord:
-    """The run, if the caller's tenant owns it (admins see all); 404 otherwise, audited."""
+async def run_for(
+    run_id: str, user: Principal, store: StoreDep, audit: ApiAudit, *, allow_admin: bool = True
+) -> RunRecord:
+    """The run, if the caller's tenant owns it (admins may read any); 404 otherwise, audited."""
     record = await store.get_run(run_id)
     if record is None:
         raise HTTPException(404, detail=f"No run {run_id}.")
-    if record.tenant_id != user.tenant_id and not user.is_admin:
+    if record.tenant_id != user.tenant_id and not (allow_admin and user.is_admin):
         await audit.cross_tenant(user, "run", run_id)
         raise HTTPException(404, detail=f"No run {run_id}.")
     return record
-
-
-def _problem(code: int, field: str, message: str) -> HTTPException:
-    return HTTPException(status_code=code, detail=[{"loc": ["body", field], "msg": message}])
-
-
-def _resolve_workspace(raw: str, root: Path) -> Path:
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = root / path
-    path = path.resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise _problem(
-            422,
-            "workspace",
-            f"Workspace {path} is outside the allowed root {root.resolve()}; "
-            "choose a directory inside it or start Keel with KEEL_WORKSPACE_ROOT set.",
-        )
-    if not path.is_dir():
-        raise _problem(422, "workspace", f"Workspace {path} is not an existing directory.")
-    return path
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=RunPublic)
@@ -78,65 +67,101 @@ async def create_run(
     user: CurrentUser,
     temporal: TemporalDep,
     store: StoreDep,
+    sessions: SessionStoreDep,
     settings: SettingsDep,
     catalog: CatalogDep,
     audit: AuditDep,
 ) -> RunPublic:
-    agent = catalog.get(body.agent)
-    if agent is None:
-        raise _problem(
-            422,
-            "agent",
-            f"Unknown agent '{body.agent}'. Known agents: {', '.join(catalog.names())}.",
-        )
-    workspace = _resolve_workspace(body.workspace, settings.workspace_root)
-    run_id = body.run_id or f"run-{uuid.uuid4().hex[:16]}"
-    model = body.model or agent.model or settings.model
+    """Start a run; with `session_id`, the run joins that session (created if new)."""
+    agent = find_agent(catalog, body.agent)
+    workspace = resolve_workspace(body.workspace, settings.workspace_root)
+    run_id = new_run_id(body.run_id)
     existing = await store.get_run(run_id)
     if existing is not None:
         if existing.tenant_id != user.tenant_id:
             await audit.cross_tenant(user, "run", run_id)
-            raise _problem(409, "run_id", "That run id is taken; choose another.")
+            raise problem(409, "run_id", "That run id is taken; choose another.")
         return RunPublic.from_record(existing)
-    if body.session_id is not None:
-        raise _problem(422, "session_id", "Sessions are not available yet; omit session_id.")
-    requester = user_ref(user)
-    await store.create_run(
+    run = run_input(
         run_id=run_id,
-        tenant_id=user.tenant_id,
-        agent=agent.name,
-        model=model,
-        requester=requester,
+        agent=agent,
+        text=body.input,
+        model=body.model or agent.model or settings.model,
+        workspace=workspace,
+        user=user,
         trigger=body.trigger,
-        workspace=str(workspace),
-        input=body.input,
-        metadata=body.metadata,
+        settings=settings,
+        session_id=body.session_id,
+        approver=body.approver,
+        approval_expires_after_s=body.approval_expires_after_s,
     )
-    try:
-        await temporal.start_workflow(
-            AgentRunWorkflow.run,
-            RunInput(
-                run_id=run_id,
-                agent=agent,
-                input=body.input,
-                model=model,
-                workspace=str(workspace),
-                tenant_id=user.tenant_id,
-                requester=requester,
-                trigger=body.trigger,
-                llm_max_attempts=settings.llm_max_attempts,
-                approver=body.approver,
-                approval_expires_after_s=body.approval_expires_after_s,
-            ),
-            id=run_id,
-            task_queue=settings.task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+    if body.session_id is None:
+        await record_and_start(
+            temporal=temporal,
+            store=store,
+            settings=settings,
+            user=user,
+            run=run,
+            metadata=body.metadata,
         )
-    except WorkflowAlreadyStartedError:
-        pass  # a retried request: the run is already under way
+    else:
+        session = await sessions.create(
+            session_id=body.session_id,
+            tenant_id=user.tenant_id,
+            agent=agent.name,
+            workspace=str(workspace),
+            model=body.model,
+            approver=body.approver,
+            created_by=user_ref(user),
+            metadata={},
+        )
+        if session.tenant_id != user.tenant_id:
+            await audit.cross_tenant(user, "session", body.session_id)
+            raise problem(409, "session_id", "That session id is taken; choose another.")
+        await submit_to_session(
+            temporal=temporal,
+            store=store,
+            settings=settings,
+            user=user,
+            run=run,
+            on_busy=body.on_busy,
+            metadata=body.metadata,
+        )
     record = await store.get_run(run_id)
     assert record is not None
     return RunPublic.from_record(record)
+
+
+@router.post("/{run_id}/cancel", response_model=RunPublic)
+async def cancel_run(
+    run_id: str, user: CurrentUser, store: StoreDep, temporal: TemporalDep, audit: AuditDep
+) -> RunPublic:
+    """Cancel a run: a queued one leaves its session's queue, a live one is cancelled."""
+    record = await run_for(run_id, user, store, audit, allow_admin=False)
+    if record.status in ("completed", "failed", "cancelled"):
+        raise HTTPException(409, detail=f"Run {run_id} has already {record.status}.")
+    if record.status == "queued" and record.session_id is not None:
+        session = temporal.get_workflow_handle_for(
+            SessionWorkflow.run, session_workflow_id(record.session_id)
+        )
+        outcome: WithdrawOutcome = await session.execute_update(
+            "withdraw", run_id, result_type=WithdrawOutcome
+        )
+        if outcome.was != "unknown":
+            return RunPublic.from_record(await _reloaded(store, run_id))
+    try:
+        await temporal.get_workflow_handle(run_id).cancel()
+    except RPCError as err:
+        raise HTTPException(409, detail=f"Run {run_id} can no longer be cancelled.") from err
+    public = RunPublic.from_record(await _reloaded(store, run_id))
+    public.status = "cancelling" if public.status not in ("cancelled",) else public.status
+    return public
+
+
+async def _reloaded(store: StoreDep, run_id: str) -> RunRecord:
+    record = await store.get_run(run_id)
+    assert record is not None
+    return record
 
 
 def _encode_cursor(created_at: datetime, run_id: str) -> str:
@@ -200,20 +225,3 @@ async def _overlay_live_state(public: RunPublic, temporal: TemporalDep) -> None:
     public.pending_interactions = progress.pending_interactions
     public.steps = max(public.steps, progress.step)
     public.tool_calls = max(public.tool_calls, progress.tool_calls)
-
-
-@router.get("/{run_id}/events", response_model=EventPage)
-async def list_events(
-    run_id: str,
-    store: StoreDep,
-    user: CurrentUser,
-    audit: AuditDep,
-    after: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
-) -> EventPage:
-    await run_for(run_id, user, store, audit)
-    events = await store.list_events(run_id, after=after, limit=limit)
-    return EventPage(
-        events=[EventPublic.from_record(e) for e in events],
-        next_after=events[-1].seq if events else after,
-    )

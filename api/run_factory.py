@@ -1,0 +1,182 @@
+"""Turning an API request into a run: checks, the run's input, and how it starts."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from fastapi import HTTPException
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+
+from activities.store import Store
+from api.auth import Principal
+from api.identity import user_ref
+from worker.agent_catalog import AgentCatalog
+from worker.settings import Settings
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import AgentSpec, RunInput, SessionState, SessionSubmission, SubmitOutcome
+from workflows.session import SessionWorkflow
+
+
+def problem(code: int, field: str, message: str) -> HTTPException:
+    """An error naming the request field at fault."""
+    return HTTPException(status_code=code, detail=[{"loc": ["body", field], "msg": message}])
+
+
+def resolve_workspace(raw: str, root: Path) -> Path:
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = root / path
+    path = path.resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise problem(
+            422,
+            "workspace",
+            f"Workspace {path} is outside the allowed root {root.resolve()}; "
+            "choose a directory inside it or start Keel with KEEL_WORKSPACE_ROOT set.",
+        )
+    if not path.is_dir():
+        raise problem(422, "workspace", f"Workspace {path} is not an existing directory.")
+    return path
+
+
+def find_agent(catalog: AgentCatalog, name: str) -> AgentSpec:
+    agent = catalog.get(name)
+    if agent is None:
+        raise problem(
+            422, "agent", f"Unknown agent '{name}'. Known agents: {', '.join(catalog.names())}."
+        )
+    return agent
+
+
+def new_run_id(given: str | None) -> str:
+    return given or f"run-{uuid.uuid4().hex[:16]}"
+
+
+def session_workflow_id(session_id: str) -> str:
+    return f"session-{session_id}"
+
+
+async def record_and_start(
+    *,
+    temporal: Client,
+    store: Store,
+    settings: Settings,
+    user: Principal,
+    run: RunInput,
+    metadata: dict[str, str],
+) -> None:
+    """Record the run as queued, then start its workflow; a retried request starts nothing."""
+    await store.create_run(
+        run_id=run.run_id,
+        tenant_id=user.tenant_id,
+        agent=run.agent.name,
+        model=run.model,
+        requester=run.requester,
+        trigger=run.trigger,
+        workspace=run.workspace,
+        input=run.input,
+        session_id=run.session_id,
+        metadata=metadata,
+    )
+    try:
+        await temporal.start_workflow(
+            AgentRunWorkflow.run,
+            run,
+            id=run.run_id,
+            task_queue=settings.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except WorkflowAlreadyStartedError:
+        pass
+
+
+async def submit_to_session(
+    *,
+    temporal: Client,
+    store: Store,
+    settings: Settings,
+    user: Principal,
+    run: RunInput,
+    on_busy: str,
+    metadata: dict[str, str],
+) -> SubmitOutcome:
+    """Hand the run to its session's workflow, which runs one at a time."""
+    assert run.session_id is not None
+    if on_busy == "reject":
+        # Postgres says when a run has finished, a moment before its session workflow knows.
+        busy = await store.session_busy(run.session_id)
+        if busy is not None:
+            raise HTTPException(
+                409,
+                detail=f"Session {run.session_id} is busy with run {busy}; send "
+                "on_busy=enqueue or interrupt, or wait for it to finish.",
+            )
+        on_busy = "enqueue"
+    handle = await temporal.start_workflow(
+        SessionWorkflow.run,
+        SessionState(session_id=run.session_id, tenant_id=user.tenant_id),
+        id=session_workflow_id(run.session_id),
+        task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    try:
+        outcome: SubmitOutcome = await handle.execute_update(
+            "submit",
+            SessionSubmission(run=run, on_busy=on_busy),  # type: ignore[arg-type]
+            result_type=SubmitOutcome,
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type == "SessionBusy":
+            raise HTTPException(409, detail=str(cause)) from err
+        if isinstance(cause, ApplicationError) and cause.type == "DuplicateRun":
+            raise problem(409, "run_id", str(cause)) from err
+        raise
+    await store.create_run(
+        run_id=run.run_id,
+        tenant_id=user.tenant_id,
+        agent=run.agent.name,
+        model=run.model,
+        requester=run.requester,
+        trigger=run.trigger,
+        workspace=run.workspace,
+        input=run.input,
+        session_id=run.session_id,
+        metadata=metadata,
+    )
+    return outcome
+
+
+def run_input(
+    *,
+    run_id: str,
+    agent: AgentSpec,
+    text: str,
+    model: str,
+    workspace: Path,
+    user: Principal,
+    trigger: str,
+    settings: Settings,
+    session_id: str | None = None,
+    approver: str | None = None,
+    approval_expires_after_s: int | None = None,
+) -> RunInput:
+    return RunInput.model_validate(
+        {
+            "run_id": run_id,
+            "agent": agent,
+            "input": text,
+            "model": model,
+            "workspace": str(workspace),
+            "tenant_id": user.tenant_id,
+            "requester": user_ref(user),
+            "trigger": trigger,
+            "session_id": session_id,
+            "llm_max_attempts": settings.llm_max_attempts,
+            "approver": approver,
+            "approval_expires_after_s": approval_expires_after_s,
+        }
+    )

@@ -1,0 +1,187 @@
+"""Admin surfaces: the audit log and its verification, usage and cost, request limits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psycopg
+from temporalio.client import Client
+
+from activities.prices import ModelPrice
+from activities.store import Store
+from api.local_stack import serve_api
+from tests.conftest import JWT_SECRET, auth_headers, in_process_worker
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+ALICE = auth_headers("default", "alice")
+ADMIN = auth_headers("default", "root", "keel:admin")
+
+
+async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "api.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=120)
+    return proc.returncode or 0, out.decode()
+
+
+async def test_usage_and_cost_per_run_and_per_tenant(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(content="priced", prompt_tokens=1_000_000, completion_tokens=500_000),
+            ]
+        )
+    )
+    prices = {"priced-model": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)}
+    settings = settings_for(
+        llm, workspace, api_port=free_port(), model="priced-model", prices=prices
+    )
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        tenant = auth_headers("priced-tenant", "payer")
+        created = await http.post(
+            "/v1/runs",
+            headers=tenant,
+            json={"agent": "explore", "input": "x", "workspace": str(workspace)},
+        )
+        run_id = created.json()["id"]
+        for _ in range(400):
+            run = (await http.get(f"/v1/runs/{run_id}", headers=tenant)).json()
+            if run["status"] == "completed":
+                break
+            await asyncio.sleep(0.05)
+        assert run["usage"]["cost_usd"] == 6.0  # 1M in at $2 + 0.5M out at $8
+        assert (await http.get("/v1/admin/usage", headers=tenant)).status_code == 403
+        usage = (await http.get("/v1/admin/usage", headers=ADMIN)).json()
+        mine = next(u for u in usage if u["tenant_id"] == "priced-tenant")
+        assert mine["runs"] == 1 and mine["cost_usd"] == 6.0
+        assert mine["prompt_tokens"] == 1_000_000
+
+
+async def test_audit_verify_detects_an_edited_row(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    database_url: str,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="unused")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        # Produce audited events: refused tokens and a cross-tenant read.
+        assert (
+            await http.get("/v1/runs", headers={"authorization": "Bearer nope"})
+        ).status_code == 401
+        assert (await http.get("/v1/runs/none", headers=ALICE)).status_code == 404
+        assert (await http.get("/v1/admin/audit", headers=ALICE)).status_code == 403
+        rows = (await http.get("/v1/admin/audit", headers=ADMIN, params={"limit": 1000})).json()
+        assert any(r["action"] == "token.refused" for r in rows)
+        assert "nope" not in str(rows)
+
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)}
+        env.update(KEEL_API_URL=url, KEEL_JWT_SECRET=JWT_SECRET, KEEL_DATA_DIR=str(tmp_path))
+        code, out = await keel("audit", "verify", env=env)
+        assert code == 0 and "intact" in out.lower(), out
+
+        # Tamper with one row of a tenant's chain, as an attacker with database access would.
+        victim = rows[-1]
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE audit_log DISABLE TRIGGER ALL")
+            try:
+                await conn.execute(
+                    "UPDATE audit_log SET actor = 'nobody' WHERE id = %s", (victim["id"],)
+                )
+                code, out = await keel("audit", "verify", env=env)
+                assert code == 1 and str(victim["id"]) in out, out
+                assert "changed after it was written" in out, out
+            finally:
+                # Put it back, so the other tests see an intact log.
+                await conn.execute(
+                    "UPDATE audit_log SET actor = %s WHERE id = %s",
+                    (victim["actor"], victim["id"]),
+                )
+                await conn.execute("ALTER TABLE audit_log ENABLE TRIGGER ALL")
+        code, out = await keel("audit", "verify", env=env)
+        assert code == 0, out
+
+
+async def test_oversized_bodies_and_bad_tokens_are_refused(
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="unused")]))
+    settings = settings_for(llm, workspace, api_port=free_port(), max_body_bytes=4096)
+    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        big = await http.post(
+            "/v1/runs",
+            headers=ALICE,
+            json={"agent": "review", "input": "x" * 10_000, "workspace": str(workspace)},
+        )
+        assert big.status_code == 413 and "larger than 4096" in big.text
+
+        async def chunks():  # type: ignore[no-untyped-def]
+            for _ in range(10):
+                yield b"x" * 1000
+
+        streamed = await http.post(
+            "/v1/runs", headers={**ALICE, "content-type": "application/json"}, content=chunks()
+        )
+        assert streamed.status_code == 413
+        for header in ("Bearer", "Basic abc", "Bearer not.a.jwt", ""):
+            response = await http.get("/v1/runs", headers={"authorization": header})
+            assert response.status_code == 401
+            assert response.headers["www-authenticate"] == "Bearer"
+        expired = auth_headers("default", "alice")
+        from api.auth import dev_token
+
+        old = dev_token(JWT_SECRET, "default", "alice", ttl_s=-120)
+        assert (
+            await http.get("/v1/runs", headers={"authorization": f"Bearer {old}"})
+        ).status_code == 401
+        wrong = dev_token("another-secret-0123456789abcdef0123456789", "default", "alice")
+        assert (
+            await http.get("/v1/runs", headers={"authorization": f"Bearer {wrong}"})
+        ).status_code == 401
+        import base64
+        import json
+
+        def b64(data: dict[str, object]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+        header = b64({"alg": "none", "typ": "JWT"})
+        claims = b64({"tenant_id": "default", "sub": "x", "exp": 9999999999})
+        unsigned = f"{header}.{claims}."
+        assert (
+            await http.get("/v1/runs", headers={"authorization": f"Bearer {unsigned}"})
+        ).status_code == 401
+        assert (await http.get("/v1/runs", headers=expired)).status_code == 200
+        assert (await http.get("/health")).status_code == 200
