@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from activities.audit import redact
 from activities.records import EventRecord, MessageRecord, RunRecord
 from workflows.models import StartRunInput
 
@@ -527,8 +528,9 @@ class Store:
         type_: str,
         data: dict[str, object],
     ) -> None:
+        # Events reach browsers and logs: secrets in them are masked.
         await conn.execute(
             "INSERT INTO events (run_id, seq, type, data) VALUES (%s, %s, %s, %s)"
             " ON CONFLICT DO NOTHING",
-            (run_id, seq, type_, Jsonb(data)),
+            (run_id, seq, type_, Jsonb(redact(data))),  # type: ignore[arg-type]
         )

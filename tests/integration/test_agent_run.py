@@ -303,3 +303,29 @@ async def test_a_rejected_request_fails_fast(
     assert llm.requests_by_turn[1] == 1  # not retried
     run = await store.get_run(handle.id)
     assert run is not None and run.error is not None and "rejected the request (400)" in run.error
+
+
+async def test_secrets_in_tool_output_are_masked_in_events(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    key = "sk-proj-" + "a1B2c3D4" * 6
+    (workspace / ".env").write_text(f"OPENAI_API_KEY={key}\npassword=hunter2hunter2\n")
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[call("read_file", {"path": ".env"})]),
+                Turn(content=f"I found the key {key} in .env."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace)
+        await handle.result()
+    events = await store.list_events(handle.id)
+    assert key not in str([e.data for e in events])
+    assert any("[redacted]" in str(e.data) for e in events if e.type == "message")
