@@ -32,6 +32,7 @@ class RunRecord(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    schedule_id: str | None = None
 
 
 class EventRecord(BaseModel):

@@ -155,8 +155,8 @@ class Store:
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO runs (id, tenant_id, session_id, agent, model, requester, trigger,"
-                " parent_run_id, workspace, input, status, started_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', now())"
+                " parent_run_id, workspace, input, status, started_at, schedule_id)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', now(), %s)"
                 " ON CONFLICT (id) DO UPDATE SET status = 'running',"
                 " started_at = coalesce(runs.started_at, now())"
                 " WHERE runs.status = 'queued'",
@@ -171,22 +171,20 @@ class Store:
                     start.parent_run_id,
                     start.workspace,
                     start.input,
+                    start.schedule_id,
                 ),
             )
             await self._put_message(conn, start.run_id, 0, 0, "system", start.system_prompt)
             await self._put_message(conn, start.run_id, 0, 1, "user", start.input)
-            await self._put_event(
-                conn,
-                start.run_id,
-                start.event_seq,
-                "run_started",
-                {
-                    "agent": start.agent,
-                    "model": start.model,
-                    "trigger": start.trigger,
-                    "input": start.input,
-                },
-            )
+            started: dict[str, object] = {
+                "agent": start.agent,
+                "model": start.model,
+                "trigger": start.trigger,
+                "input": start.input,
+            }
+            if start.schedule_id:
+                started["schedule_id"] = start.schedule_id
+            await self._put_event(conn, start.run_id, start.event_seq, "run_started", started)
 
     async def finish_run(
         self,
@@ -239,10 +237,22 @@ class Store:
         before: tuple[datetime, str] | None = None,
         status: str | None = None,
         agent: str | None = None,
+        session_id: str | None = None,
+        statuses: list[str] | None = None,
+        schedule_id: str | None = None,
     ) -> list[RunRecord]:
         """Newest first; `before` is the (created_at, id) of the last row already seen."""
         clauses = ["tenant_id = %s"]
         params: list[object] = [tenant_id]
+        if schedule_id:
+            clauses.append("schedule_id = %s")
+            params.append(schedule_id)
+        if session_id:
+            clauses.append("session_id = %s")
+            params.append(session_id)
+        if statuses:
+            clauses.append("status = ANY(%s)")
+            params.append(statuses)
         if status:
             clauses.append("status = %s")
             params.append(status)

@@ -11,12 +11,14 @@ from activities.audit import AuditLog
 from activities.interaction_store import InteractionStore
 from activities.session_store import SessionStore
 from activities.store import Store
+from api.a2a.routes import a2a_routes
 from api.audit_trail import ApiAudit
 from api.body_limit import BodySizeLimit
+from api.errors import install_error_handlers
 from api.event_hub import EventHub
 from api.event_stream import EventReads
 from api.identity import auth_config, build_verifier
-from api.routers import admin, events, interactions, runs, sessions, system
+from api.routers import admin, events, interactions, runs, schedules, sessions, system, webhooks
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from worker.temporal_client import connect
@@ -64,5 +66,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(interactions.router)
     app.include_router(sessions.router)
     app.include_router(admin.router)
+    app.include_router(schedules.router)
+    app.include_router(webhooks.router)
+    app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    install_error_handlers(app)
     return app

@@ -7,6 +7,7 @@ import logging
 import shutil
 import signal
 import sys
+import uuid
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +18,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from api.auth import dev_token
+from api.cli_schedules import schedules_app
 from api.client import KeelApiError, KeelClient
 from api.identity import cli_token, local_secret
 from api.local_stack import StackInfo, local_stack, serve_api
@@ -31,6 +33,7 @@ runs_app = typer.Typer(help="Inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
+app.add_typer(schedules_app, name="schedules")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -288,6 +291,44 @@ def token(
         ),
         soft_wrap=True,
     )
+
+
+@app.command()
+def coordinate(
+    task: Annotated[str, typer.Argument(help="The task every agent gets.")],
+    agent: Annotated[list[str], typer.Option("--agent", help="Base URL of an A2A agent (repeat).")],
+    timeout: Annotated[int, typer.Option(help="Seconds each agent may take.", min=5)] = 1800,
+    out: Annotated[Path | None, typer.Option(help="Where to save the merged report.")] = None,
+) -> None:
+    """Send one task to several A2A agents and merge their answers into one report."""
+    from worker.temporal_client import connect
+    from workflows.coordination import CoordinatorInput, RemoteAgent
+    from workflows.coordinator import CoordinatorWorkflow
+
+    async def main() -> None:
+        async with local_stack(Settings(), ui=False) as info:
+            settings = info.settings
+            if settings.temporal_address is None:
+                raise StackError(
+                    "keel coordinate needs TEMPORAL_ADDRESS when it uses a running Keel; "
+                    "set it to that Keel's Temporal address."
+                )
+            client = await connect(settings.temporal_address, settings.temporal_namespace)
+            request = CoordinatorInput(
+                task=task, agents=[RemoteAgent(url=url) for url in agent], timeout_s=timeout
+            )
+            workflow_id = f"coordinate-{uuid.uuid4().hex[:12]}"
+            console.print(f"Coordinating {len(agent)} agents ({workflow_id})…")
+            result = await client.execute_workflow(
+                CoordinatorWorkflow.run, request, id=workflow_id, task_queue=settings.task_queue
+            )
+        console.print(Markdown(result.report))
+        path = out or info.settings.data_dir / "reports" / f"{workflow_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(result.report)
+        console.print(f"\nReport saved to {path}")
+
+    _run(main())
 
 
 @audit_app.command("verify")

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-from pathlib import Path
-
-from pydantic import SecretStr
 
 from api.auth import AuthConfig, Principal, TokenVerifier, dev_token
+from worker.local_secrets import local_secret
 from worker.settings import Settings
 
 log = logging.getLogger("keel.auth")
 
-SECRET_FILE = "jwt-secret"
 LOCAL_TENANT = "default"
 LOCAL_SUBJECT = "local"
 
@@ -22,17 +17,6 @@ LOCAL_SUBJECT = "local"
 def user_ref(principal: Principal) -> str:
     """How runs and interactions name a person: `user:ID`."""
     return f"user:{principal.subject}"
-
-
-def local_secret(data_dir: Path) -> SecretStr:
-    """The HS256 secret kept in the data directory, made on first use (mode 0600)."""
-    path = data_dir.expanduser() / SECRET_FILE
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_hex(32))
-    return SecretStr(path.read_text().strip())
 
 
 def auth_config(settings: Settings) -> AuthConfig:

@@ -12,17 +12,13 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from activities.store import Store
 from api.auth import Principal
+from api.errors import problem
 from api.identity import user_ref
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import AgentSpec, RunInput, SessionState, SessionSubmission, SubmitOutcome
 from workflows.session import SessionWorkflow
-
-
-def problem(code: int, field: str, message: str) -> HTTPException:
-    """An error naming the request field at fault."""
-    return HTTPException(status_code=code, detail=[{"loc": ["body", field], "msg": message}])
 
 
 def resolve_workspace(raw: str, root: Path) -> Path:
@@ -163,6 +159,8 @@ def run_input(
     session_id: str | None = None,
     approver: str | None = None,
     approval_expires_after_s: int | None = None,
+    webhook_url: str | None = None,
+    schedule_id: str | None = None,
 ) -> RunInput:
     return RunInput.model_validate(
         {
@@ -178,5 +176,7 @@ def run_input(
             "llm_max_attempts": settings.llm_max_attempts,
             "approver": approver,
             "approval_expires_after_s": approval_expires_after_s,
+            "webhook_url": webhook_url,
+            "schedule_id": schedule_id,
         }
     )

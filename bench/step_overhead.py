@@ -41,7 +41,7 @@ from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import StackError, TemporalDevServer, free_port
 from worker.runtime import build_worker, openai_client
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
+from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import AgentSpec, Limits, RunInput, RunResult
@@ -134,18 +134,16 @@ async def bench(steps: int, repeat: int, pause_s: float) -> None:
                 try:
                     await store.migrate()
                     with ScriptedLLMServer(script(steps)) as llm:
-                        settings = Settings.model_validate(
-                            {
-                                "temporal_address": temporal.address,
-                                "database_url": database_url,
-                                "openai_base_url": llm.base_url,
-                                "openai_api_key": "bench-key",
-                                "model": MODEL,
-                                "task_queue": f"keel-bench-{uuid.uuid4().hex[:8]}",
-                                "data_dir": root / "data",
-                                "workspace_root": root,
-                                "llm_max_attempts": 1,
-                            }
+                        settings = settings_from(
+                            temporal_address=temporal.address,
+                            database_url=database_url,
+                            openai_base_url=llm.base_url,
+                            openai_api_key="bench-key",
+                            model=MODEL,
+                            task_queue=f"keel-bench-{uuid.uuid4().hex[:8]}",
+                            data_dir=root / "data",
+                            workspace_root=root,
+                            llm_max_attempts=1,
                         )
                         setup = Setup(
                             steps=steps,
@@ -174,11 +172,11 @@ async def measure(
     plain: list[float] = []
     try:
         async with parts.worker:
-            await keel_run(client, setup)
+            await keel_run(client, store, setup)
             await plain_run(llm, setup)
             for _ in range(repeat):
                 await asyncio.sleep(setup.pause_s)
-                keel.append(await keel_run(client, setup))
+                keel.append(await keel_run(client, store, setup))
                 plain.append(await plain_run(llm, setup))
     finally:
         await llm.close()
@@ -253,7 +251,7 @@ async def fresh_database(admin_url: str) -> AsyncIterator[str]:
 # ---------------------------------------------------------------- the two loops
 
 
-async def keel_run(client: Client, setup: Setup) -> KeelRun:
+async def keel_run(client: Client, store: Store, setup: Setup) -> KeelRun:
     """One `AgentRunWorkflow`, timed from start to result, and the bytes of its history."""
     settings = setup.settings
     run_id = f"run-bench-{uuid.uuid4().hex[:10]}"
@@ -276,6 +274,9 @@ async def keel_run(client: Client, setup: Setup) -> KeelRun:
         result = await handle.result()
     seconds = time.perf_counter() - started
     check_keel_result(result, setup.steps)
+    failed = [m.content for m in await store.conversation(run_id, None) if m.is_error]
+    if failed:
+        raise BenchError(f"A tool call of the Keel run failed, so it measured nothing: {failed[0]}")
     first_run_id = handle.result_run_id or handle.first_execution_run_id
     return KeelRun(seconds, await history_bytes(client, run_id, first_run_id))
 
@@ -351,6 +352,8 @@ async def plain_run(llm: openai.AsyncOpenAI, setup: Setup) -> float:
                     raise BenchError(f"The script asked for {call['function']['name']}.")
                 args = ReadFileArgs.model_validate_json(call["function"]["arguments"])
                 output = read_file(ws, args)
+                if output.is_error:
+                    raise BenchError(f"A read_file of the plain loop failed: {output.text}")
                 messages.append(
                     {"role": "tool", "tool_call_id": call["id"], "content": output.text}
                 )

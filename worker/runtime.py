@@ -12,6 +12,7 @@ import openai
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.a2a_client import A2AClientActivities
 from activities.audit import AuditLog
 from activities.interaction_store import InteractionStore
 from activities.interactions import InteractionActivities
@@ -19,10 +20,15 @@ from activities.llm import LlmActivities
 from activities.run_records import RunRecordActivities
 from activities.store import Store
 from activities.tools import ToolActivities
+from activities.webhooks import WebhookActivities
+from worker.a2a_tokens import A2ATokens
 from worker.settings import Settings
 from worker.temporal_client import connect
+from worker.webhook_secret import webhook_server_secret
 from workflows.agent_run import AgentRunWorkflow
+from workflows.coordinator import CoordinatorWorkflow
 from workflows.session import SessionWorkflow
+from workflows.webhook_delivery import WebhookDeliveryWorkflow
 
 log = logging.getLogger("keel.worker")
 
@@ -49,16 +55,25 @@ class WorkerParts:
 def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
     llm = openai_client(settings)
     audit = AuditLog(store.pool)
+    a2a_activities = A2AClientActivities(A2ATokens(settings))
     llm_activities = LlmActivities(llm, store, audit, settings.prices)
     interaction_store = InteractionStore(store.pool)
     tool_activities = ToolActivities(store, interaction_store, audit, settings.workspace_root)
     record_activities = RunRecordActivities(store)
     interaction_activities = InteractionActivities(interaction_store, audit)
+    webhook_activities = WebhookActivities(webhook_server_secret(settings))
     worker = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[AgentRunWorkflow, SessionWorkflow],
+        workflows=[
+            AgentRunWorkflow,
+            SessionWorkflow,
+            WebhookDeliveryWorkflow,
+            CoordinatorWorkflow,
+        ],
         activities=[
+            a2a_activities.a2a_send,
+            a2a_activities.a2a_follow,
             llm_activities.llm_step,
             tool_activities.run_tool,
             record_activities.start_run,
@@ -66,6 +81,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             interaction_activities.open_interactions,
             interaction_activities.resolve_interaction,
             interaction_activities.session_rules,
+            webhook_activities.deliver_webhook,
         ],
         max_concurrent_activities=settings.max_concurrent_activities,
     )

@@ -58,6 +58,16 @@ class Settings(BaseSettings):
     )
     api_host: str = Field(default="127.0.0.1", validation_alias=_env("KEEL_API_HOST"))
     api_port: int = Field(default=8470, validation_alias=_env("KEEL_API_PORT"))
+    a2a_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        validation_alias=_env("KEEL_A2A_TOKENS"),
+        description='Bearer tokens for remote A2A agents, JSON: {"https://agent.example": "tok"}.',
+    )
+    public_url: str | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_PUBLIC_URL"),
+        description="The API's URL as others reach it, for A2A agent cards; default: as asked.",
+    )
     api_url: str | None = Field(
         default=None,
         validation_alias=_env("KEEL_API_URL"),
@@ -96,6 +106,15 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(
         default=1_000_000, ge=1024, validation_alias=_env("KEEL_MAX_BODY_BYTES")
+    )
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_WEBHOOK_SECRET"),
+        description=(
+            "Server secret each tenant's webhook signing secret derives from; unset: the "
+            "JWT secret, else a file in the data directory. Give the API and every worker "
+            "the same value."
+        ),
     )
 
     @property

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    WorkflowAlreadyStartedError,
+)
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from workflows import convergence, timeouts
@@ -38,6 +45,9 @@ with workflow.unsafe.imports_passed_through():
         StopReason,
         ToolCallInput,
         ToolDigest,
+        WebhookDelivery,
+        WebhookInteraction,
+        WebhookNotice,
     )
     from workflows.permissions import PermissionRule
     from workflows.tool_specs import Risk
@@ -70,12 +80,15 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
-        if run.state is not None:
-            self._state = run.state
-        else:
-            self._state.session_rules = list(run.session_rules)
-            await self._start(run)
+        if not run.run_id:
+            # A schedule picks the workflow id when it fires, so the input cannot carry it.
+            run = run.model_copy(update={"run_id": workflow.info().workflow_id})
         try:
+            if run.state is not None:
+                self._state = run.state
+            else:
+                self._state.session_rules = list(run.session_rules)
+                await self._start(run)
             return await self._loop(run)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
@@ -125,6 +138,7 @@ class AgentRunWorkflow:
                 session_id=run.session_id,
                 parent_run_id=run.parent_run_id,
                 event_seq=self._take_seqs(1),
+                schedule_id=run.schedule_id,
             ),
             start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
             retry_policy=timeouts.STORE_RETRY,
@@ -276,6 +290,7 @@ class AgentRunWorkflow:
             start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
             retry_policy=timeouts.STORE_RETRY,
         )
+        await self._notify(run, "waiting", interactions=created)
         return created
 
     def _approvers(self, run: RunInput, risk: Risk) -> list[str]:
@@ -468,6 +483,13 @@ class AgentRunWorkflow:
         # Terminal only once Postgres has the outcome, so readers never see it early.
         self._status = status
         self._stop_reason = reason
+        await self._notify(
+            run,
+            status,
+            stop_reason=reason,
+            error=error,
+            report_preview=finished.report_preview,
+        )
         return RunResult(
             run_id=run.run_id,
             status=status,
@@ -478,6 +500,52 @@ class AgentRunWorkflow:
             report_preview=finished.report_preview,
             error=error,
         )
+
+    async def _notify(
+        self,
+        run: RunInput,
+        status: RunStatus | Literal["waiting"],
+        *,
+        interactions: list[Interaction] | None = None,
+        stop_reason: StopReason | None = None,
+        error: str | None = None,
+        report_preview: str = "",
+    ) -> None:
+        """Hand a notice to the run's webhook, if it has one.
+
+        A delivery workflow of its own retries it, so a receiver that is down delays
+        the notice but never holds the run open or loses the notice.
+        """
+        if not run.webhook_url:
+            return
+        state = self._state
+        state.webhooks_sent += 1
+        notice = WebhookNotice(
+            id=f"{run.run_id}/{state.webhooks_sent}",
+            event="run.waiting" if status == "waiting" else "run.finished",
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            status=status,
+            agent=run.agent.name,
+            requester=run.requester,
+            schedule_id=run.schedule_id,
+            occurred_at=workflow.now(),
+            stop_reason=stop_reason,
+            error=error,
+            report_preview=report_preview,
+            steps=state.step,
+            tool_calls=state.tool_calls,
+            interactions=[_webhook_interaction(i) for i in interactions or []],
+        )
+        try:
+            await workflow.start_child_workflow(
+                "WebhookDeliveryWorkflow",
+                WebhookDelivery(url=run.webhook_url, notice=notice),
+                id=f"{run.run_id}-webhook-{state.webhooks_sent}",
+                parent_close_policy=ParentClosePolicy.ABANDON,
+            )
+        except WorkflowAlreadyStartedError:
+            workflow.logger.warning("webhook notice %s was already handed over", notice.id)
 
     def _take_seqs(self, count: int) -> int:
         first = self._state.next_seq
@@ -494,6 +562,20 @@ class AgentRunWorkflow:
 
 class RunAborted(Exception):
     """The run must stop and fail, for a reason the policy gives."""
+
+
+def _webhook_interaction(interaction: Interaction) -> WebhookInteraction:
+    return WebhookInteraction(
+        id=interaction.id,
+        kind=interaction.kind,
+        tool=interaction.tool,
+        subject=interaction.subject,
+        risk=interaction.risk,
+        payload_hash=interaction.payload_hash,
+        approvers=interaction.approvers,
+        expires_at=interaction.expires_at,
+        question=interaction.question,
+    )
 
 
 def _rule_text(decision: GateDecision, *, acting_only: bool = True) -> str | None:

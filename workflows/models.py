@@ -127,6 +127,7 @@ class RunState(BaseModel):
     interactions: dict[str, Interaction] = Field(
         default_factory=dict, description="Every interaction of the run, by id."
     )
+    webhooks_sent: int = Field(default=0, description="Notices handed to the run's webhook.")
 
 
 class MessageRef(BaseModel):
@@ -205,7 +206,10 @@ class DecisionOutcome(BaseModel):
 class RunInput(BaseModel):
     """Input of `AgentRunWorkflow`; the workflow id is the run id."""
 
-    run_id: str
+    run_id: str = Field(
+        default="",
+        description="Empty: the workflow id, which a schedule picks when it fires.",
+    )
     agent: AgentSpec
     input: str
     model: str
@@ -224,6 +228,10 @@ class RunInput(BaseModel):
         default_factory=list, description="Rules the session already granted."
     )
     state: RunState | None = Field(default=None, description="Set when continuing as new.")
+    schedule_id: str | None = Field(default=None, description="The schedule that started it.")
+    webhook_url: str | None = Field(
+        default=None, description="Told when the run waits for approval and when it finishes."
+    )
 
 
 class RunResult(BaseModel):
@@ -265,6 +273,7 @@ class StartRunInput(BaseModel):
     session_id: str | None
     parent_run_id: str | None
     event_seq: int
+    schedule_id: str | None = None
 
 
 class ToolCallRequest(BaseModel):
@@ -414,3 +423,58 @@ class SessionRulesResult(BaseModel):
     """Output of `session_rules`: what `approve_always` granted in this session."""
 
     rules: list[PermissionRule] = Field(default_factory=list)
+
+
+WebhookEvent = Literal["run.waiting", "run.finished"]
+
+
+class WebhookInteraction(BaseModel):
+    """An approval request or question, as a webhook receiver sees it (no arguments)."""
+
+    id: str
+    kind: InteractionKind
+    tool: str
+    subject: str
+    risk: Risk
+    payload_hash: str
+    approvers: list[str]
+    expires_at: datetime
+    question: str | None = None
+
+
+class WebhookNotice(BaseModel):
+    """The JSON body POSTed to a run's webhook."""
+
+    id: str = Field(description="Delivery id, the same on every retry: deduplicate on it.")
+    event: WebhookEvent
+    run_id: str
+    tenant_id: str
+    status: RunStatus | Literal["waiting"] = Field(
+        description="`waiting` for `run.waiting`; else how the run ended."
+    )
+    agent: str
+    requester: str
+    schedule_id: str | None = None
+    occurred_at: datetime
+    stop_reason: StopReason | None = None
+    error: str | None = None
+    report_preview: str = ""
+    steps: int = 0
+    tool_calls: int = 0
+    interactions: list[WebhookInteraction] = Field(
+        default_factory=list, description="`run.waiting`: what the run waits on."
+    )
+
+
+class WebhookDelivery(BaseModel):
+    """Input of `WebhookDeliveryWorkflow` and `deliver_webhook`."""
+
+    url: str
+    notice: WebhookNotice
+
+
+class WebhookReceipt(BaseModel):
+    """Output of `deliver_webhook`: the receiver took the notice."""
+
+    status_code: int
+    attempt: int

@@ -37,6 +37,7 @@ class SessionWorkflow:
     def __init__(self, state: SessionState) -> None:
         self._state = state
         self._child: ChildWorkflowHandle[AgentRunWorkflow, RunResult] | None = None
+        self._cancel_active = False
 
     @workflow.run
     async def run(self, state: SessionState) -> None:
@@ -67,11 +68,14 @@ class SessionWorkflow:
                 id=run.run_id,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
             )
+            if self._cancel_active:
+                self._child.cancel()
             await self._child
         except ChildWorkflowError:
             pass  # the run recorded its own failure or cancellation
         finally:
             self._child = None
+            self._cancel_active = False
             self._state.active = None
 
     @workflow.update(name="submit")
@@ -82,6 +86,8 @@ class SessionWorkflow:
             self._state.queue.insert(0, submission)
             if self._child is not None:
                 self._child.cancel()
+            else:
+                self._cancel_active = True
             position = 0
         else:
             self._state.queue.append(submission)
@@ -131,8 +137,11 @@ class SessionWorkflow:
                     retry_policy=timeouts.STORE_RETRY,
                 )
                 return WithdrawOutcome(run_id=run_id, was="queued")
-        if self._state.active == run_id and self._child is not None:
-            self._child.cancel()
+        if self._state.active == run_id:
+            if self._child is not None:
+                self._child.cancel()
+            else:
+                self._cancel_active = True  # it is starting: cancel it as soon as it has
             return WithdrawOutcome(run_id=run_id, was="active")
         return WithdrawOutcome(run_id=run_id, was="unknown")
 

@@ -36,5 +36,16 @@ STORE_RETRY = RetryPolicy(
     maximum_attempts=20,
 )
 
+# Webhooks: a down receiver delays a notice but loses nothing for three days.
+WEBHOOK_ATTEMPT_TIMEOUT = timedelta(seconds=15)
+WEBHOOK_DELIVERY_WINDOW = timedelta(days=3)
+WEBHOOK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=10),
+    maximum_attempts=0,  # bounded by WEBHOOK_DELIVERY_WINDOW instead
+    non_retryable_error_types=["WebhookRejected"],
+)
+
 # Continue-as-new well before Temporal's 50k-event / 50 MB history limits.
 MAX_HISTORY_EVENTS = 2_000

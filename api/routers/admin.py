@@ -8,16 +8,19 @@ from fastapi import APIRouter, Query
 
 from activities.audit import AuditRecord, AuditVerification
 from api.deps import AdminUser, AuditDep, StoreDep
-from api.schemas import TenantUsage
+from api.errors import AUTHENTICATED, documented
+from api.schemas import StoredText, TenantUsage
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = APIRouter(
+    prefix="/v1/admin", tags=["admin"], responses={**AUTHENTICATED, **documented(403)}
+)
 
 
 @router.get("/audit", response_model=list[AuditRecord])
 async def audit_entries(
     user: AdminUser,
     audit: AuditDep,
-    tenant: Annotated[str | None, Query(max_length=128)] = None,
+    tenant: Annotated[StoredText | None, Query(max_length=128)] = None,
     after_id: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AuditRecord]:
@@ -29,7 +32,7 @@ async def audit_entries(
 async def verify_audit(
     user: AdminUser,
     audit: AuditDep,
-    tenant: Annotated[str | None, Query(max_length=128)] = None,
+    tenant: Annotated[StoredText | None, Query(max_length=128)] = None,
 ) -> AuditVerification:
     """Walk the hash chains: an edited, deleted or reordered row is reported."""
     return await audit.log.verify(tenant)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from api.deps import AuditDep, CurrentUser, StoreDep
+from api.errors import AUTHENTICATED, documented, problem
 from api.event_hub import EventHub
 from api.event_stream import FINISHED_STATUSES, EventReads, RunEventStream
 from api.routers.runs import run_for
-from api.schemas import EventPage, EventPublic
+from api.schemas import EventPage, EventPublic, StoredText
 
-router = APIRouter(prefix="/v1/runs", tags=["events"])
+router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)
 
 STREAM_DESCRIPTION = """\
 Server-sent events of a run, live. Each durable event is sent once, in `seq` order:
@@ -49,9 +50,22 @@ EventHubDep = Annotated[EventHub, Depends(_hub)]
 EventReadsDep = Annotated[EventReads, Depends(_reads)]
 
 
-@router.get("/{run_id}/events", response_model=EventPage)
+# One event as a client's SSE parser reads it; `data` is the JSON of an `EventPublic`, or of a
+# `message_delta`.
+SSE_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "id": {"type": "string", "description": "The event's `seq`; deltas have none."},
+        "event": {"type": "string", "description": "The event's type."},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
+@router.get("/{run_id}/events", response_model=EventPage, responses=documented(404))
 async def list_events(
-    run_id: str,
+    run_id: StoredText,
     store: StoreDep,
     user: CurrentUser,
     audit: AuditDep,
@@ -76,7 +90,7 @@ async def list_events(
             "description": "An open `text/event-stream`, ending after the terminal event.",
             "content": {
                 "text/event-stream": {
-                    "schema": {"type": "string"},
+                    "schema": SSE_EVENT,
                     "example": (
                         'id: 1\nevent: run_started\ndata: {"seq": 1, "type": "run_started", '
                         '"data": {"agent": "review"}, "created_at": "2025-01-01T00:00:00Z"}\n\n'
@@ -87,12 +101,11 @@ async def list_events(
                 }
             },
         },
-        404: {"description": "No such run, or it belongs to another tenant."},
-        422: {"description": "`Last-Event-ID` is not a sequence number."},
+        **documented(404),
     },
 )
 async def stream_events(
-    run_id: str,
+    run_id: StoredText,
     store: StoreDep,
     user: CurrentUser,
     audit: AuditDep,
@@ -111,15 +124,12 @@ async def stream_events(
         try:
             after = int(last_event_id)
         except ValueError:
-            raise HTTPException(
+            raise problem(
                 422,
-                detail=[
-                    {
-                        "loc": ["header", "Last-Event-ID"],
-                        "msg": "Last-Event-ID must be the seq of an event this stream sent; "
-                        "send it back unchanged or omit it to start over.",
-                    }
-                ],
+                "Last-Event-ID",
+                "Last-Event-ID must be the seq of an event this stream sent; "
+                "send it back unchanged or omit it to start over.",
+                where="header",
             ) from None
     stream = RunEventStream(
         store,

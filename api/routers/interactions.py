@@ -11,13 +11,21 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import AuditDep, CurrentUser, InteractionStoreDep, StoreDep, TemporalDep
+from api.errors import AUTHENTICATED, documented
 from api.identity import user_ref
 from api.routers.runs import run_for
-from api.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
+from api.schemas import (
+    DecisionResult,
+    InteractionDecisionCreate,
+    InteractionPublic,
+    StoredText,
+)
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import DecisionOutcome, Interaction, InteractionDecision
 
-router = APIRouter(prefix="/v1/runs/{run_id}/interactions", tags=["interactions"])
+router = APIRouter(
+    prefix="/v1/runs/{run_id}/interactions", tags=["interactions"], responses=AUTHENTICATED
+)
 
 DECIDE_TIMEOUT = timedelta(seconds=15)
 STATUS_OF_PROBLEM = {
@@ -52,9 +60,9 @@ def _public(run_id: str, ia: Interaction) -> InteractionPublic:
     )
 
 
-@router.get("", response_model=list[InteractionPublic])
+@router.get("", response_model=list[InteractionPublic], responses=documented(404))
 async def list_interactions(
-    run_id: str,
+    run_id: StoredText,
     user: CurrentUser,
     store: StoreDep,
     interactions: InteractionStoreDep,
@@ -64,10 +72,10 @@ async def list_interactions(
     return [_public(run_id, ia) for ia in await interactions.for_run(run_id)]
 
 
-@router.get("/{interaction_id}", response_model=InteractionPublic)
+@router.get("/{interaction_id}", response_model=InteractionPublic, responses=documented(404))
 async def get_interaction(
-    run_id: str,
-    interaction_id: str,
+    run_id: StoredText,
+    interaction_id: StoredText,
     user: CurrentUser,
     store: StoreDep,
     interactions: InteractionStoreDep,
@@ -80,10 +88,14 @@ async def get_interaction(
     return _public(run_id, ia)
 
 
-@router.post("/{interaction_id}", response_model=DecisionResult)
+@router.post(
+    "/{interaction_id}",
+    response_model=DecisionResult,
+    responses=documented(403, 404, 409, 503),
+)
 async def decide(
-    run_id: str,
-    interaction_id: str,
+    run_id: StoredText,
+    interaction_id: StoredText,
     body: InteractionDecisionCreate,
     user: CurrentUser,
     store: StoreDep,

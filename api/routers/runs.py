@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-from datetime import datetime
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -22,23 +21,24 @@ from api.deps import (
     StoreDep,
     TemporalDep,
 )
+from api.errors import AUTHENTICATED, documented, problem
 from api.identity import user_ref
+from api.page_cursor import decode_cursor, encode_cursor
 from api.run_factory import (
     find_agent,
     new_run_id,
-    problem,
     record_and_start,
     resolve_workspace,
     run_input,
     session_workflow_id,
     submit_to_session,
 )
-from api.schemas import RunCreate, RunList, RunPublic
+from api.schemas import RunCreate, RunList, RunPublic, StoredText
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import RunProgress, WithdrawOutcome
 from workflows.session import SessionWorkflow
 
-router = APIRouter(prefix="/v1/runs", tags=["runs"])
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
 
 CLOSED_ELSEWHERE = {
     WorkflowExecutionStatus.TERMINATED: "failed",
@@ -61,7 +61,12 @@ async def run_for(
     return record
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=RunPublic)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RunPublic,
+    responses=documented(409),
+)
 async def create_run(
     body: RunCreate,
     user: CurrentUser,
@@ -94,6 +99,7 @@ async def create_run(
         session_id=body.session_id,
         approver=body.approver,
         approval_expires_after_s=body.approval_expires_after_s,
+        webhook_url=body.webhook_url,
     )
     if body.session_id is None:
         await record_and_start(
@@ -132,9 +138,9 @@ async def create_run(
     return RunPublic.from_record(record)
 
 
-@router.post("/{run_id}/cancel", response_model=RunPublic)
+@router.post("/{run_id}/cancel", response_model=RunPublic, responses=documented(404, 409))
 async def cancel_run(
-    run_id: str, user: CurrentUser, store: StoreDep, temporal: TemporalDep, audit: AuditDep
+    run_id: StoredText, user: CurrentUser, store: StoreDep, temporal: TemporalDep, audit: AuditDep
 ) -> RunPublic:
     """Cancel a run: a queued one leaves its session's queue, a live one is cancelled."""
     record = await run_for(run_id, user, store, audit, allow_admin=False)
@@ -144,9 +150,12 @@ async def cancel_run(
         session = temporal.get_workflow_handle_for(
             SessionWorkflow.run, session_workflow_id(record.session_id)
         )
-        outcome: WithdrawOutcome = await session.execute_update(
-            "withdraw", run_id, result_type=WithdrawOutcome
-        )
+        try:
+            outcome: WithdrawOutcome = await session.execute_update(
+                "withdraw", run_id, result_type=WithdrawOutcome
+            )
+        except RPCError:
+            outcome = WithdrawOutcome(run_id=run_id, was="unknown")  # no session workflow
         if outcome.was != "unknown":
             return RunPublic.from_record(await _reloaded(store, run_id))
     try:
@@ -164,40 +173,26 @@ async def _reloaded(store: StoreDep, run_id: str) -> RunRecord:
     return record
 
 
-def _encode_cursor(created_at: datetime, run_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{run_id}".encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        stamp, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
-        return datetime.fromisoformat(stamp), run_id
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPException(
-            422, detail=[{"loc": ["query", "cursor"], "msg": "Malformed cursor; use next_cursor."}]
-        ) from exc
-
-
 @router.get("", response_model=RunList)
 async def list_runs(
     store: StoreDep,
     user: CurrentUser,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
-    status_: Annotated[str | None, Query(alias="status", max_length=32)] = None,
-    agent: Annotated[str | None, Query(max_length=64)] = None,
+    status_: Annotated[StoredText | None, Query(alias="status", max_length=32)] = None,
+    agent: Annotated[StoredText | None, Query(max_length=64)] = None,
 ) -> RunList:
-    before = _decode_cursor(cursor) if cursor else None
+    before = decode_cursor(cursor) if cursor else None
     runs = await store.list_runs(
         tenant_id=user.tenant_id, limit=limit, before=before, status=status_, agent=agent
     )
-    next_cursor = _encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
+    next_cursor = encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
     return RunList(runs=[RunPublic.from_record(r) for r in runs], next_cursor=next_cursor)
 
 
-@router.get("/{run_id}", response_model=RunPublic)
+@router.get("/{run_id}", response_model=RunPublic, responses=documented(404))
 async def get_run(
-    run_id: str, user: CurrentUser, store: StoreDep, temporal: TemporalDep, audit: AuditDep
+    run_id: StoredText, user: CurrentUser, store: StoreDep, temporal: TemporalDep, audit: AuditDep
 ) -> RunPublic:
     record = await run_for(run_id, user, store, audit)
     public = RunPublic.from_record(record)
@@ -217,7 +212,9 @@ async def _overlay_live_state(public: RunPublic, temporal: TemporalDep) -> None:
             public.status = closed_as
             public.error = public.error or f"The workflow was {wf_status.name.lower()}."
             return
-        progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
+        progress: RunProgress = await handle.query(
+            AgentRunWorkflow.progress, rpc_timeout=timedelta(seconds=3)
+        )
     except RPCError:
         return
     if progress.status == "running":

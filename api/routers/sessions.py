@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import uuid
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -22,11 +20,12 @@ from api.deps import (
     StoreDep,
     TemporalDep,
 )
+from api.errors import AUTHENTICATED, documented, problem
 from api.identity import user_ref
+from api.page_cursor import decode_cursor, encode_cursor
 from api.run_factory import (
     find_agent,
     new_run_id,
-    problem,
     resolve_workspace,
     run_input,
     session_workflow_id,
@@ -41,11 +40,12 @@ from api.schemas import (
     SessionMessage,
     SessionMessageCreate,
     SessionPublic,
+    StoredText,
 )
 from workflows.models import SessionState
 from workflows.session import SessionWorkflow
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=AUTHENTICATED)
 
 
 def _public(session: SessionRecord) -> SessionPublic:
@@ -65,7 +65,12 @@ async def session_for(
     return session
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=SessionPublic)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SessionPublic,
+    responses=documented(409),
+)
 async def create_session(
     body: SessionCreate,
     user: CurrentUser,
@@ -100,28 +105,15 @@ async def list_sessions(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> SessionList:
-    before = None
-    if cursor:
-        try:
-            stamp, last = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
-            before = (datetime.fromisoformat(stamp), last)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise HTTPException(
-                422, detail=[{"loc": ["query", "cursor"], "msg": "Malformed cursor."}]
-            ) from exc
+    before = decode_cursor(cursor) if cursor else None
     page = await sessions.page(tenant_id=user.tenant_id, limit=limit, before=before)
-    next_cursor = None
-    if len(page) == limit:
-        last_row = page[-1]
-        next_cursor = base64.urlsafe_b64encode(
-            f"{last_row.created_at.isoformat()}|{last_row.id}".encode()
-        ).decode()
+    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(page) == limit else None
     return SessionList(sessions=[_public(s) for s in page], next_cursor=next_cursor)
 
 
-@router.get("/{session_id}", response_model=SessionDetail)
+@router.get("/{session_id}", response_model=SessionDetail, responses=documented(404))
 async def get_session(
-    session_id: str,
+    session_id: StoredText,
     user: CurrentUser,
     sessions: SessionStoreDep,
     temporal: TemporalDep,
@@ -167,10 +159,13 @@ async def get_session(
 
 
 @router.post(
-    "/{session_id}/messages", status_code=status.HTTP_202_ACCEPTED, response_model=MessageAccepted
+    "/{session_id}/messages",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=MessageAccepted,
+    responses=documented(404, 409),
 )
 async def post_message(
-    session_id: str,
+    session_id: StoredText,
     body: SessionMessageCreate,
     user: CurrentUser,
     sessions: SessionStoreDep,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import CatalogDep, CurrentUser, StoreDep, TemporalDep
+from api.errors import AUTHENTICATED
 from api.schemas import AgentPublic, Health
 
 router = APIRouter(tags=["system"])
@@ -16,7 +17,9 @@ async def health(temporal: TemporalDep, store: StoreDep) -> Health:
     return Health(status="ok", temporal=temporal.service_client.config.target_host, database="ok")
 
 
-@router.get("/v1/agents", response_model=list[AgentPublic], tags=["agents"])
+@router.get(
+    "/v1/agents", response_model=list[AgentPublic], tags=["agents"], responses=AUTHENTICATED
+)
 async def list_agents(catalog: CatalogDep, user: CurrentUser) -> list[AgentPublic]:
     return [
         AgentPublic(name=a.name, description=a.description, tools=a.tools, model=a.model)

@@ -90,7 +90,11 @@ async def test_a_follow_up_message_sees_the_history(
             ("assistant", "The project adds numbers."),
             ("user", "How many functions?"),
         ]
-        detail = (await http.get(f"/v1/sessions/{session}")).json()
+        for _ in range(100):  # the session workflow notices the run ended a moment later
+            detail = (await http.get(f"/v1/sessions/{session}")).json()
+            if detail["active_run"] is None:
+                break
+            await asyncio.sleep(0.05)
         assert [m["role"] for m in detail["messages"]] == ["user", "assistant"] * 2
         assert detail["active_run"] is None and detail["queued_runs"] == []
         listed = (await http.get("/v1/sessions")).json()["sessions"]

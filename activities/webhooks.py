@@ -1,0 +1,88 @@
+"""The `deliver_webhook` activity: POST one signed notice to a receiver.
+
+Temporal retries it (see `workflows.timeouts.WEBHOOK_RETRY`): a receiver that is
+unreachable, times out, or answers 408, 409, 425, 429 or 5xx is tried again, with
+its `Retry-After` honoured; any other answer outside 2xx is a refusal that no retry
+can change, and ends the delivery. Each attempt is signed afresh with its own time.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.webhook_signature import SIGNATURE_HEADER, signature_header, tenant_signing_secret
+from workflows.models import WebhookDelivery, WebhookReceipt
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+MAX_RETRY_AFTER_S = 600
+
+
+class WebhookActivities:
+    """Signs with per-tenant secrets derived from the server's secret."""
+
+    def __init__(
+        self,
+        server_secret: bytes,
+        *,
+        timeout_s: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._server_secret = server_secret
+        self._timeout_s = timeout_s
+        self._transport = transport
+
+    @activity.defn(name="deliver_webhook")
+    async def deliver_webhook(self, delivery: WebhookDelivery) -> WebhookReceipt:
+        notice = delivery.notice
+        body = notice.model_dump_json().encode()
+        secret = tenant_signing_secret(self._server_secret, notice.tenant_id)
+        attempt = activity.info().attempt
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "Keel-Webhooks/1",
+            "x-keel-event": notice.event,
+            "x-keel-delivery": notice.id,
+            "x-keel-attempt": str(attempt),
+            SIGNATURE_HEADER: signature_header(secret, int(time.time()), body),
+        }
+        # Only the host goes into errors: a URL's path or query may hold a token.
+        host = urlsplit(delivery.url).netloc
+        try:
+            async with httpx.AsyncClient(
+                timeout=self._timeout_s, transport=self._transport, follow_redirects=False
+            ) as http:
+                response = await http.post(delivery.url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ApplicationError(
+                f"The webhook receiver at {host} could not be reached ({type(exc).__name__}); "
+                "retrying.",
+                type="WebhookUnreachable",
+            ) from exc
+        status = response.status_code
+        if 200 <= status < 300:
+            return WebhookReceipt(status_code=status, attempt=attempt)
+        if status >= 500 or status in RETRYABLE_STATUS:
+            raise ApplicationError(
+                f"The webhook receiver at {host} answered {status}; retrying.",
+                type="WebhookFailed",
+                next_retry_delay=_retry_after(response),
+            )
+        raise ApplicationError(
+            f"The webhook receiver at {host} refused the notice with {status}; "
+            "fix the receiver (redirects are not followed), later notices will be sent.",
+            type="WebhookRejected",
+            non_retryable=True,
+        )
+
+
+def _retry_after(response: httpx.Response) -> timedelta | None:
+    value = response.headers.get("retry-after", "")
+    if not value.strip().isdigit():
+        return None
+    return timedelta(seconds=min(int(value), MAX_RETRY_AFTER_S))

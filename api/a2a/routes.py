@@ -1,0 +1,232 @@
+"""HTTP surface of A2A: agent cards and the JSON-RPC endpoint (v1.0, v0.3 and v0.1 names).
+
+The a2a-sdk dispatcher parses and answers JSON-RPC; around it Keel authenticates the
+caller, checks the content type (-32005), accepts the v0.1 `tasks/send`, and reports
+invalid v0.3 params as -32602.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from a2a.compat.v0_3.conversions import to_compat_agent_card
+from a2a.server.context import ServerCallContext
+from a2a.server.routes.common import ServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from google.protobuf.json_format import MessageToDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from api.a2a.handler import KeelA2AHandler
+from api.auth import AuthError, principal_from_request
+from worker.agent_catalog import AgentCatalog
+from workflows.models import AgentSpec
+
+PROTOCOL_VERSION = "1.0"
+JSON_TYPES = ("application/json", "application/a2a+json")
+V03_METHODS = {
+    "message/send",
+    "message/stream",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/resubscribe",
+    "tasks/pushNotificationConfig/set",
+    "tasks/pushNotificationConfig/get",
+    "tasks/pushNotificationConfig/list",
+    "tasks/pushNotificationConfig/delete",
+    "agent/getAuthenticatedExtendedCard",
+}
+
+
+class _PrincipalContext(ServerCallContextBuilder):
+    """Carries the authenticated caller and the addressed agent into the handler."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        return ServerCallContext(
+            state={
+                "principal": request.state.principal,
+                "agent": request.path_params.get("agent"),
+                "headers": dict(request.headers),
+            }
+        )
+
+
+def _skill(agent: AgentSpec) -> AgentSkill:
+    return AgentSkill(
+        id=agent.name,
+        name=agent.name,
+        description=agent.description or agent.name,
+        tags=["code", *agent.tools[:3]],
+        examples=[f"Ask the {agent.name} agent about this repository."],
+        input_modes=["text/plain"],
+        output_modes=["text/markdown", "text/plain"],
+    )
+
+
+def agent_card(base_url: str, catalog: AgentCatalog, agent: str | None = None) -> AgentCard:
+    """The v1.0 card: one skill per agent definition (or the one agent addressed)."""
+    agents = [catalog.get(agent)] if agent else catalog.all()
+    url = f"{base_url}/a2a/{agent}" if agent else f"{base_url}/a2a"
+    card = AgentCard(
+        name=f"Keel {agent}" if agent else "Keel",
+        description=(
+            agents[0].description
+            if agent and agents[0]
+            else "Durable LLM agents on Temporal: code review, investigation and changes "
+            "that wait for approval. Every task survives restarts."
+        ),
+        version="0.1.0",
+        # One endpoint speaks both: v1.0 method names and the v0.3 ones.
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/markdown", "text/plain"],
+        skills=[_skill(a) for a in agents if a is not None],
+        security_schemes={
+            "bearer": SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="bearer",
+                    bearer_format="JWT",
+                    description="A JWT with tenant_id and sub claims.",
+                )
+            )
+        },
+        security_requirements=[SecurityRequirement(schemes={"bearer": StringList(list=[])})],
+    )
+    return card
+
+
+def card_v10(card: AgentCard) -> dict[str, Any]:
+    data: dict[str, Any] = MessageToDict(card)
+    return data
+
+
+def card_v03(card: AgentCard) -> dict[str, Any]:
+    compat = to_compat_agent_card(card)
+    data: dict[str, Any] = compat.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return data
+
+
+def card_for_both(card: AgentCard) -> dict[str, Any]:
+    """The v1.0 card plus the v0.3 fields it lacks, so clients of either version read it."""
+    merged = card_v10(card)
+    for key, value in card_v03(card).items():
+        merged.setdefault(key, value)
+    return merged
+
+
+def _rpc_error(request_id: Any, code: int, message: str, status: int = 200) -> JSONResponse:
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
+        status_code=status,
+    )
+
+
+def _v01_to_v03(body: dict[str, Any]) -> dict[str, Any]:
+    """`tasks/send` (A2A 0.1) as `message/send` (0.3)."""
+    params = dict(body.get("params") or {})
+    message = dict(params.get("message") or {})
+    message.setdefault("messageId", f"v01-{body.get('id')}")
+    message["parts"] = [
+        {
+            "kind": part.get("type", part.get("kind", "text")),
+            **{k: v for k, v in part.items() if k not in ("type", "kind")},
+        }
+        for part in message.get("parts", [])
+    ]
+    message.setdefault("kind", "message")
+    if params.get("sessionId"):
+        message.setdefault("contextId", params["sessionId"])
+    return {**body, "method": "message/send", "params": {"message": message}}
+
+
+def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
+    handler = KeelA2AHandler(state)
+    dispatcher = JsonRpcDispatcher(
+        request_handler=handler, context_builder=_PrincipalContext(), enable_v0_3_compat=True
+    )
+
+    async def rpc(request: Request) -> Response:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type not in JSON_TYPES:
+            return _rpc_error(
+                None,
+                -32005,
+                f"Content type {content_type or '(none)'} is not supported; send application/json.",
+            )
+        try:
+            request.state.principal = principal_from_request(
+                request.headers.get("authorization"), state.verifier, state.auth_config.mode
+            )
+        except AuthError as exc:
+            return JSONResponse(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": exc.message}},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        agent = request.path_params.get("agent")
+        if agent is not None and state.catalog.get(agent) is None:
+            return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _rpc_error(None, -32700, "The body is not valid JSON.")
+        method = body.get("method") if isinstance(body, dict) else None
+        if method == "tasks/send":
+            body = _v01_to_v03(body)
+            request._body = json.dumps(body).encode()
+            method = "message/send"
+        response = await dispatcher.handle_requests(request)
+        if method in V03_METHODS and isinstance(response, JSONResponse):
+            return _params_error_as_32602(response, body)
+        return response
+
+    async def card(request: Request) -> Response:
+        agent = request.path_params.get("agent")
+        if agent is not None and state.catalog.get(agent) is None:
+            return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
+        root = str(request.base_url).rstrip("/") if not base_url else base_url
+        built = agent_card(root, state.catalog, agent)
+        return JSONResponse(card_for_both(built))
+
+    async def card_legacy(request: Request) -> Response:
+        root = str(request.base_url).rstrip("/") if not base_url else base_url
+        return JSONResponse(card_v03(agent_card(root, state.catalog)))
+
+    return [
+        Route("/a2a", rpc, methods=["POST"]),
+        Route("/a2a/{agent}", rpc, methods=["POST"]),
+        Route("/.well-known/agent-card.json", card, methods=["GET"]),
+        Route("/.well-known/agent.json", card_legacy, methods=["GET"]),
+        Route("/a2a/{agent}/.well-known/agent-card.json", card, methods=["GET"]),
+    ]
+
+
+def _params_error_as_32602(response: JSONResponse, body: Any) -> Response:
+    """The SDK's v0.3 adapter reports unparseable params as -32600; the spec says -32602."""
+    try:
+        data = json.loads(bytes(response.body))
+    except ValueError:
+        return response
+    error = data.get("error") if isinstance(data, dict) else None
+    well_formed = isinstance(body, dict) and body.get("jsonrpc") == "2.0" and "method" in body
+    if isinstance(error, dict) and error.get("code") == -32600 and well_formed:
+        error["code"] = -32602
+        return JSONResponse(data, status_code=response.status_code)
+    return response

@@ -1,0 +1,143 @@
+"""A run seen as an A2A Task: state, status message, history and artifacts."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
+from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from activities.interaction_store import InteractionStore
+from activities.records import RunRecord
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import Interaction, RunProgress
+
+# A query needs a worker; without one, answer from Postgres rather than hang.
+QUERY_TIMEOUT = timedelta(seconds=3)
+TERMINAL_STATES = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+}
+INTERRUPTED_STATES = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+RUN_STATE = {
+    "queued": TaskState.TASK_STATE_SUBMITTED,
+    "running": TaskState.TASK_STATE_WORKING,
+    "completed": TaskState.TASK_STATE_COMPLETED,
+    "failed": TaskState.TASK_STATE_FAILED,
+    "cancelled": TaskState.TASK_STATE_CANCELED,
+}
+STATE_RUNS = {
+    TaskState.TASK_STATE_SUBMITTED: ["queued"],
+    TaskState.TASK_STATE_WORKING: ["running"],
+    TaskState.TASK_STATE_INPUT_REQUIRED: ["running"],
+    TaskState.TASK_STATE_COMPLETED: ["completed"],
+    TaskState.TASK_STATE_FAILED: ["failed"],
+    TaskState.TASK_STATE_CANCELED: ["cancelled"],
+}
+
+
+def _stamp(when: datetime | None) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime((when or datetime.now(UTC)).astimezone(UTC))
+    return stamp
+
+
+def text_message(message_id: str, role: int, text: str, task_id: str, context_id: str) -> Message:
+    return Message(
+        message_id=message_id,
+        role=role,  # type: ignore[arg-type]
+        parts=[Part(text=text)],
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+def question_text(pending: list[Interaction]) -> str:
+    """What the run waits on, as a person or an agent reads it."""
+    lines = []
+    for ia in pending:
+        if ia.kind == "ask_user":
+            lines.append(f"[{ia.id}] The agent asks: {ia.question}")
+        else:
+            lines.append(
+                f"[{ia.id}] Approve {ia.tool} {json.dumps(json.loads(ia.arguments))}? "
+                f"(risk {ia.risk}, payload_hash {ia.payload_hash}, expires "
+                f"{ia.expires_at.isoformat()}). Reply 'approve' or 'reject'."
+            )
+    return "\n".join(lines)
+
+
+async def live_pending(
+    temporal: Client, interactions: InteractionStore, run: RunRecord
+) -> list[Interaction]:
+    """Interactions the run waits on now: the workflow's own word while it runs."""
+    if run.status not in ("queued", "running"):
+        return []
+    try:
+        handle = temporal.get_workflow_handle(run.id)
+        progress: RunProgress = await handle.query(
+            AgentRunWorkflow.progress, rpc_timeout=QUERY_TIMEOUT
+        )
+        if not progress.pending_interactions:
+            return []
+        every: list[Interaction] = await handle.query(
+            AgentRunWorkflow.list_interactions, rpc_timeout=QUERY_TIMEOUT
+        )
+        return [i for i in every if i.id in progress.pending_interactions]
+    except RPCError:
+        # No worker to answer, or the workflow is gone: Postgres has the last word.
+        return [i for i in await interactions.for_run(run.id) if i.status == "pending"]
+
+
+def task_of(
+    run: RunRecord, pending: list[Interaction], *, history_length: int | None = None
+) -> Task:
+    """The Task for a run; `history_length` 0 leaves the history out."""
+    context_id = run.session_id or run.id
+    state = RUN_STATE.get(run.status, TaskState.TASK_STATE_WORKING)
+    status_message = None
+    if pending and state not in TERMINAL_STATES:
+        state = TaskState.TASK_STATE_INPUT_REQUIRED
+        status_message = text_message(
+            f"{run.id}-ask-{pending[0].id}",
+            Role.ROLE_AGENT,
+            question_text(pending),
+            run.id,
+            context_id,
+        )
+    elif state == TaskState.TASK_STATE_FAILED and run.error:
+        status_message = text_message(
+            f"{run.id}-error", Role.ROLE_AGENT, run.error, run.id, context_id
+        )
+    when = run.finished_at or run.started_at or run.created_at
+    status = TaskStatus(state=state, timestamp=_stamp(when))
+    if status_message is not None:
+        status.message.CopyFrom(status_message)
+    history = [text_message(f"{run.id}-input", Role.ROLE_USER, run.input, run.id, context_id)]
+    if run.report:
+        history.append(
+            text_message(f"{run.id}-answer", Role.ROLE_AGENT, run.report, run.id, context_id)
+        )
+    if history_length is not None:
+        history = history[-history_length:] if history_length > 0 else []
+    task = Task(id=run.id, context_id=context_id, status=status, history=history)
+    if run.report and state == TaskState.TASK_STATE_COMPLETED:
+        task.artifacts.append(report_artifact(run))
+    task.metadata.update(
+        {"agent": run.agent, "stop_reason": run.stop_reason or "", "steps": run.steps}
+    )
+    return task
+
+
+def report_artifact(run: RunRecord) -> Artifact:
+    return Artifact(
+        artifact_id=f"{run.id}-report",
+        name="report",
+        description=f"The {run.agent} agent's final answer.",
+        parts=[Part(text=run.report or "", media_type="text/markdown")],
+    )

@@ -1,0 +1,406 @@
+"""A2A over HTTP: the a2a-sdk client drives Keel agents; v0.3 and v0.1 names; errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from a2a.client import ClientConfig, create_client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from temporalio.client import Client as TemporalClient
+
+from activities.store import Store
+from api.local_stack import serve_api
+from tests.conftest import auth_headers, in_process_worker
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+ALICE = auth_headers("default", "alice")
+MALLORY = auth_headers("other-tenant", "mallory")
+
+
+@asynccontextmanager
+async def keel(
+    temporal_client: TemporalClient, store: Store, settings: Settings
+) -> AsyncIterator[str]:
+    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+        yield url
+
+
+@asynccontextmanager
+async def a2a_client(url: str, *, streaming: bool, agent: str | None = None) -> AsyncIterator[Any]:
+    http = httpx.AsyncClient(headers={**ALICE, "A2A-Version": "1.0"}, timeout=60)
+    base = f"{url}/a2a/{agent}" if agent else url
+    card_path = "/.well-known/agent-card.json"
+    client = await create_client(
+        base, ClientConfig(streaming=streaming, httpx_client=http), relative_card_path=card_path
+    )
+    try:
+        yield client
+    finally:
+        await client.close()
+        await http.aclose()
+
+
+def user_message(text: str, **fields: Any) -> SendMessageRequest:
+    return SendMessageRequest(
+        message=Message(
+            message_id=f"m-{text[:8]}", role=Role.ROLE_USER, parts=[Part(text=text)], **fields
+        )
+    )
+
+
+async def rpc(
+    url: str,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    content_type: str = "application/json",
+) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        raw = body if isinstance(body, (bytes, str)) else None
+        response = await http.post(
+            f"{url}/a2a",
+            content=raw if raw is not None else None,
+            json=None if raw is not None else body,
+            headers={**(headers or ALICE), "content-type": content_type},
+        )
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        # A streaming method answers in SSE, errors included: take the first event.
+        first = next(line for line in response.text.splitlines() if line.startswith("data:"))
+        streamed: dict[str, Any] = json.loads(first.removeprefix("data:"))
+        return streamed
+    data: dict[str, Any] = response.json()
+    return data
+
+
+async def test_agent_card_lists_a_skill_per_agent(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="x")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as url, httpx.AsyncClient() as http:
+        card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
+        assert {s["id"] for s in card["skills"]} >= {"review", "investigate", "explore", "build"}
+        interfaces = {(i["url"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
+        assert interfaces == {(f"{url}/a2a", "1.0"), (f"{url}/a2a", "0.3")}
+        assert card["capabilities"]["streaming"] is True
+        assert "bearer" in card["securitySchemes"]
+        assert card["url"] == f"{url}/a2a" and card["protocolVersion"]  # the v0.3 fields too
+        legacy = (await http.get(f"{url}/.well-known/agent.json")).json()
+        assert legacy["url"] == f"{url}/a2a" and legacy["securitySchemes"]["bearer"]
+        one = (await http.get(f"{url}/a2a/review/.well-known/agent-card.json")).json()
+        assert [s["id"] for s in one["skills"]] == ["review"]
+        assert (await http.get(f"{url}/a2a/nope/.well-known/agent-card.json")).status_code == 404
+
+
+async def test_send_get_and_list_a_blocking_task(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"})
+                    ]
+                ),
+                Turn(content="## Review\n{files_read}"),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        keel(temporal_client, store, settings) as url,
+        a2a_client(url, streaming=False) as client,
+    ):
+        [response] = [r async for r in client.send_message(user_message("Review the code"))]
+        task = response.task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        [artifact] = task.artifacts
+        assert "- pkg/core.py" in artifact.parts[0].text
+        assert task.context_id
+
+        fetched = await client.get_task(GetTaskRequest(id=task.id, history_length=1))
+        assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+        assert len(fetched.history) == 1 and fetched.history[0].role == Role.ROLE_AGENT
+        listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
+        assert [t.id for t in listed.tasks] == [task.id]
+
+
+async def test_stream_input_required_answered_by_a_follow_up(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(
+                            name="write_file", arguments={"path": "NOTES.md", "content": "hi\n"}
+                        )
+                    ]
+                ),
+                Turn(content="Wrote NOTES.md."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        keel(temporal_client, store, settings) as url,
+        a2a_client(url, streaming=True, agent="build") as client,
+    ):
+        events = [e async for e in client.send_message(user_message("Add notes"))]
+        assert events[0].HasField("task")
+        last = events[-1]
+        state = last.status_update.status if last.HasField("status_update") else last.task.status
+        assert state.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert "write_file" in state.message.parts[0].text
+        task_id = events[0].task.id
+        context_id = events[0].task.context_id
+        assert not (workspace / "NOTES.md").exists()
+
+        follow = user_message("approve", task_id=task_id)
+        answered = [e async for e in client.send_message(follow)]
+        final = answered[-1]
+        status = (
+            final.status_update.status if final.HasField("status_update") else final.task.status
+        )
+        assert status.state == TaskState.TASK_STATE_COMPLETED
+        artifacts = [e.artifact_update.artifact for e in answered if e.HasField("artifact_update")]
+        assert artifacts and artifacts[0].parts[0].text == "Wrote NOTES.md."
+        assert (workspace / "NOTES.md").read_text() == "hi\n"
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.context_id == context_id  # the follow-up kept the task's context
+
+
+async def test_cancel_a_working_task_and_not_a_finished_one(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="slow", delay_s=5.0)]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        keel(temporal_client, store, settings) as url,
+        a2a_client(url, streaming=False) as client,
+    ):
+        request = user_message("take your time")
+        request.configuration.return_immediately = True
+        [response] = [r async for r in client.send_message(request)]
+        task_id = response.task.id
+        assert response.task.status.state in (
+            TaskState.TASK_STATE_SUBMITTED,
+            TaskState.TASK_STATE_WORKING,
+        )
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        again = await rpc(
+            url,
+            {"jsonrpc": "2.0", "id": 9, "method": "CancelTask", "params": {"id": task_id}},
+            headers={**ALICE, "A2A-Version": "1.0"},
+        )
+        assert again["error"]["code"] == -32002
+        sub = await rpc(
+            url,
+            {"jsonrpc": "2.0", "id": 10, "method": "tasks/resubscribe", "params": {"id": task_id}},
+        )
+        assert sub["error"]["code"] == -32004
+
+
+async def test_v03_and_v01_clients(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="hello from keel")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as url:
+        v03 = await rpc(
+            url,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "message/send",
+                "params": {
+                    "message": {
+                        "kind": "message",
+                        "messageId": "a",
+                        "role": "user",
+                        "parts": [{"kind": "text", "text": "hi"}],
+                    }
+                },
+            },
+        )
+        result = v03["result"]
+        assert result["kind"] == "task" and result["status"]["state"] == "completed"
+        assert result["artifacts"][0]["parts"][0]["text"] == "hello from keel"
+        got = await rpc(
+            url, {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": result["id"]}}
+        )
+        assert got["result"]["id"] == result["id"]
+
+        v01 = await rpc(
+            url,
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tasks/send",
+                "params": {
+                    "id": "client-chosen",
+                    "message": {"role": "user", "parts": [{"type": "text", "text": "hi again"}]},
+                },
+            },
+        )
+        assert v01["result"]["status"]["state"] == "completed", v01
+
+
+async def test_protocol_errors_change_nothing(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="only once")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as url:
+        done = await rpc(
+            url,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {"messageId": "x", "role": "ROLE_USER", "parts": [{"text": "go"}]}
+                },
+            },
+            headers={**ALICE, "A2A-Version": "1.0"},
+        )
+        task_id = done["result"]["task"]["id"]
+
+        assert (await rpc(url, b"{not json"))["error"]["code"] == -32700
+        batch = await rpc(url, [{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}])
+        assert batch["error"]["code"] == -32600
+        unknown = await rpc(url, {"jsonrpc": "2.0", "id": 2, "method": "tasks/explode"})
+        assert unknown["error"]["code"] == -32601
+        missing = await rpc(
+            url, {"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"nothing": True}}
+        )
+        assert missing["error"]["code"] == -32602
+        theirs = await rpc(
+            url,
+            {"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": task_id}},
+            headers={**MALLORY, "A2A-Version": "1.0"},
+        )
+        assert theirs["error"]["code"] == -32001
+        not_found = await rpc(
+            url,
+            {"jsonrpc": "2.0", "id": 5, "method": "GetTask", "params": {"id": "run-nope"}},
+            headers={**ALICE, "A2A-Version": "1.0"},
+        )
+        assert not_found["error"]["code"] == -32001
+        wrong_type = await rpc(url, b'{"jsonrpc": "2.0"}', content_type="text/plain")
+        assert wrong_type["error"]["code"] == -32005
+        async with httpx.AsyncClient() as http:
+            anonymous = await http.post(
+                f"{url}/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}
+            )
+        assert anonymous.status_code == 401
+    assert llm.total_requests == 1
+    await asyncio.sleep(0)
+
+
+async def test_get_task_answers_while_the_worker_is_down_and_after_it_returns(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.integration.test_durability import worker_env
+
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(
+                            name="write_file", arguments={"path": "OUT.md", "content": "x"}
+                        )
+                    ]
+                ),
+                Turn(content="done"),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "worker"],
+            env=worker_env(settings),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    worker = spawn()
+    try:
+        async with (
+            serve_api(settings) as url,
+            a2a_client(url, streaming=False, agent="build") as client,
+        ):
+            [response] = [r async for r in client.send_message(user_message("write it"))]
+            task_id = response.task.id
+            assert response.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+            down = await asyncio.wait_for(client.get_task(GetTaskRequest(id=task_id)), 20)
+            assert down.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert "OUT.md" in down.status.message.parts[0].text
+            worker = spawn()
+            [after] = [
+                r async for r in client.send_message(user_message("approve", task_id=task_id))
+            ]
+            assert after.task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert (workspace / "OUT.md").read_text() == "x"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.wait()

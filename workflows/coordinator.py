@@ -1,0 +1,142 @@
+"""`CoordinatorWorkflow`: one task, several A2A agents, one merged report.
+
+Each agent is reached through activities (send, then follow until it finishes),
+so a crash in the middle resumes where it was. An agent that fails, cannot be
+reached or runs out of time leaves its section marked; the others stand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.coordination import (
+        AgentOutcome,
+        CoordinatorInput,
+        CoordinatorResult,
+        DelegateHandle,
+        DelegateInput,
+        FollowInput,
+        RemoteAgent,
+    )
+
+SEND_TIMEOUT = timedelta(seconds=60)
+SEND_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+)
+FOLLOW_HEARTBEAT = timedelta(seconds=30)
+FOLLOW_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+)
+
+
+@workflow.defn(name="CoordinatorWorkflow")
+class CoordinatorWorkflow:
+    @workflow.run
+    async def run(self, request: CoordinatorInput) -> CoordinatorResult:
+        outcomes = await asyncio.gather(
+            *(self._delegate(request, index, agent) for index, agent in enumerate(request.agents))
+        )
+        return CoordinatorResult(report=merge(request.task, outcomes), outcomes=outcomes)
+
+    async def _delegate(
+        self, request: CoordinatorInput, index: int, agent: RemoteAgent
+    ) -> AgentOutcome:
+        try:
+            handle: DelegateHandle = await workflow.execute_activity(
+                "a2a_send",
+                DelegateInput(
+                    url=agent.url,
+                    text=request.task,
+                    message_id=f"{workflow.info().workflow_id}-{index}",
+                    tenant_id=request.tenant_id,
+                    requester=request.requester,
+                ),
+                result_type=DelegateHandle,
+                start_to_close_timeout=SEND_TIMEOUT,
+                retry_policy=SEND_RETRY,
+            )
+        except ActivityError as err:
+            return AgentOutcome(
+                url=agent.url,
+                agent_name=agent.name or agent.url,
+                status="unreachable",
+                error=str(err.cause or err),
+            )
+        name = agent.name or handle.agent_name
+        if handle.state in ("completed", "failed", "canceled", "rejected", "input-required"):
+            return _outcome(agent, name, handle)
+        try:
+            final: DelegateHandle = await workflow.execute_activity(
+                "a2a_follow",
+                FollowInput(
+                    handle=handle,
+                    tenant_id=request.tenant_id,
+                    requester=request.requester,
+                    deadline_s=request.timeout_s,
+                ),
+                result_type=DelegateHandle,
+                start_to_close_timeout=timedelta(seconds=request.timeout_s + 60),
+                heartbeat_timeout=FOLLOW_HEARTBEAT,
+                retry_policy=FOLLOW_RETRY,
+            )
+        except ActivityError as err:
+            return AgentOutcome(
+                url=agent.url,
+                agent_name=name,
+                status="failed",
+                task_id=handle.task_id,
+                error=str(err.cause or err),
+            )
+        return _outcome(agent, name, final)
+
+
+def _outcome(agent: RemoteAgent, name: str, handle: DelegateHandle) -> AgentOutcome:
+    status = {
+        "completed": "completed",
+        "input-required": "input_required",
+        "working": "timed_out",
+        "submitted": "timed_out",
+    }.get(handle.state, "failed")
+    return AgentOutcome(
+        url=agent.url,
+        agent_name=name,
+        status=status,  # type: ignore[arg-type]
+        task_id=handle.task_id,
+        report=handle.report,
+        error=handle.error,
+    )
+
+
+def merge(task: str, outcomes: list[AgentOutcome]) -> str:
+    """One Markdown report: a section per agent, failures marked, in the order given."""
+    done = sum(1 for o in outcomes if o.status == "completed")
+    lines = [
+        "# Coordinated report",
+        "",
+        f"Task: {task}",
+        "",
+        f"{done} of {len(outcomes)} agents answered.",
+        "",
+    ]
+    for outcome in outcomes:
+        lines.append(f"## {outcome.agent_name} — {outcome.status.replace('_', ' ')}")
+        lines.append(f"<{outcome.url}>" + (f" · task {outcome.task_id}" if outcome.task_id else ""))
+        lines.append("")
+        if outcome.status == "completed":
+            lines.append(outcome.report or "(no artifact)")
+        else:
+            lines.append(f"**This section is missing:** {outcome.error or outcome.status}.")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

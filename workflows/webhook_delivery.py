@@ -1,0 +1,27 @@
+"""`WebhookDeliveryWorkflow`: one notice to one webhook, retried until it lands.
+
+A run hands each notice to a workflow of its own (abandoned when the run closes),
+so a receiver that is down delays the notice without holding the run open.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import timeouts
+    from workflows.models import WebhookDelivery, WebhookReceipt
+
+
+@workflow.defn(name="WebhookDeliveryWorkflow")
+class WebhookDeliveryWorkflow:
+    @workflow.run
+    async def run(self, delivery: WebhookDelivery) -> WebhookReceipt:
+        return await workflow.execute_activity(
+            "deliver_webhook",
+            delivery,
+            result_type=WebhookReceipt,
+            start_to_close_timeout=timeouts.WEBHOOK_ATTEMPT_TIMEOUT,
+            schedule_to_close_timeout=timeouts.WEBHOOK_DELIVERY_WINDOW,
+            retry_policy=timeouts.WEBHOOK_RETRY,
+        )
