@@ -94,7 +94,6 @@ class LlmActivities:
                 )
                 for call in tool_calls
             ],
-            content_preview=content[:PREVIEW_CHARS],
             content_chars=len(content),
             finish_reason=finish_reason,
             usage=usage,
@@ -373,7 +372,8 @@ async def _with_heartbeats(work: Awaitable[T]) -> T:
             done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
             if done:
                 return task.result()
-            activity.heartbeat()
+            if not activity.info().is_local:  # a local activity lives inside a workflow task
+                activity.heartbeat()
     finally:
         if not task.done():
             task.cancel()  # the activity was cancelled or timed out: stop the request too

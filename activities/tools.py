@@ -29,6 +29,8 @@ from workflows.tool_specs import (
 )
 
 PREVIEW_CHARS = 200
+# The workflow only compares digests: a 64-bit prefix of the hash keeps history lean.
+DIGEST_HASH_CHARS = 16
 
 
 def _run_read_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
@@ -79,8 +81,7 @@ UNKNOWN_OUTCOME = (
 def digest_of(output: ToolOutput) -> ToolDigest:
     return ToolDigest(
         size=len(output.text.encode()),
-        sha256=hashlib.sha256(output.text.encode()).hexdigest(),
-        preview=output.text[:PREVIEW_CHARS],
+        sha256=hashlib.sha256(output.text.encode()).hexdigest()[:DIGEST_HASH_CHARS],
         is_error=output.is_error,
         seen=list(output.seen),
     )
@@ -104,8 +105,7 @@ class ToolActivities:
             # A retry after the output was stored: answer from the store, run nothing.
             return ToolDigest(
                 size=len((stored.content or "").encode()),
-                sha256=stored.sha256 or "",
-                preview=(stored.content or "")[:PREVIEW_CHARS],
+                sha256=(stored.sha256 or "")[:DIGEST_HASH_CHARS],
                 is_error=stored.is_error,
             )
         output = await self._execute_once(call)
@@ -138,7 +138,7 @@ class ToolActivities:
                         "name": call.name,
                         "is_error": output.is_error,
                         "size": digest.size,
-                        "preview": digest.preview,
+                        "preview": output.text[:PREVIEW_CHARS],
                     },
                 ),
             ],

@@ -52,6 +52,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.permissions import PermissionRule
     from workflows.tool_specs import Risk
 
+LEAN_STEPS_PATCH = "lean-steps-v1"
+
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
 ASSISTANT_ORD = 1
@@ -160,6 +162,8 @@ class AgentRunWorkflow:
             gate_results=state.pending_results,
             event_seq=self._take_seqs(2),
         )
+        # A regular activity: its completion is recorded before the next step starts,
+        # so a model call that finished is never made again, whatever crashes later.
         result: LlmStepResult = await workflow.execute_activity(
             "llm_step",
             step_input,
@@ -433,25 +437,45 @@ class AgentRunWorkflow:
         *,
         interaction_id: str | None = None,
     ) -> ToolDigest:
+        call = ToolCallInput(
+            run_id=run.run_id,
+            step=self._state.step,
+            ord=ord_,
+            call_id=decision.call.call_id,
+            name=decision.call.name,
+            arguments=decision.canonical_arguments,
+            workspace=run.workspace,
+            event_seq=self._take_seqs(2),
+            interaction_id=interaction_id,
+            tenant_id=run.tenant_id,
+            allowed_by=_rule_text(decision) if interaction_id is None else None,
+        )
+        read_only = decision.spec is not None and decision.spec.read_only
+        if read_only and self._lean():
+            # Short reads run in the worker that holds the workflow: one marker, no round trip.
+            return await workflow.execute_local_activity(
+                "run_tool",
+                call,
+                result_type=ToolDigest,
+                start_to_close_timeout=timeouts.TOOL_START_TO_CLOSE,
+                retry_policy=timeouts.TOOL_RETRY,
+                local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
+            )
         return await workflow.execute_activity(
             "run_tool",
-            ToolCallInput(
-                run_id=run.run_id,
-                step=self._state.step,
-                ord=ord_,
-                call_id=decision.call.call_id,
-                name=decision.call.name,
-                arguments=decision.canonical_arguments,
-                workspace=run.workspace,
-                event_seq=self._take_seqs(2),
-                interaction_id=interaction_id,
-                tenant_id=run.tenant_id,
-                allowed_by=_rule_text(decision) if interaction_id is None else None,
-            ),
+            call,
             result_type=ToolDigest,
             start_to_close_timeout=timeouts.TOOL_START_TO_CLOSE,
             retry_policy=timeouts.TOOL_RETRY,
         )
+
+    def _lean(self) -> bool:
+        """Runs started since lean steps run read-only tools as local activities.
+
+        A read is safe to repeat, so it need not be recorded before the next one starts;
+        histories recorded before keep replaying on their regular activities.
+        """
+        return workflow.patched(LEAN_STEPS_PATCH)
 
     async def _finish(
         self,

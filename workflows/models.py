@@ -331,8 +331,8 @@ class ToolDigest(BaseModel):
     """Output of `run_tool`: what the workflow needs, not the output itself."""
 
     size: int
-    sha256: str
-    preview: str
+    sha256: str = Field(description="A prefix of the output's SHA-256 (the whole in Postgres).")
+    preview: str = Field(default="", description="Unused since lean steps; the store has it.")
     is_error: bool
     seen: list[str] = Field(default_factory=list)
 

@@ -47,5 +47,8 @@ WEBHOOK_RETRY = RetryPolicy(
     non_retryable_error_types=["WebhookRejected"],
 )
 
+# Local activities retry in the worker up to this long, then by durable timer.
+LOCAL_RETRY_THRESHOLD = timedelta(seconds=30)
+
 # Continue-as-new well before Temporal's 50k-event / 50 MB history limits.
 MAX_HISTORY_EVENTS = 2_000

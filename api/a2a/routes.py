@@ -75,8 +75,13 @@ def _skill(agent: AgentSpec) -> AgentSkill:
     )
 
 
-def agent_card(base_url: str, catalog: AgentCatalog, agent: str | None = None) -> AgentCard:
-    """The v1.0 card: one skill per agent definition (or the one agent addressed)."""
+def agent_card(
+    base_url: str, catalog: AgentCatalog, agent: str | None = None, *, auth: bool = True
+) -> AgentCard:
+    """The v1.0 card: one skill per agent definition (or the one agent addressed).
+
+    With auth off (KEEL_AUTH=off) it declares no security scheme, since none is enforced.
+    """
     agents = [catalog.get(agent)] if agent else catalog.all()
     url = f"{base_url}/a2a/{agent}" if agent else f"{base_url}/a2a"
     card = AgentCard(
@@ -97,17 +102,19 @@ def agent_card(base_url: str, catalog: AgentCatalog, agent: str | None = None) -
         default_input_modes=["text/plain"],
         default_output_modes=["text/markdown", "text/plain"],
         skills=[_skill(a) for a in agents if a is not None],
-        security_schemes={
-            "bearer": SecurityScheme(
-                http_auth_security_scheme=HTTPAuthSecurityScheme(
-                    scheme="bearer",
-                    bearer_format="JWT",
-                    description="A JWT with tenant_id and sub claims.",
-                )
-            )
-        },
-        security_requirements=[SecurityRequirement(schemes={"bearer": StringList(list=[])})],
     )
+    if not auth:
+        return card
+    card.security_schemes["bearer"].CopyFrom(
+        SecurityScheme(
+            http_auth_security_scheme=HTTPAuthSecurityScheme(
+                scheme="bearer",
+                bearer_format="JWT",
+                description="A JWT with tenant_id and sub claims.",
+            )
+        )
+    )
+    card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList(list=[])}))
     return card
 
 
@@ -197,24 +204,42 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
             return _params_error_as_32602(response, body)
         return response
 
-    async def card(request: Request) -> Response:
+    def built(request: Request) -> AgentCard | None:
         agent = request.path_params.get("agent")
         if agent is not None and state.catalog.get(agent) is None:
-            return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
+            return None
         root = str(request.base_url).rstrip("/") if not base_url else base_url
-        built = agent_card(root, state.catalog, agent)
-        return JSONResponse(card_for_both(built))
+        return agent_card(root, state.catalog, agent, auth=state.auth_config.mode != "off")
+
+    async def card(request: Request) -> Response:
+        """The domain's well-known card is read by v0.3 and v1.0 clients alike: both shapes.
+
+        An agent's own card is Keel's, so it is the pure v1.0 card; its v0.3 shape is
+        beside it at `agent.json`, as at the root.
+        """
+        found = built(request)
+        if found is None:
+            return JSONResponse({"detail": f"No agent {request.path_params['agent']}."}, 404)
+        if "agent" in request.path_params:
+            return JSONResponse(card_v10(found))
+        return JSONResponse(card_for_both(found))
 
     async def card_legacy(request: Request) -> Response:
-        root = str(request.base_url).rstrip("/") if not base_url else base_url
-        return JSONResponse(card_v03(agent_card(root, state.catalog)))
+        found = built(request)
+        if found is None:
+            return JSONResponse({"detail": f"No agent {request.path_params['agent']}."}, 404)
+        return JSONResponse(card_v03(found))
 
     return [
+        # A client may join "/" to the interface URL; both spellings are the endpoint.
         Route("/a2a", rpc, methods=["POST"]),
+        Route("/a2a/", rpc, methods=["POST"]),
         Route("/a2a/{agent}", rpc, methods=["POST"]),
+        Route("/a2a/{agent}/", rpc, methods=["POST"]),
         Route("/.well-known/agent-card.json", card, methods=["GET"]),
         Route("/.well-known/agent.json", card_legacy, methods=["GET"]),
         Route("/a2a/{agent}/.well-known/agent-card.json", card, methods=["GET"]),
+        Route("/a2a/{agent}/.well-known/agent.json", card_legacy, methods=["GET"]),
     ]
 
 

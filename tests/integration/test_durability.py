@@ -188,3 +188,32 @@ async def test_long_run_with_large_outputs_keeps_history_small(
     assert size < 2 * 1024 * 1024, f"history is {size} bytes"
     per_step = size / result.steps
     print(f"history {size} bytes, {per_step:.0f} bytes per step")
+
+
+# What one step (a model call and one tool call) may add to the workflow history.
+HISTORY_BYTES_PER_STEP_BUDGET = 2048
+
+
+async def test_history_per_step_stays_in_budget_whatever_the_output_size(
+    temporal_client: Client,
+    store: Store,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    root = tmp_path / "outputs"
+    root.mkdir()
+    for i in range(50):
+        (root / f"f{i:02}.txt").write_text(f"file {i}\n" + ("y" * 99 + "\n") * 1000)
+    turns = [Turn(tool_calls=[read(f"f{i:02}.txt")]) for i in range(50)]
+    llm = scripted(Script(turns=[*turns, Turn(content="done")]))
+    settings = settings_for(llm, root)
+    spec = agent(max_steps=60, max_tool_calls=100, max_stale_rounds=60)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, root, spec=spec)
+        result = await asyncio.wait_for(handle.result(), timeout=300)
+    assert result.steps == 51 and result.tool_calls == 50
+    history = await handle.fetch_history()
+    size = sum(event.ByteSize() for event in history.events)
+    # 50 steps read 5 MB; the history holds references, not the text.
+    assert size / result.steps < HISTORY_BYTES_PER_STEP_BUDGET, f"{size / result.steps:.0f} B/step"
