@@ -56,6 +56,11 @@ class Settings(BaseSettings):
         validation_alias=_env("KEEL_AGENTS_DIR"),
         description="Extra agent definitions (*.md); they override built-ins of the same name.",
     )
+    a2a_default_agent: str = Field(
+        default="review",
+        validation_alias=_env("KEEL_A2A_DEFAULT_AGENT"),
+        description="The agent that A2A's `/a2a` endpoint and the root agent card speak for.",
+    )
     api_host: str = Field(default="127.0.0.1", validation_alias=_env("KEEL_API_HOST"))
     api_port: int = Field(default=8470, validation_alias=_env("KEEL_API_PORT"))
     a2a_tokens: dict[str, SecretStr] = Field(

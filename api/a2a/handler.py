@@ -19,6 +19,7 @@ from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
+    ContentTypeNotSupportedError,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest,
@@ -50,6 +51,7 @@ from temporalio.service import RPCError
 
 from activities.records import RunRecord
 from api.a2a.tasks import (
+    INPUT_MODES,
     INTERRUPTED_STATES,
     STATE_RUNS,
     TERMINAL_STATES,
@@ -71,9 +73,8 @@ REJECT_WORDS = {"reject", "rejected", "no", "n", "deny"}
 class KeelA2AHandler(RequestHandler):
     """A2A operations on Keel runs; the task id is the run id, the context id the session."""
 
-    def __init__(self, state: State, default_agent: str = "review") -> None:
+    def __init__(self, state: State) -> None:
         self._state = state
-        self._default_agent = default_agent
 
     # -- reads ------------------------------------------------------------
 
@@ -142,7 +143,8 @@ class KeelA2AHandler(RequestHandler):
             raise UnsupportedOperationError(
                 message=f"Task {run.id} is already {run.status}; fetch it with GetTask."
             )
-        async for event in self._follow(run.id):
+        # Unlike a send, a subscription outlasts `input-required`: it ends at a terminal state.
+        async for event in self._follow(run.id, until=TERMINAL_STATES):
             yield event
 
     async def on_cancel_task(
@@ -204,6 +206,7 @@ class KeelA2AHandler(RequestHandler):
     async def _accept(self, params: SendMessageRequest, context: ServerCallContext) -> RunRecord:
         """A new task, or the answer to a task that waits for input."""
         message = params.message
+        _check_media_types(message)
         text = _text_of(message)
         if message.task_id:
             run = await self._run(message.task_id, context)
@@ -218,7 +221,8 @@ class KeelA2AHandler(RequestHandler):
     ) -> RunRecord:
         state = self._state
         user = _principal(context)
-        agent_name = context.state.get("agent") or self._default_agent
+        # `/a2a` speaks for the configured default agent (KEEL_A2A_DEFAULT_AGENT).
+        agent_name = context.state.get("agent") or state.settings.a2a_default_agent
         agent = state.catalog.get(agent_name)
         if agent is None:
             raise InvalidParamsError(message=f"Unknown agent '{agent_name}'.")
@@ -323,13 +327,15 @@ class KeelA2AHandler(RequestHandler):
                     return task  # still working: the client can poll GetTask
                 await wake(POLL_S)
 
-    async def _follow(self, run_id: str) -> AsyncGenerator[Event]:
-        """The Task first, then each change of state, the report, and the end."""
+    async def _follow(
+        self, run_id: str, until: set[TaskState] = TERMINAL_STATES | INTERRUPTED_STATES
+    ) -> AsyncGenerator[Event]:
+        """The Task first, then each change of state, the report, and the end (`until`)."""
         async with self._subscription(run_id) as wake:
             task = await self._task(await self._reload(run_id))
             yield task
             last = (task.status.state, task.status.message.message_id)
-            while task.status.state not in TERMINAL_STATES | INTERRUPTED_STATES:
+            while task.status.state not in until:
                 await wake(POLL_S)
                 run = await self._reload(run_id)
                 task = await self._task(run)
@@ -404,8 +410,28 @@ def _principal(context: ServerCallContext) -> Principal:
     return principal
 
 
+def _check_media_types(message: Message) -> None:
+    """Keel's agents read text and JSON data (the card's input modes); say so for the rest."""
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        media_type = part.media_type or ""
+        if kind in (None, "text", "data") or (kind == "raw" and media_type.startswith("text/")):
+            continue
+        shown = media_type or "(no media type)"
+        raise ContentTypeNotSupportedError(
+            message=f"Keel agents read {' and '.join(INPUT_MODES)} parts, not a {kind} part "
+            f"of {shown}; send its content as text."
+        )
+
+
 def _text_of(message: Message) -> str:
-    return "\n".join(part.text for part in message.parts if part.HasField("text"))
+    texts = []
+    for part in message.parts:
+        if part.HasField("text"):
+            texts.append(part.text)
+        elif part.HasField("raw"):  # text/* only, see _check_media_types
+            texts.append(part.raw.decode("utf-8", errors="replace"))
+    return "\n".join(texts)
 
 
 def _data_of(message: Message) -> dict[str, Any]:

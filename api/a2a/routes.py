@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from api.a2a.handler import KeelA2AHandler
+from api.a2a.tasks import INPUT_MODES
 from api.auth import AuthError, principal_from_request
 from worker.agent_catalog import AgentCatalog
 from workflows.models import AgentSpec
@@ -70,7 +71,7 @@ def _skill(agent: AgentSpec) -> AgentSkill:
         description=agent.description or agent.name,
         tags=["code", *agent.tools[:3]],
         examples=[f"Ask the {agent.name} agent about this repository."],
-        input_modes=["text/plain"],
+        input_modes=list(INPUT_MODES),
         output_modes=["text/markdown", "text/plain"],
     )
 
@@ -99,7 +100,7 @@ def agent_card(
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-        default_input_modes=["text/plain"],
+        default_input_modes=list(INPUT_MODES),
         default_output_modes=["text/markdown", "text/plain"],
         skills=[_skill(a) for a in agents if a is not None],
     )
@@ -250,7 +251,13 @@ def _params_error_as_32602(response: JSONResponse, body: Any) -> Response:
     except ValueError:
         return response
     error = data.get("error") if isinstance(data, dict) else None
-    well_formed = isinstance(body, dict) and body.get("jsonrpc") == "2.0" and "method" in body
+    well_formed = (
+        isinstance(body, dict)
+        and body.get("jsonrpc") == "2.0"
+        and isinstance(body.get("method"), str)
+        # An id of another type makes the request itself invalid (-32600), not its params.
+        and (body.get("id") is None or type(body.get("id")) in (str, int))
+    )
     if isinstance(error, dict) and error.get("code") == -32600 and well_formed:
         error["code"] = -32602
         return JSONResponse(data, status_code=response.status_code)

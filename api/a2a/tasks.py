@@ -23,6 +23,8 @@ TERMINAL_STATES = {
     TaskState.TASK_STATE_CANCELED,
     TaskState.TASK_STATE_REJECTED,
 }
+# What the agents read from a message: text (and text/* files), and JSON data parts.
+INPUT_MODES = ("text/plain", "application/json")
 INTERRUPTED_STATES = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 RUN_STATE = {
     "queued": TaskState.TASK_STATE_SUBMITTED,
@@ -128,8 +130,9 @@ def task_of(
     task = Task(id=run.id, context_id=context_id, status=status, history=history)
     if run.report and state == TaskState.TASK_STATE_COMPLETED:
         task.artifacts.append(report_artifact(run))
+    # camelCase like every other key of the JSON binding.
     task.metadata.update(
-        {"agent": run.agent, "stop_reason": run.stop_reason or "", "steps": run.steps}
+        {"agent": run.agent, "stopReason": run.stop_reason or "", "steps": run.steps}
     )
     return task
 

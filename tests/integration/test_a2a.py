@@ -19,6 +19,7 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from temporalio.client import Client as TemporalClient
@@ -111,6 +112,12 @@ async def test_agent_card_lists_a_skill_per_agent(
         assert legacy["url"] == f"{url}/a2a" and legacy["securitySchemes"]["bearer"]
         one = (await http.get(f"{url}/a2a/review/.well-known/agent-card.json")).json()
         assert [s["id"] for s in one["skills"]] == ["review"]
+        # An agent's own card is the pure v1.0 shape (strict v1.0 schemas refuse extra
+        # keys); its v0.3 shape is beside it.
+        assert not {"url", "protocolVersion", "preferredTransport", "security"} & set(one)
+        one_v03 = (await http.get(f"{url}/a2a/review/.well-known/agent.json")).json()
+        assert one_v03["url"] == f"{url}/a2a/review" and one_v03["protocolVersion"]
+        assert "text/plain" in card["defaultInputModes"]
         assert (await http.get(f"{url}/a2a/nope/.well-known/agent-card.json")).status_code == 404
 
 
@@ -310,6 +317,15 @@ async def test_protocol_errors_change_nothing(
             headers={**ALICE, "A2A-Version": "1.0"},
         )
         task_id = done["result"]["task"]["id"]
+        # Metadata keys are camelCase like the rest of the JSON binding.
+        assert "stopReason" in done["result"]["task"]["metadata"]
+        async with httpx.AsyncClient() as http:
+            slash = await http.post(  # a client joining "/" to the interface URL
+                f"{url}/a2a/",
+                json={"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": task_id}},
+                headers={**ALICE, "A2A-Version": "1.0"},
+            )
+        assert slash.json()["result"]["id"] == task_id
 
         assert (await rpc(url, b"{not json"))["error"]["code"] == -32700
         batch = await rpc(url, [{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}])
@@ -332,6 +348,24 @@ async def test_protocol_errors_change_nothing(
             headers={**ALICE, "A2A-Version": "1.0"},
         )
         assert not_found["error"]["code"] == -32001
+        bad_id = await rpc(
+            url, {"jsonrpc": "2.0", "id": {"bad": "type"}, "method": "message/send", "params": {}}
+        )
+        assert bad_id["error"]["code"] == -32600  # the request is invalid, not its params
+        file_part = {"raw": "dGNr", "mediaType": "application/x-unknown"}
+        unsupported = await rpc(
+            url,
+            {
+                "jsonrpc": "2.0",
+                "id": 6,
+                "method": "SendMessage",
+                "params": {
+                    "message": {"messageId": "y", "role": "ROLE_USER", "parts": [file_part]}
+                },
+            },
+            headers={**ALICE, "A2A-Version": "1.0"},
+        )
+        assert unsupported["error"]["code"] == -32005
         wrong_type = await rpc(url, b'{"jsonrpc": "2.0"}', content_type="text/plain")
         assert wrong_type["error"]["code"] == -32005
         async with httpx.AsyncClient() as http:
@@ -404,3 +438,79 @@ async def test_get_task_answers_while_the_worker_is_down_and_after_it_returns(
         if worker.poll() is None:
             worker.kill()
         worker.wait()
+
+
+async def test_card_declares_no_security_when_auth_is_off(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="x")]))
+    settings = settings_for(
+        llm, workspace, api_port=free_port(), auth_mode="off", a2a_default_agent="investigate"
+    )
+    async with keel(temporal_client, store, settings) as url, httpx.AsyncClient() as http:
+        card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
+        assert "securitySchemes" not in card and "security" not in card
+        done = await rpc(
+            url,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {"messageId": "z", "role": "ROLE_USER", "parts": [{"text": "q"}]}
+                },
+            },
+            headers={"A2A-Version": "1.0"},
+        )
+        assert done["result"]["task"]["metadata"]["agent"] == "investigate"
+
+
+async def test_subscription_outlasts_input_required_and_ends_at_a_terminal_state(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[ScriptedToolCall(name="ask_user", arguments={"question": "Who?"})]
+                ),
+                Turn(content="Done."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    agents = workspace / "agents"
+    agents.mkdir()
+    (agents / "asker.md").write_text(
+        "---\nname: asker\ntools: [ask_user]\n---\nAsk, then answer.\n"
+    )
+    settings = settings.model_copy(update={"agents_dir": agents})
+    async with (
+        keel(temporal_client, store, settings) as url,
+        a2a_client(url, streaming=True, agent="asker") as client,
+    ):
+        first = [e async for e in client.send_message(user_message("start"))]
+        task_id = first[0].task.id
+        waiting = await client.get_task(GetTaskRequest(id=task_id))
+        assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        async def answer() -> None:
+            await asyncio.sleep(0.5)
+            async with a2a_client(url, streaming=False, agent="asker") as other:
+                _ = [e async for e in other.send_message(user_message("me", task_id=task_id))]
+
+        answering = asyncio.create_task(answer())
+        events = [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+        await answering
+        assert events[0].HasField("task")
+        last = events[-1]
+        state = last.status_update.status if last.HasField("status_update") else last.task.status
+        assert state.state == TaskState.TASK_STATE_COMPLETED
