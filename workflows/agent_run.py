@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.tool_specs import Risk
 
 LEAN_STEPS_PATCH = "lean-steps-v1"
+LEAN_RECORDS_PATCH = "lean-records-v1"
 
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
@@ -125,7 +127,7 @@ class AgentRunWorkflow:
                 workflow.continue_as_new(run.model_copy(update={"state": state}))
 
     async def _start(self, run: RunInput) -> None:
-        await workflow.execute_activity(
+        await self._record(
             "start_run",
             StartRunInput(
                 run_id=run.run_id,
@@ -282,7 +284,7 @@ class AgentRunWorkflow:
             )
             self._state.interactions[interaction.id] = interaction
             created.append(interaction)
-        await workflow.execute_activity(
+        await self._record(
             "open_interactions",
             OpenInteractionsInput(
                 run_id=run.run_id,
@@ -328,7 +330,7 @@ class AgentRunWorkflow:
                 action="allow",
             )
             self._state.session_rules.append(new_rule)
-        await workflow.execute_activity(
+        await self._record(
             "resolve_interaction",
             ResolveInteractionInput(
                 run_id=run.run_id,
@@ -469,6 +471,37 @@ class AgentRunWorkflow:
             retry_policy=timeouts.TOOL_RETRY,
         )
 
+    async def _record(
+        self,
+        name: str,
+        payload: object,
+        *,
+        result_type: type | None = None,
+        start_to_close_timeout: timedelta,
+        retry_policy: RetryPolicy,
+    ) -> Any:
+        """A Postgres write of the run's record: idempotent, so a local activity will do.
+
+        Local: no round trip through the server for a few milliseconds of work. Runs
+        started before this change keep replaying on regular activities.
+        """
+        if workflow.patched(LEAN_RECORDS_PATCH):
+            return await workflow.execute_local_activity(
+                name,
+                payload,
+                result_type=result_type,
+                start_to_close_timeout=start_to_close_timeout,
+                retry_policy=retry_policy,
+                local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
+            )
+        return await workflow.execute_activity(
+            name,
+            payload,
+            result_type=result_type,
+            start_to_close_timeout=start_to_close_timeout,
+            retry_policy=retry_policy,
+        )
+
     def _lean(self) -> bool:
         """Runs started since lean steps run read-only tools as local activities.
 
@@ -487,7 +520,7 @@ class AgentRunWorkflow:
         final_step: int | None = None,
     ) -> RunResult:
         state = self._state
-        finished: FinishRunResult = await workflow.execute_activity(
+        finished: FinishRunResult = await self._record(
             "finish_run",
             FinishRunInput(
                 run_id=run.run_id,
