@@ -98,9 +98,7 @@ def worker() -> None:
         raise _fail(
             "keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither."
         )
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True
-    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
     try:
         asyncio.run(run_worker_forever(settings))
     except KeyboardInterrupt:
