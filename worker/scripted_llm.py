@@ -187,7 +187,7 @@ class ScriptedLLMServer:
         if self._thread is not None:
             raise RuntimeError("The scripted LLM server is already running; call stop() first.")
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))

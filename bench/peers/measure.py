@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -197,8 +196,3 @@ def check_answer(answer: object, expected: str) -> None:
     """Fail the measurement when a run's answer shows it skipped tool results."""
     if answer != expected:
         raise PeerError(f"The run answered {answer!r}, expected {expected!r}.")
-
-
-def note(message: str) -> None:
-    """Progress for the parent's log, on stderr so stdout stays one line."""
-    print(message, file=sys.stderr, flush=True)
