@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import os
 import platform
-import socket
 import statistics
 import tempfile
 import time
@@ -80,8 +79,6 @@ class Setup:
     run_timeout_s: float
     pause_s: float
     """Idle time before each timed Keel run."""
-    nodelay_fixed: bool
-    """Whether the scripted server's listening socket needed TCP_NODELAY set here."""
 
     @property
     def llm_calls(self) -> int:
@@ -138,7 +135,6 @@ async def bench(steps: int, repeat: int, pause_s: float) -> None:
                 try:
                     await store.migrate()
                     with ScriptedLLMServer(script(steps)) as llm:
-                        nodelay_fixed = disable_nagle(llm)
                         settings = settings_from(
                             temporal_address=temporal.address,
                             database_url=database_url,
@@ -157,7 +153,6 @@ async def bench(steps: int, repeat: int, pause_s: float) -> None:
                             settings=settings,
                             run_timeout_s=RUN_TIMEOUT_S + RUN_TIMEOUT_PER_STEP_S * (steps + 1),
                             pause_s=pause_s,
-                            nodelay_fixed=nodelay_fixed,
                         )
                         client = await connect(temporal.address)
                         keel, plain = await measure(client, store, setup, repeat)
@@ -230,23 +225,6 @@ def scratch_workspace(root: Path, lines: int) -> Path:
     text = "".join(f"line {i}: nothing to see here\n" for i in range(1, lines + 1))
     (root / READ_PATH).write_text(text)
     return root
-
-
-def disable_nagle(server: ScriptedLLMServer) -> bool:
-    """Set TCP_NODELAY on the server's listening socket; accepted connections inherit it (Linux).
-
-    ScriptedLLMServer binds a socket made with protocol 0, and asyncio only turns Nagle off
-    on sockets whose protocol is IPPROTO_TCP, so a reply's body can wait ~40 ms for the
-    client's delayed ACK of its headers: that would swamp the plain loop. True when this
-    had to be done; a no-op once the server sets the option itself.
-    """
-    fixed = False
-    for listener in getattr(getattr(server, "_server", None), "servers", []):
-        for sock in listener.sockets:
-            if not sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                fixed = True
-    return fixed
 
 
 @asynccontextmanager
@@ -431,8 +409,6 @@ def print_report(setup: Setup, repeat: int, keel: list[KeelRun], plain: list[flo
         f"python {platform.python_version()}, temporalio {temporalio.__version__}, "
         f"openai {openai.__version__}, nproc {os.cpu_count()}"
     )
-    if setup.nodelay_fixed:
-        print("scripted LLM: TCP_NODELAY set on its listening socket here (see bench/README.md)")
     rows = [
         ("ms per step, Keel on Temporal", f"{keel_median:.2f}", spread(keel_ms)),
         ("ms per step, plain loop", f"{plain_median:.2f}", spread(plain_ms)),
