@@ -2,12 +2,56 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic_core import SchemaSerializer
+from pydantic_core.core_schema import any_schema
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
+
+
+class CompactJsonPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """Pydantic JSON without the fields that hold their default values.
+
+    Every payload lands in a run's history, most of them once a step, and most
+    fields of Keel's models sit at their defaults. Decoding fills them back in, so
+    the values round-trip unchanged. The rule that follows: never change the
+    default of a field of a model that travels through Temporal, or histories
+    already written would decode differently. Add a new field instead.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._compact = SchemaSerializer(any_schema())
+
+    def to_payload(self, value: Any) -> Payload | None:
+        data = self._compact.to_json(value, exclude_defaults=True)
+        return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
+
+
+class KeelPayloadConverter(CompositePayloadConverter):
+    """Temporal's default converters, with compact pydantic JSON in place of plain JSON."""
+
+    def __init__(self) -> None:
+        compact = CompactJsonPayloadConverter()
+        super().__init__(
+            *(
+                compact if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+DATA_CONVERTER = DataConverter(payload_converter_class=KeelPayloadConverter)
 
 
 async def connect(address: str, namespace: str = "default") -> Client:
     """A client whose payloads are Keel's pydantic models."""
-    return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
-    )
+    return await Client.connect(address, namespace=namespace, data_converter=DATA_CONVERTER)

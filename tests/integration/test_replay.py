@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from activities.store import Store
@@ -17,13 +16,14 @@ from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
+from worker.temporal_client import DATA_CONVERTER
 from workflows.agent_run import AgentRunWorkflow
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 
 
 def replayer() -> Replayer:
-    return Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    return Replayer(workflows=[AgentRunWorkflow], data_converter=DATA_CONVERTER)
 
 
 @pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.stem)

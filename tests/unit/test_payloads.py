@@ -1,0 +1,45 @@
+"""Keel's data converter: compact JSON that decodes to the same values."""
+
+from __future__ import annotations
+
+import json
+
+from temporalio.converter import DataConverter
+
+from worker.temporal_client import DATA_CONVERTER
+from workflows.models import LlmStepResult, RunState, ToolCallRequest, ToolDigest, Usage
+
+converter = DATA_CONVERTER.payload_converter
+
+
+def test_fields_at_their_defaults_are_left_out() -> None:
+    digest = ToolDigest(size=62, sha256="8e1dda13fe90a3ee", seen=["notes.txt"])
+    [payload] = converter.to_payloads([digest])
+    written = json.loads(payload.data)
+    assert written == {"size": 62, "sha256": "8e1dda13fe90a3ee", "seen": ["notes.txt"]}
+    assert converter.from_payloads([payload], [ToolDigest]) == [digest]
+
+
+def test_values_changed_in_place_survive_the_round_trip() -> None:
+    state = RunState()
+    state.step = 3
+    state.seen.append("README.md")  # mutated, never assigned: still written
+    state.usage = state.usage.plus(Usage(prompt_tokens=10))
+    [payload] = converter.to_payloads([state])
+    [back] = converter.from_payloads([payload], [RunState])
+    assert back == state and back.seen == ["README.md"] and back.usage.prompt_tokens == 10
+
+
+def test_payloads_written_in_full_still_decode() -> None:
+    result = LlmStepResult(
+        tool_calls=[ToolCallRequest(call_id="c1", name="read_file", arguments="{}")],
+        usage=Usage(prompt_tokens=5, completion_tokens=1),
+        latency_ms=7,
+    )
+    # As the stock pydantic converter wrote it, with fields this version dropped.
+    full = DataConverter.default.payload_converter.to_payloads(
+        [{**result.model_dump(), "content_preview": "", "finish_reason": "tool_calls"}]
+    )
+    assert converter.from_payloads(full, [LlmStepResult]) == [result]
+    [compact] = converter.to_payloads([result])
+    assert len(compact.data) < len(full[0].data)
