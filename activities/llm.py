@@ -8,6 +8,7 @@ workflow history never carries a transcript.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -64,6 +65,16 @@ class LlmActivities:
         if step.nudge:
             await self._store.put_user_message(step.run_id, step.step, 0, step.nudge)
         history = await self._store.conversation(step.run_id, step.session_id)
+        if any(m.step == step.step and m.role == "assistant" for m in history):
+            # An earlier attempt finished this call and a crash lost only its result:
+            # answer from the record rather than pay for (and diverge on) a second call.
+            recorded = await self._store.recorded_call(step.run_id, step.step)
+            if recorded is not None:
+                usage = Usage(
+                    prompt_tokens=recorded.prompt_tokens,
+                    completion_tokens=recorded.completion_tokens,
+                )
+                return _digest(recorded.tool_calls, usage, recorded.latency_ms)
         started = time.monotonic()
         message, usage, finish_reason = await _with_heartbeats(
             self._complete(step, [_to_openai(m) for m in history])
@@ -85,19 +96,7 @@ class LlmActivities:
             event_seq=step.event_seq,
             cost_usd=self._cost(step.model, usage),
         )
-        return LlmStepResult(
-            tool_calls=[
-                ToolCallRequest(
-                    call_id=str(call["id"]),
-                    name=call["function"]["name"],
-                    arguments=call["function"]["arguments"],
-                )
-                for call in tool_calls
-            ],
-            content_chars=len(content),
-            finish_reason=finish_reason,
-            usage=usage,
-        )
+        return _digest(tool_calls, usage, latency_ms)
 
     def _cost(self, model: str, usage: Usage) -> float:
         price = self._prices.get(model)
@@ -178,28 +177,21 @@ class LlmActivities:
     async def _complete(
         self, step: LlmStepInput, messages: list[dict[str, Any]]
     ) -> tuple[dict[str, Any], Usage, str]:
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": name,
-                    "description": TOOL_SPECS[name].description,
-                    "parameters": TOOL_SPECS[name].json_schema(),
-                },
-            }
-            for name in step.tools
-        ]
-        kwargs: dict[str, Any] = {}
-        if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = step.tool_choice
+        # The conversation and tools go in `extra_body`: the client's request transform
+        # walks every message with type introspection (milliseconds a call, growing with
+        # the conversation) and changes nothing in chat payloads. The request on the
+        # wire is the same.
+        body: dict[str, Any] = {"messages": messages}
+        if step.tools:
+            body["tools"] = _tool_definitions(tuple(step.tools))
+            body["tool_choice"] = step.tool_choice
         try:
-            stream = await self._client.chat.completions.create(  # type: ignore[call-overload]
+            stream = await self._client.chat.completions.create(
                 model=step.model,
-                messages=messages,
+                messages=[],
                 stream=True,
                 stream_options={"include_usage": True},
-                **kwargs,
+                extra_body=body,
             )
             deltas = _DeltaPublisher(self._store, step.run_id, step.step, activity.info().attempt)
             async with deltas:
@@ -211,6 +203,38 @@ class LlmActivities:
                 f"LLM endpoint unreachable at {self._client.base_url}: {exc}",
                 type="LlmUnavailable",
             ) from exc
+
+
+@functools.lru_cache(maxsize=64)
+def _tool_definitions(names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The `tools` of a request, built once per tool set: JSON schemas are slow to make."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": TOOL_SPECS[name].description,
+                "parameters": TOOL_SPECS[name].json_schema(),
+            },
+        }
+        for name in names
+    ]
+
+
+def _digest(tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int) -> LlmStepResult:
+    """What the workflow needs of a model call: the calls to gate, usage and timing."""
+    return LlmStepResult(
+        tool_calls=[
+            ToolCallRequest(
+                call_id=str(call["id"]),
+                name=call["function"]["name"],
+                arguments=call["function"]["arguments"],
+            )
+            for call in tool_calls
+        ],
+        usage=usage,
+        latency_ms=latency_ms,
+    )
 
 
 class _DeltaPublisher:

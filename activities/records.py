@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -33,6 +34,15 @@ class RunRecord(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     schedule_id: str | None = None
+
+
+class RecordedCall(BaseModel):
+    """A model call as recorded for one step: its tool calls, usage and timing."""
+
+    tool_calls: list[dict[str, Any]]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
 
 
 class EventRecord(BaseModel):

@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from activities.audit import redact
-from activities.records import EventRecord, MessageRecord, RunRecord
+from activities.records import EventRecord, MessageRecord, RecordedCall, RunRecord
 from workflows.models import StartRunInput
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
@@ -378,6 +378,26 @@ class Store:
             )
             for seq, type_, data in events:
                 await self._put_event(conn, run_id, seq, type_, data)
+
+    async def recorded_call(self, run_id: str, step: int) -> RecordedCall | None:
+        """The model call already recorded for this step, if an earlier attempt made it."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT m.tool_calls, c.prompt_tokens, c.completion_tokens, c.latency_ms"
+                " FROM messages m"
+                " JOIN llm_calls c ON c.run_id = m.run_id AND c.step = m.step"
+                " WHERE m.run_id = %s AND m.step = %s AND m.ord = 1 AND m.role = 'assistant'",
+                (run_id, step),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return RecordedCall(
+            tool_calls=row["tool_calls"] or [],
+            prompt_tokens=row["prompt_tokens"],
+            completion_tokens=row["completion_tokens"],
+            latency_ms=row["latency_ms"],
+        )
 
     async def record_assistant(
         self,

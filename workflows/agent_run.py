@@ -18,6 +18,7 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     CancelledError,
+    FailureError,
     WorkflowAlreadyStartedError,
 )
 from temporalio.workflow import ParentClosePolicy
@@ -53,8 +54,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.permissions import PermissionRule
     from workflows.tool_specs import Risk
 
+# Versioning: runs started before a change replay on the code they were recorded
+# with. Each change was a patch of its own; runs started since `LEAN_PATCH` record
+# that one marker (and one search-attribute update) for all of them.
 LEAN_STEPS_PATCH = "lean-steps-v1"
 LEAN_RECORDS_PATCH = "lean-records-v1"
+LOCAL_LLM_PATCH = "local-llm-v1"
+LEAN_PATCH = "lean-v2"
 
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
@@ -94,8 +100,11 @@ class AgentRunWorkflow:
                 self._state.session_rules = list(run.session_rules)
                 await self._start(run)
             return await self._loop(run)
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
+        except FailureError as err:
+            # A regular activity fails with an ActivityError around the cause; a local
+            # one with the cause itself.
+            cause = err.cause if isinstance(err, ActivityError) else err
+            if isinstance(cause, CancelledError):
                 # The run was cancelled while an activity was in flight.
                 await self._finish(run, "cancelled", "cancelled")
                 raise asyncio.CancelledError() from err
@@ -164,16 +173,28 @@ class AgentRunWorkflow:
             gate_results=state.pending_results,
             event_seq=self._take_seqs(2),
         )
-        # A regular activity: its completion is recorded before the next step starts,
-        # so a model call that finished is never made again, whatever crashes later.
-        result: LlmStepResult = await workflow.execute_activity(
-            "llm_step",
-            step_input,
-            result_type=LlmStepResult,
-            start_to_close_timeout=timeouts.LLM_START_TO_CLOSE,
-            heartbeat_timeout=timeouts.LLM_HEARTBEAT,
-            retry_policy=timeouts.llm_retry(run.llm_max_attempts),
-        )
+        local = self._llm_runs_local()
+        if local:
+            result: LlmStepResult = await workflow.execute_local_activity(
+                "llm_step",
+                step_input,
+                result_type=LlmStepResult,
+                start_to_close_timeout=timeouts.LLM_START_TO_CLOSE,
+                retry_policy=timeouts.llm_retry(run.llm_max_attempts),
+                local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
+            )
+            state.local_llm_ms += result.latency_ms
+        else:
+            result = await workflow.execute_activity(
+                "llm_step",
+                step_input,
+                result_type=LlmStepResult,
+                start_to_close_timeout=timeouts.LLM_START_TO_CLOSE,
+                heartbeat_timeout=timeouts.LLM_HEARTBEAT,
+                retry_policy=timeouts.llm_retry(run.llm_max_attempts),
+            )
+            state.local_llm_ms = 0
+        state.last_llm_ms = result.latency_ms
         state.pending_results = []
         state.usage = state.usage.plus(result.usage)
         return result
@@ -485,7 +506,7 @@ class AgentRunWorkflow:
         Local: no round trip through the server for a few milliseconds of work. Runs
         started before this change keep replaying on regular activities.
         """
-        if workflow.patched(LEAN_RECORDS_PATCH):
+        if _since(LEAN_RECORDS_PATCH):
             return await workflow.execute_local_activity(
                 name,
                 payload,
@@ -502,13 +523,32 @@ class AgentRunWorkflow:
             retry_policy=retry_policy,
         )
 
+    def _llm_runs_local(self) -> bool:
+        """A fast model's next call runs as a local activity, a slow one's as a regular one.
+
+        A regular activity's completion is recorded before the next step starts. A local
+        one's is recorded when the workflow task ends, so a crash can lose a finished
+        call's result; the activity then answers from the message it stored, and the
+        model is not called twice. Local calls run back to back only while the model
+        stays fast and for `LLM_LOCAL_BUDGET_MS` of model time; the first call of a
+        run, and any after a slow one, are regular. Decided from recorded results, so
+        replay decides the same.
+        """
+        state = self._state
+        last = state.last_llm_ms
+        if last is None or last >= timeouts.LLM_LOCAL_BELOW_MS:
+            return False
+        if state.local_llm_ms + last > timeouts.LLM_LOCAL_BUDGET_MS:
+            return False
+        return _since(LOCAL_LLM_PATCH)
+
     def _lean(self) -> bool:
         """Runs started since lean steps run read-only tools as local activities.
 
         A read is safe to repeat, so it need not be recorded before the next one starts;
         histories recorded before keep replaying on their regular activities.
         """
-        return workflow.patched(LEAN_STEPS_PATCH)
+        return _since(LEAN_STEPS_PATCH)
 
     async def _finish(
         self,
@@ -617,6 +657,11 @@ class AgentRunWorkflow:
         )
 
 
+def _since(patch: str) -> bool:
+    """Whether this run has `patch`: recorded with it, or started since `LEAN_PATCH`."""
+    return workflow.patched(LEAN_PATCH) or workflow.patched(patch)
+
+
 class RunAborted(Exception):
     """The run must stop and fail, for a reason the policy gives."""
 
@@ -663,7 +708,9 @@ def _interaction_answer(interaction: Interaction) -> str:
     )
 
 
-def _failure_reason(err: ActivityError) -> str:
-    cause = err.cause
-    message = str(cause) if cause is not None else str(err)
-    return f"{err.activity_type or 'activity'} failed: {message}"
+def _failure_reason(err: FailureError) -> str:
+    if isinstance(err, ActivityError):
+        cause = err.cause
+        message = str(cause) if cause is not None else str(err)
+        return f"{err.activity_type or 'activity'} failed: {message}"
+    return f"a step failed: {err}"

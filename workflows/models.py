@@ -128,6 +128,12 @@ class RunState(BaseModel):
         default_factory=dict, description="Every interaction of the run, by id."
     )
     webhooks_sent: int = Field(default=0, description="Notices handed to the run's webhook.")
+    last_llm_ms: int | None = Field(
+        default=None, description="How long the latest model call took; None before the first."
+    )
+    local_llm_ms: int = Field(
+        default=0, description="Model time spent in local activities since the last checkpoint."
+    )
 
 
 class MessageRef(BaseModel):
@@ -303,10 +309,8 @@ class LlmStepResult(BaseModel):
     """Output of `llm_step`: a digest; the message itself is in Postgres."""
 
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
-    content_preview: str = ""
-    content_chars: int = 0
-    finish_reason: str = "stop"
     usage: Usage = Field(default_factory=Usage)
+    latency_ms: int = Field(default=0, description="How long the model took to answer.")
 
 
 class ToolCallInput(BaseModel):
@@ -333,7 +337,7 @@ class ToolDigest(BaseModel):
     size: int
     sha256: str = Field(description="A prefix of the output's SHA-256 (the whole in Postgres).")
     preview: str = Field(default="", description="Unused since lean steps; the store has it.")
-    is_error: bool
+    is_error: bool = False
     seen: list[str] = Field(default_factory=list)
 
 

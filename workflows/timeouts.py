@@ -7,6 +7,12 @@ from temporalio.common import RetryPolicy
 LLM_START_TO_CLOSE = timedelta(minutes=10)
 LLM_HEARTBEAT = timedelta(seconds=10)
 LLM_DEFAULT_ATTEMPTS = 6
+# A model that answered the last call this fast gets the next one as a local
+# activity (no round trip through the server), until this much model time has
+# passed since the last regular activity: then one regular call checkpoints the
+# run, so a crash repeats little and queries and signals wait little.
+LLM_LOCAL_BELOW_MS = 1_000
+LLM_LOCAL_BUDGET_MS = 2_000
 
 
 def llm_retry(max_attempts: int) -> RetryPolicy:

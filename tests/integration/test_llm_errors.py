@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,20 +51,24 @@ class ArrivalClock:
 
 
 async def llm_step_attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
-    """The attempt that ended each `llm_step` activity, in order."""
+    """The attempt that ended each `llm_step` activity, regular or local, in order."""
     history = await handle.fetch_history()
-    llm_steps = {
-        e.event_id
-        for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "llm_step"
-    }
-    return [
-        e.activity_task_started_event_attributes.attempt
-        for e in history.events
-        if e.HasField("activity_task_started_event_attributes")
-        and e.activity_task_started_event_attributes.scheduled_event_id in llm_steps
-    ]
+    llm_steps: set[int] = set()
+    attempts: list[int] = []
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            if e.activity_task_scheduled_event_attributes.activity_type.name == "llm_step":
+                llm_steps.add(e.event_id)
+        elif e.HasField("activity_task_started_event_attributes"):
+            if e.activity_task_started_event_attributes.scheduled_event_id in llm_steps:
+                attempts.append(e.activity_task_started_event_attributes.attempt)
+        elif e.HasField("marker_recorded_event_attributes"):
+            details = e.marker_recorded_event_attributes.details
+            if "data" in details:
+                data = json.loads(details["data"].payloads[0].data)
+                if data.get("activity_type") == "llm_step":
+                    attempts.append(data["attempt"])
+    return attempts
 
 
 async def test_server_errors_are_retried_until_the_call_succeeds(

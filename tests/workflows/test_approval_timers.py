@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from temporalio import activity
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.integration.runs import agent
+from worker.temporal_client import DATA_CONVERTER
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import (
     ApprovalPolicy,
@@ -41,7 +41,7 @@ TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 @pytest.fixture(scope="module")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     async with await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=str(TEST_SERVER)
+        data_converter=DATA_CONVERTER, test_server_existing_path=str(TEST_SERVER)
     ) as environment:
         yield environment
 
@@ -72,7 +72,7 @@ class StandIns:
                     )
                 ]
             )
-        return LlmStepResult(content_preview="final", content_chars=5)
+        return LlmStepResult()
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolDigest:

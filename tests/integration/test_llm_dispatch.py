@@ -1,0 +1,151 @@
+"""Where model calls run: fast models in the worker, slow ones through the server.
+
+Each run's first call is a regular activity; after a call that took under
+`LLM_LOCAL_BELOW_MS` the next runs as a local activity, until `LLM_LOCAL_BUDGET_MS`
+of model time has passed since the last regular one. Both kinds show in the
+history, and a finished call is never made twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import ActivityEnvironment
+
+from activities.audit import AuditLog
+from activities.llm import LlmActivities
+from activities.store import Store
+from tests.conftest import in_process_worker
+from tests.integration.runs import agent, start_run
+from worker.runtime import openai_client
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+from workflows import timeouts
+from workflows.models import LlmStepInput, StartRunInput
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+
+
+def listing(delay_s: float = 0.0) -> Turn:
+    return Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})], delay_s=delay_s)
+
+
+async def llm_calls_by_kind(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """'regular' or 'local' for each `llm_step` in the history, in order."""
+    kinds: list[str] = []
+    history = await handle.fetch_history()
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            if event.activity_task_scheduled_event_attributes.activity_type.name == "llm_step":
+                kinds.append("regular")
+        elif event.HasField("marker_recorded_event_attributes"):
+            details = event.marker_recorded_event_attributes.details
+            if "data" in details:
+                data = json.loads(details["data"].payloads[0].data)
+                if data.get("activity_type") == "llm_step":
+                    kinds.append("local")
+    return kinds
+
+
+async def test_a_fast_model_is_called_in_the_worker_after_the_first_call(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[listing(), listing(), listing(), Turn(content="done")]))
+    settings = settings_for(llm, workspace)
+    spec = agent(max_stale_rounds=10)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=spec)
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.status == "completed" and result.steps == 4
+    assert await llm_calls_by_kind(handle) == ["regular", "local", "local", "local"]
+    assert llm.requests_by_turn == {0: 1, 1: 1, 2: 1, 3: 1}
+    run = await store.get_run(handle.id)
+    assert run is not None and run.prompt_tokens == 400
+
+
+async def test_a_slow_model_is_called_through_the_server(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    slow = timeouts.LLM_LOCAL_BELOW_MS / 1000 + 0.2
+    llm = scripted(Script(turns=[listing(slow), listing(slow), Turn(content="done")]))
+    settings = settings_for(llm, workspace)
+    spec = agent(max_stale_rounds=10)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=spec)
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.status == "completed"
+    assert await llm_calls_by_kind(handle) == ["regular", "regular", "regular"]
+
+
+async def test_local_calls_checkpoint_once_their_model_time_adds_up(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    # Each call takes 40% of the budget: two local calls, then a regular one.
+    each = timeouts.LLM_LOCAL_BUDGET_MS * 0.4 / 1000
+    llm = scripted(Script(turns=[*(listing(each) for _ in range(6)), Turn(content="done")]))
+    settings = settings_for(llm, workspace)
+    spec = agent(max_stale_rounds=10)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=spec)
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.status == "completed" and result.steps == 7
+    kinds = await llm_calls_by_kind(handle)
+    assert kinds == ["regular", "local", "local", "regular", "local", "local", "regular"]
+
+
+async def test_a_repeated_call_answers_from_the_record_without_asking_the_model(
+    store: Store, workspace: Path, scripted: StartLLM, settings_for: MakeSettings
+) -> None:
+    # What a local call does when a crash lost its result: the same step, asked again.
+    llm = scripted(Script(turns=[listing(), Turn(content="done")]))
+    settings = settings_for(llm, workspace)
+    run_id = "run-test-journal"
+    await store.start_run(
+        StartRunInput(
+            run_id=run_id,
+            agent="review",
+            system_prompt="Review.",
+            input="Review this project.",
+            model=settings.model,
+            workspace=str(workspace),
+            tenant_id="default",
+            requester="tester",
+            trigger="api",
+            session_id=None,
+            parent_run_id=None,
+            event_seq=1,
+        )
+    )
+    client = openai_client(settings)
+    activities = LlmActivities(client, store, AuditLog(store.pool))
+    step = LlmStepInput(
+        run_id=run_id, step=1, model=settings.model, tools=["list_files"], event_seq=2
+    )
+    env = ActivityEnvironment()
+    try:
+        first = await env.run(activities.llm_step, step)
+        again = await env.run(activities.llm_step, step)
+    finally:
+        await client.close()
+    assert again == first and [c.name for c in again.tool_calls] == ["list_files"]
+    assert llm.requests_by_turn[0] == 1
+    messages = await store.conversation(run_id, None)
+    assert [m.role for m in messages].count("assistant") == 1
