@@ -339,7 +339,7 @@ class Store:
         is_error: bool,
         events: Sequence[tuple[int, str, dict[str, object]]] = (),
     ) -> None:
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
             await self._put_message(
                 conn,
                 run_id,
@@ -415,34 +415,37 @@ class Store:
         event_seq: int,
         cost_usd: float = 0.0,
     ) -> None:
-        """Store an LLM call's message, trace, usage and events in one transaction."""
-        async with self._pool.connection() as conn, conn.transaction():
+        """Store an LLM call's message, trace, usage and events in one transaction.
+
+        Pipelined: the statements go out together and cost one round trip.
+        """
+        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
             await self._put_message(
                 conn, run_id, step, 1, "assistant", content, tool_calls=tool_calls or None
             )
-            cur = await conn.execute(
-                "INSERT INTO llm_calls (run_id, step, model, prompt_tokens, completion_tokens,"
-                " latency_ms, attempt, finish_reason, cost_usd)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (
-                    run_id,
-                    step,
-                    model,
-                    prompt_tokens,
-                    completion_tokens,
-                    latency_ms,
-                    attempt,
-                    finish_reason,
-                    cost_usd,
-                ),
+            # Usage counts once per step, however often the step's call is recorded.
+            await conn.execute(
+                "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
+                " completion_tokens, latency_ms, attempt, finish_reason, cost_usd)"
+                " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
+                " %(latency)s, %(attempt)s, %(finish)s, %(cost)s)"
+                " ON CONFLICT DO NOTHING RETURNING 1)"
+                " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
+                " completion_tokens = completion_tokens + %(completion)s,"
+                " steps = greatest(steps, %(step)s), cost_usd = cost_usd + %(cost)s"
+                " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call)",
+                {
+                    "run": run_id,
+                    "step": step,
+                    "model": model,
+                    "prompt": prompt_tokens,
+                    "completion": completion_tokens,
+                    "latency": latency_ms,
+                    "attempt": attempt,
+                    "finish": finish_reason,
+                    "cost": cost_usd,
+                },
             )
-            if cur.rowcount == 1:
-                await conn.execute(
-                    "UPDATE runs SET prompt_tokens = prompt_tokens + %s,"
-                    " completion_tokens = completion_tokens + %s, steps = greatest(steps, %s),"
-                    " cost_usd = cost_usd + %s WHERE id = %s",
-                    (prompt_tokens, completion_tokens, step, cost_usd, run_id),
-                )
             await self._put_event(
                 conn,
                 run_id,
