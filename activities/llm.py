@@ -12,10 +12,11 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import httpx
 import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -185,22 +186,31 @@ class LlmActivities:
         if step.tools:
             body["tools"] = _tool_definitions(tuple(step.tools))
             body["tool_choice"] = step.tool_choice
+        # The stream is read as server-sent events and parsed with `json`: the client's
+        # typed chunks cost more CPU than the rest of the step's Python together.
         try:
-            stream = await self._client.chat.completions.create(
+            async with self._client.chat.completions.with_streaming_response.create(
                 model=step.model,
                 messages=[],
                 stream=True,
                 stream_options={"include_usage": True},
                 extra_body=body,
-            )
-            deltas = _DeltaPublisher(self._store, step.run_id, step.step, activity.info().attempt)
-            async with deltas:
-                return await _collect(stream, on_text=deltas.add)
+            ) as response:
+                deltas = _DeltaPublisher(
+                    self._store, step.run_id, step.step, activity.info().attempt
+                )
+                async with deltas:
+                    return await _collect(_chunks(response.iter_lines()), on_text=deltas.add)
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ApplicationError(
                 f"LLM endpoint unreachable at {self._client.base_url}: {exc}",
+                type="LlmUnavailable",
+            ) from exc
+        except httpx.HTTPError as exc:  # the stream broke after the reply began
+            raise ApplicationError(
+                f"LLM stream from {self._client.base_url} broke: {type(exc).__name__}: {exc}",
                 type="LlmUnavailable",
             ) from exc
 
@@ -306,38 +316,65 @@ class _DeltaPublisher:
                     self._warned = True
 
 
+async def _chunks(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON chunks of a chat completion stream, until `[DONE]`."""
+    async for line in lines:
+        if not line.startswith("data:"):
+            continue  # blank separators, comments, `event:` lines
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise ApplicationError(
+                f"LLM provider sent a malformed stream chunk: {data[:200]}", type="LlmUnavailable"
+            ) from exc
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise ApplicationError(
+                f"LLM provider failed mid-stream: {str(message)[:300]}", type="LlmUnavailable"
+            )
+        yield chunk
+
+
 async def _collect(
-    stream: Any, on_text: Callable[[str], None] | None = None
+    chunks: AsyncIterator[dict[str, Any]], on_text: Callable[[str], None] | None = None
 ) -> tuple[dict[str, Any], Usage, str]:
     """Assemble a streamed completion into one message; `on_text` sees each text delta."""
     content: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage = Usage()
     finish_reason = "stop"
-    async for chunk in stream:
-        if chunk.usage is not None:
+    async for chunk in chunks:
+        reported = chunk.get("usage")
+        if reported:
             usage = Usage(
-                prompt_tokens=chunk.usage.prompt_tokens or 0,
-                completion_tokens=chunk.usage.completion_tokens or 0,
+                prompt_tokens=reported.get("prompt_tokens") or 0,
+                completion_tokens=reported.get("completion_tokens") or 0,
             )
-        for choice in chunk.choices:
-            delta = choice.delta
-            if delta.content:
-                content.append(delta.content)
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if text:
+                content.append(text)
                 if on_text is not None:
-                    on_text(delta.content)
-            for part in delta.tool_calls or []:
+                    on_text(text)
+            for part in delta.get("tool_calls") or ():
                 call = calls.setdefault(
-                    part.index,
+                    part.get("index", 0),
                     {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
                 )
-                if part.id:
-                    call["id"] = part.id
-                if part.function is not None:
-                    call["function"]["name"] += part.function.name or ""
-                    call["function"]["arguments"] += part.function.arguments or ""
-            if choice.finish_reason:
-                finish_reason = choice.finish_reason
+                if part.get("id"):
+                    call["id"] = part["id"]
+                function = part.get("function") or {}
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                finish_reason = choice["finish_reason"]
     ordered = [calls[i] for i in sorted(calls)]
     for i, call in enumerate(ordered):
         call["id"] = call["id"] or f"call_{i}"

@@ -1,0 +1,88 @@
+"""Reading a chat completion stream: chunks assembled, provider errors made retryable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities.llm import _chunks, _collect
+
+
+async def lines(*items: str) -> AsyncIterator[str]:
+    for item in items:
+        yield item
+
+
+def data(chunk: object) -> str:
+    return "data: " + json.dumps(chunk)
+
+
+async def test_text_and_tool_calls_are_assembled_and_usage_read() -> None:
+    seen: list[str] = []
+    stream = lines(
+        ": keep-alive",
+        data({"choices": [{"delta": {"content": "Hel"}}]}),
+        "",
+        data({"choices": [{"delta": {"content": "lo"}}]}),
+        data(
+            {
+                "choices": [
+                    {
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "id": "c1",
+                                    "function": {"name": "read_file", "arguments": '{"pa'},
+                                }
+                            ]
+                        }
+                    }
+                ]
+            }
+        ),
+        data(
+            {
+                "choices": [
+                    {
+                        "delta": {
+                            "tool_calls": [{"index": 0, "function": {"arguments": 'th": "a"}'}}]
+                        },
+                        "finish_reason": "tool_calls",
+                    }
+                ]
+            }
+        ),
+        data({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}),
+        "data: [DONE]",
+        data({"choices": [{"delta": {"content": "after the end"}}]}),
+    )
+    message, usage, finish = await _collect(_chunks(stream), on_text=seen.append)
+    assert message["content"] == "Hello" and seen == ["Hel", "lo"]
+    assert message["tool_calls"] == [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "a"}'},
+        }
+    ]
+    assert (usage.prompt_tokens, usage.completion_tokens, finish) == (7, 3, "tool_calls")
+
+
+async def test_an_error_event_mid_stream_is_a_retryable_failure() -> None:
+    stream = lines(
+        data({"choices": [{"delta": {"content": "par"}}]}),
+        data({"error": {"message": "overloaded", "type": "server_error"}}),
+    )
+    with pytest.raises(ApplicationError, match="overloaded") as caught:
+        await _collect(_chunks(stream))
+    assert caught.value.type == "LlmUnavailable" and not caught.value.non_retryable
+
+
+async def test_a_malformed_chunk_is_a_retryable_failure() -> None:
+    with pytest.raises(ApplicationError, match="malformed") as caught:
+        await _collect(_chunks(lines("data: {not json")))
+    assert caught.value.type == "LlmUnavailable"
