@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
         WebhookNotice,
     )
     from workflows.permissions import PermissionRule
-    from workflows.tool_specs import Risk
+    from workflows.tool_specs import Risk, ToolSpec
 
 # Versioning: runs started before a change replay on the code they were recorded
 # with. Each change was a patch of its own; runs started since `LEAN_PATCH` record
@@ -473,9 +473,8 @@ class AgentRunWorkflow:
             tenant_id=run.tenant_id,
             allowed_by=_rule_text(decision) if interaction_id is None else None,
         )
-        read_only = decision.spec is not None and decision.spec.read_only
-        if read_only and self._lean():
-            # Short reads run in the worker that holds the workflow: one marker, no round trip.
+        if decision.spec is not None and self._tool_runs_local(decision.spec):
+            # Short calls run in the worker that holds the workflow: one marker, no round trip.
             return await workflow.execute_local_activity(
                 "run_tool",
                 call,
@@ -541,6 +540,12 @@ class AgentRunWorkflow:
         if state.local_llm_ms + last > timeouts.LLM_LOCAL_BUDGET_MS:
             return False
         return _since(LOCAL_LLM_PATCH)
+
+    def _tool_runs_local(self, spec: ToolSpec) -> bool:
+        """Reads and quick writes run as local activities; `bash` stays a regular one."""
+        if spec.read_only:
+            return self._lean()
+        return spec.quick_write and workflow.patched(LEAN_PATCH)
 
     def _lean(self) -> bool:
         """Runs started since lean steps run read-only tools as local activities.

@@ -93,6 +93,11 @@ class ToolSpec(BaseModel):
     risk: Risk
     group: PermissionGroup
     read_only: bool
+    quick_write: bool = False
+    """A write that finishes in milliseconds: it runs as a local activity, like a read.
+
+    Safe because an acting call is claimed in Postgres before it runs and its output
+    stored after, so a call repeated after a crash is answered, not run again."""
     args_model: type[ToolArgs]
     subject_of: Callable[[ToolArgs], str]
 
@@ -166,6 +171,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             risk="write",
             group="edit",
             read_only=False,
+            quick_write=True,
             args_model=WriteFileArgs,
             subject_of=_path,
         ),
@@ -178,6 +184,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             risk="write",
             group="edit",
             read_only=False,
+            quick_write=True,
             args_model=EditFileArgs,
             subject_of=_path,
         ),
