@@ -19,6 +19,7 @@ from worker.temporal_client import connect
 log = logging.getLogger("keel.stack")
 
 STARTUP_TIMEOUT_S = 90.0
+PORT_RACE_ATTEMPTS = 3
 
 
 class StackError(RuntimeError):
@@ -100,8 +101,36 @@ class TemporalDevServer:
             args += ["--ui-port", str(self.ui_port), "--ui-ip", "127.0.0.1"]
         else:
             args += ["--headless"]
-        self._process = await asyncio.to_thread(self._spawn, args)
-        await self._wait_ready()
+        for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
+            log_start = self._log_size()
+            self._process = await asyncio.to_thread(self._spawn, args)
+            try:
+                await self._wait_ready()
+                return
+            except StackError:
+                # The server picks its internal ports itself; another process can take
+                # one between its pick and its bind. Starting again picks new ones.
+                if attempt == PORT_RACE_ATTEMPTS or not self._lost_a_port_race(log_start):
+                    raise
+                log.warning("Temporal dev server lost a port race; starting it again")
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_file.stat().st_size if self.log_file is not None else 0
+        except OSError:
+            return 0
+
+    def _lost_a_port_race(self, log_start: int) -> bool:
+        """Whether the server just exited because a port it picked was taken."""
+        if self._process is None or self._process.poll() is None or self.log_file is None:
+            return False
+        try:
+            with open(self.log_file, "rb") as log_file:
+                log_file.seek(log_start)
+                written = log_file.read(1_000_000)
+        except OSError:
+            return False
+        return b"address already in use" in written
 
     def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
         if self.log_file is None:
