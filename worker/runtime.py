@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import openai
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.a2a_client import A2AClientActivities
 from activities.audit import AuditLog
@@ -85,6 +86,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         ],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
+        workflow_runner=(
+            SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
+        ),
     )
     return WorkerParts(worker=worker, store=store, llm=llm)
 

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     max_concurrent_activities: int = Field(
         default=100, ge=1, validation_alias=_env("KEEL_MAX_CONCURRENT_ACTIVITIES")
     )
+    workflow_sandbox: bool = Field(
+        default=True,
+        validation_alias=_env("KEEL_WORKFLOW_SANDBOX"),
+        description="Run workflow code in Temporal's sandbox, which catches nondeterminism.",
+    )
 
     auth_mode: Literal["jwt", "off"] = Field(
         default="jwt",

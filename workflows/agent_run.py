@@ -431,22 +431,46 @@ class AgentRunWorkflow:
 
     @workflow.update(name="decide")
     async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
+        await self._opened(decision.interaction_id)
+        problem = self._problem_with(decision)
+        if problem is not None:
+            raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
         interaction = self._apply(decision)
         return DecisionOutcome(interaction_id=interaction.id, status=interaction.status)
 
     @decide.validator
     def _validate_decision(self, decision: InteractionDecision) -> None:
         problem = self._problem_with(decision)
-        if problem is not None:
+        # An interaction this run does not know yet may be on its way: see `_opened`.
+        if problem is not None and problem[0] != "InteractionNotFound":
             raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
 
     @workflow.signal(name="resolve_interaction")
-    def resolve_interaction(self, decision: InteractionDecision) -> None:
+    async def resolve_interaction(self, decision: InteractionDecision) -> None:
+        if _since(LEAN_PATCH):
+            await self._opened(decision.interaction_id)
         problem = self._problem_with(decision)
         if problem is None:
             self._apply(decision)
         else:
             workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, problem[1])
+
+    async def _opened(self, interaction_id: str) -> None:
+        """Wait a little for an interaction that the store has and this run does not yet.
+
+        A worker that takes over a run replays it, and a decision can arrive in the
+        same workflow task as the model's reply that asks for the approval: the
+        decision is handled first, before the replay has opened the interaction again.
+        """
+        if interaction_id in self._state.interactions:
+            return
+        try:
+            await workflow.wait_condition(
+                lambda: interaction_id in self._state.interactions,
+                timeout=timeouts.DECISION_WAITS_FOR_INTERACTION,
+            )
+        except TimeoutError:
+            pass
 
     @workflow.query(name="interactions")
     def list_interactions(self) -> list[Interaction]:

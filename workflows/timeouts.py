@@ -53,6 +53,10 @@ WEBHOOK_RETRY = RetryPolicy(
     non_retryable_error_types=["WebhookRejected"],
 )
 
+# A decision for an interaction the run has not opened (yet): how long it waits for
+# a replay to open it, within the API's 15 s wait for the `decide` update.
+DECISION_WAITS_FOR_INTERACTION = timedelta(seconds=10)
+
 # Local activities retry in the worker up to this long, then by durable timer.
 LOCAL_RETRY_THRESHOLD = timedelta(seconds=30)
 

@@ -104,6 +104,9 @@ async def decide(
     audit: AuditDep,
 ) -> DecisionResult:
     await run_for(run_id, user, store, audit, allow_admin=False)
+    # The store has every interaction a run opened; the run itself may be replaying.
+    if await interactions.get(run_id, interaction_id) is None:
+        raise HTTPException(404, detail=f"No interaction {interaction_id} in run {run_id}.")
     decision = InteractionDecision(
         interaction_id=interaction_id,
         decision=body.decision,

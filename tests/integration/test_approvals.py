@@ -15,13 +15,16 @@ import psycopg
 from temporalio.client import Client
 
 from activities.audit import AuditLog
+from activities.interaction_store import InteractionStore
 from activities.store import Store
 from api.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
+from tests.integration.runs import agent, start_run
 from tests.integration.test_durability import worker_env
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
+from workflows.models import DecisionOutcome, InteractionDecision
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -381,3 +384,35 @@ async def test_an_approval_after_a_worker_restart_is_honoured_once(
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+async def test_a_decision_that_arrives_before_its_interaction_waits_for_it(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    # As when a worker takes over and replays a run: the decision is handled before the
+    # model's reply that opens the interaction. Here the reply is simply late.
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[write("late.txt", "x")], delay_s=1.5),
+                Turn(content="Not written."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=agent("build"))
+        decision = InteractionDecision(
+            interaction_id="ia-1-2", decision="reject", approver="anonymous", text="no"
+        )
+        outcome = await handle.execute_update("decide", decision, result_type=DecisionOutcome)
+        assert outcome.status == "rejected"
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.status == "completed" and result.steps == 2
+    assert not (workspace / "late.txt").exists()
+    [interaction] = await InteractionStore(store.pool).for_run(handle.id)
+    assert interaction.status == "rejected"
