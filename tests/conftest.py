@@ -106,6 +106,10 @@ def settings_for(temporal_server: TemporalDevServer, database_url: str, tmp_path
             "workspace_root": root,
             "llm_max_attempts": 3,
             "jwt_secret": JWT_SECRET,
+            # In-process workers run the workflows in Temporal's sandbox, so the suite
+            # catches nondeterministic workflow code; `keel worker` processes in the
+            # tests run without it, as production does by default.
+            "workflow_sandbox": True,
         }
         values.update(overrides)
         return settings_from(**values)

@@ -90,9 +90,12 @@ class Settings(BaseSettings):
         default=100, ge=1, validation_alias=_env("KEEL_MAX_CONCURRENT_ACTIVITIES")
     )
     workflow_sandbox: bool = Field(
-        default=True,
+        default=False,
         validation_alias=_env("KEEL_WORKFLOW_SANDBOX"),
-        description="Run workflow code in Temporal's sandbox, which catches nondeterminism.",
+        description=(
+            "Run workflow code in Temporal's sandbox, which catches nondeterministic code "
+            "at a cost in CPU and memory. Keel's tests run in it; workers need not."
+        ),
     )
 
     auth_mode: Literal["jwt", "off"] = Field(
