@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import ActivityEnvironment
 
@@ -26,7 +27,7 @@ from worker.runtime import openai_client
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from workflows import timeouts
-from workflows.models import LlmStepInput, StartRunInput
+from workflows.models import LlmStepInput, RunResult, StartRunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -53,20 +54,36 @@ async def llm_calls_by_kind(handle: WorkflowHandle[Any, Any]) -> list[str]:
     return kinds
 
 
-async def test_a_fast_model_is_called_in_the_worker_after_the_first_call(
+Played = tuple[ScriptedLLMServer, WorkflowHandle[Any, Any], RunResult]
+
+
+@pytest.fixture
+def play(
     temporal_client: Client,
     store: Store,
     workspace: Path,
     scripted: StartLLM,
     settings_for: MakeSettings,
+) -> Callable[[list[Turn]], Awaitable[Played]]:
+    """Run the review agent on a script to its end, on an in-process worker."""
+
+    async def run(turns: list[Turn]) -> Played:
+        llm = scripted(Script(turns=turns))
+        settings = settings_for(llm, workspace)
+        spec = agent(max_stale_rounds=10)
+        async with in_process_worker(temporal_client, store, settings):
+            handle = await start_run(temporal_client, settings, workspace, spec=spec)
+            result = await asyncio.wait_for(handle.result(), timeout=60)
+        assert result.status == "completed" and result.steps == len(turns)
+        return llm, handle, result
+
+    return run
+
+
+async def test_a_fast_model_is_called_in_the_worker_after_the_first_call(
+    play: Callable[[list[Turn]], Awaitable[Played]], store: Store
 ) -> None:
-    llm = scripted(Script(turns=[listing(), listing(), listing(), Turn(content="done")]))
-    settings = settings_for(llm, workspace)
-    spec = agent(max_stale_rounds=10)
-    async with in_process_worker(temporal_client, store, settings):
-        handle = await start_run(temporal_client, settings, workspace, spec=spec)
-        result = await asyncio.wait_for(handle.result(), timeout=60)
-    assert result.status == "completed" and result.steps == 4
+    llm, handle, _ = await play([listing(), listing(), listing(), Turn(content="done")])
     assert await llm_calls_by_kind(handle) == ["regular", "local", "local", "local"]
     assert llm.requests_by_turn == {0: 1, 1: 1, 2: 1, 3: 1}
     run = await store.get_run(handle.id)
@@ -74,39 +91,19 @@ async def test_a_fast_model_is_called_in_the_worker_after_the_first_call(
 
 
 async def test_a_slow_model_is_called_through_the_server(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    play: Callable[[list[Turn]], Awaitable[Played]],
 ) -> None:
     slow = timeouts.LLM_LOCAL_BELOW_MS / 1000 + 0.2
-    llm = scripted(Script(turns=[listing(slow), listing(slow), Turn(content="done")]))
-    settings = settings_for(llm, workspace)
-    spec = agent(max_stale_rounds=10)
-    async with in_process_worker(temporal_client, store, settings):
-        handle = await start_run(temporal_client, settings, workspace, spec=spec)
-        result = await asyncio.wait_for(handle.result(), timeout=60)
-    assert result.status == "completed"
+    _, handle, _ = await play([listing(slow), listing(slow), Turn(content="done")])
     assert await llm_calls_by_kind(handle) == ["regular", "regular", "regular"]
 
 
 async def test_local_calls_checkpoint_once_their_model_time_adds_up(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    play: Callable[[list[Turn]], Awaitable[Played]],
 ) -> None:
     # Each call takes 40% of the budget: two local calls, then a regular one.
     each = timeouts.LLM_LOCAL_BUDGET_MS * 0.4 / 1000
-    llm = scripted(Script(turns=[*(listing(each) for _ in range(6)), Turn(content="done")]))
-    settings = settings_for(llm, workspace)
-    spec = agent(max_stale_rounds=10)
-    async with in_process_worker(temporal_client, store, settings):
-        handle = await start_run(temporal_client, settings, workspace, spec=spec)
-        result = await asyncio.wait_for(handle.result(), timeout=60)
-    assert result.status == "completed" and result.steps == 7
+    _, handle, _ = await play([*(listing(each) for _ in range(6)), Turn(content="done")])
     kinds = await llm_calls_by_kind(handle)
     assert kinds == ["regular", "local", "local", "regular", "local", "local", "regular"]
 
