@@ -9,6 +9,7 @@ in Postgres; this history carries only references and digests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -464,13 +465,11 @@ class AgentRunWorkflow:
         """
         if interaction_id in self._state.interactions:
             return
-        try:
+        with contextlib.suppress(TimeoutError):  # then the caller says it is not found
             await workflow.wait_condition(
                 lambda: interaction_id in self._state.interactions,
                 timeout=timeouts.DECISION_WAITS_FOR_INTERACTION,
             )
-        except TimeoutError:
-            pass
 
     @workflow.query(name="interactions")
     def list_interactions(self) -> list[Interaction]:
