@@ -32,8 +32,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -41,8 +41,6 @@ from typing import Any, Literal, NamedTuple
 import httpx
 import psycopg
 import temporalio
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -50,9 +48,10 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from activities.store import Store, StoreUnavailable
 from api.auth import dev_token
 from api.local_stack import serve_api
+from bench.step_overhead import BenchError, fresh_database
 from worker.dev_stack import StackError, TemporalDevServer, free_port, temporal_binary
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings, settings_from
+from worker.settings import Settings, environment_of, settings_from
 from worker.temporal_client import connect
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -98,10 +97,6 @@ FAILED_SQL = (
     " WHERE status IN ('failed', 'cancelled') AND id = ANY(%s) LIMIT 3"
 )
 WRONG_REPORT_SQL = "SELECT count(*) FROM runs WHERE id = ANY(%s) AND report IS DISTINCT FROM %s"
-
-
-class BenchError(RuntimeError):
-    """The benchmark could not run or the runs did not go as scripted; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -366,28 +361,6 @@ def make_workspaces(parent: Path, count: int) -> list[Path]:
     return paths
 
 
-@asynccontextmanager
-async def fresh_database(admin_url: str) -> AsyncIterator[str]:
-    """A new database on the server of `admin_url`, dropped on exit."""
-    name = f"keel_bench_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = await psycopg.AsyncConnection.connect(admin_url, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise BenchError(
-            f"Cannot connect to Postgres at {admin_url} ({exc}); start it or set DATABASE_URL "
-            "to a server where this user may create databases."
-        ) from exc
-    async with admin:
-        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield make_conninfo(admin_url, dbname=name)
-    finally:
-        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-            await admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
 async def versions(database_url: str) -> str:
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         row = await (await conn.execute("SHOW server_version")).fetchone()
@@ -421,23 +394,23 @@ async def postmaster_pid(psutil: Any, db: psycopg.AsyncConnection[Any]) -> int |
 
 def worker_env(settings: Settings) -> dict[str, str]:
     """`keel worker` reads its settings from the environment, like in production."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "TEMPORAL_ADDRESS": str(settings.temporal_address),
-            "DATABASE_URL": str(settings.database_url),
-            "OPENAI_BASE_URL": settings.openai_base_url,
-            "OPENAI_API_KEY": settings.openai_api_key.get_secret_value(),
-            "KEEL_MODEL": settings.model,
-            "KEEL_TASK_QUEUE": settings.task_queue,
-            "KEEL_WORKSPACE_ROOT": str(settings.workspace_root),
-            "KEEL_DATA_DIR": str(settings.data_dir),
-            "KEEL_LLM_MAX_ATTEMPTS": str(settings.llm_max_attempts),
-            "KEEL_JWT_SECRET": JWT_SECRET,
-            "KEEL_MAX_CONCURRENT_ACTIVITIES": str(settings.max_concurrent_activities),
-        }
-    )
-    return env
+    return {
+        **os.environ,
+        **environment_of(
+            settings,
+            "temporal_address",
+            "database_url",
+            "openai_base_url",
+            "openai_api_key",
+            "model",
+            "task_queue",
+            "workspace_root",
+            "data_dir",
+            "llm_max_attempts",
+            "jwt_secret",
+            "max_concurrent_activities",
+        ),
+    }
 
 
 @contextmanager

@@ -149,3 +149,21 @@ def settings_from(**fields: object) -> Settings:
         assert isinstance(alias, AliasChoices), name
         values[str(alias.choices[0])] = value
     return Settings.model_validate(values)
+
+
+def environment_of(settings: Settings, *names: str) -> dict[str, str]:
+    """The environment variables that give another process these fields of `settings`.
+
+    The inverse of `settings_from`, for starting `keel worker` as production does.
+    """
+    env: dict[str, str] = {}
+    for name in names:
+        alias = Settings.model_fields[name].validation_alias
+        assert isinstance(alias, AliasChoices), name
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        env[str(alias.choices[0])] = str(value)
+    return env

@@ -19,7 +19,7 @@ from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from worker.dev_stack import TemporalDevServer, free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
+from worker.settings import Settings, environment_of
 from worker.temporal_client import connect
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -31,20 +31,21 @@ def read(path: str, **extra: object) -> ScriptedToolCall:
 
 
 def worker_env(settings: Settings) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "TEMPORAL_ADDRESS": str(settings.temporal_address),
-            "DATABASE_URL": str(settings.database_url),
-            "OPENAI_BASE_URL": settings.openai_base_url,
-            "OPENAI_API_KEY": settings.openai_api_key.get_secret_value(),
-            "KEEL_MODEL": settings.model,
-            "KEEL_TASK_QUEUE": settings.task_queue,
-            "KEEL_WORKSPACE_ROOT": str(settings.workspace_root),
-            "KEEL_DATA_DIR": str(settings.data_dir),
-        }
-    )
-    return env
+    """What `keel worker` needs to join the test's stack, read from its environment."""
+    return {
+        **os.environ,
+        **environment_of(
+            settings,
+            "temporal_address",
+            "database_url",
+            "openai_base_url",
+            "openai_api_key",
+            "model",
+            "task_queue",
+            "workspace_root",
+            "data_dir",
+        ),
+    }
 
 
 @pytest.fixture

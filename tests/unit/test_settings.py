@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from worker.settings import Settings
+from worker.settings import Settings, environment_of, settings_from
 
 ROOT = Path(__file__).parents[2]
 SECRET = "sk-test-do-not-print-0123456789"
@@ -166,3 +166,23 @@ def test_only_settings_reads_the_environment() -> None:
 )
 def test_the_scan_catches_each_spelling(line: str) -> None:
     assert ENV_READ.search(line)
+
+
+def test_environment_of_gives_another_process_the_same_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    given = settings_from(
+        temporal_address="127.0.0.1:7999",
+        openai_api_key="sk-test-secret",
+        data_dir=tmp_path / "data",
+        llm_max_attempts=2,
+        workflow_sandbox=True,
+    )
+    names = ("temporal_address", "openai_api_key", "data_dir", "llm_max_attempts")
+    env = environment_of(given, *names, "database_url", "workflow_sandbox")
+    assert "DATABASE_URL" not in env  # unset fields are left to the other process
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    read = Settings()
+    for name in (*names, "workflow_sandbox"):
+        assert getattr(read, name) == getattr(given, name), name
