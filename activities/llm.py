@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 from activities.audit import AuditEntry, AuditLog
 from activities.prices import ModelPrice
 from activities.records import MessageRecord
+from activities.run_records import open_run
 from activities.store import Store
 from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRequest, Usage
 from workflows.tool_specs import TOOL_SPECS
@@ -61,6 +62,8 @@ class LlmActivities:
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
+        if step.start is not None:
+            await open_run(self._store, step.start)
         await self._store_gate_results(step.run_id, step.gate_results)
         await self._audit_denials(step)
         if step.nudge:
@@ -75,7 +78,7 @@ class LlmActivities:
                     prompt_tokens=recorded.prompt_tokens,
                     completion_tokens=recorded.completion_tokens,
                 )
-                return _digest(recorded.tool_calls, usage, recorded.latency_ms)
+                return _digest(recorded.tool_calls, usage, recorded.latency_ms, lean=step.lean)
         started = time.monotonic()
         message, usage, finish_reason = await _with_heartbeats(
             self._complete(step, [_to_openai(m) for m in history])
@@ -97,7 +100,7 @@ class LlmActivities:
             event_seq=step.event_seq,
             cost_usd=self._cost(step.model, usage),
         )
-        return _digest(tool_calls, usage, latency_ms)
+        return _digest(tool_calls, usage, latency_ms, lean=step.lean)
 
     def _cost(self, model: str, usage: Usage) -> float:
         price = self._prices.get(model)
@@ -231,20 +234,25 @@ def _tool_definitions(names: tuple[str, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def _digest(tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int) -> LlmStepResult:
-    """What the workflow needs of a model call: the calls to gate, usage and timing."""
-    return LlmStepResult(
-        tool_calls=[
-            ToolCallRequest(
-                call_id=str(call["id"]),
-                name=call["function"]["name"],
-                arguments=call["function"]["arguments"],
-            )
-            for call in tool_calls
-        ],
-        usage=usage,
-        latency_ms=latency_ms,
-    )
+def _digest(
+    tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int, *, lean: bool
+) -> LlmStepResult:
+    """What the workflow needs of a model call: the calls to gate, usage and timing.
+
+    Lean digests carry the tokens as `[prompt, completion]`, a third of the bytes.
+    """
+    calls = [
+        ToolCallRequest(
+            call_id=str(call["id"]),
+            name=call["function"]["name"],
+            arguments=call["function"]["arguments"],
+        )
+        for call in tool_calls
+    ]
+    if lean:
+        tokens = [usage.prompt_tokens, usage.completion_tokens]
+        return LlmStepResult(tool_calls=calls, tokens=tokens, latency_ms=latency_ms)
+    return LlmStepResult(tool_calls=calls, usage=usage, latency_ms=latency_ms)
 
 
 class _DeltaPublisher:

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from activities.store import Store
+from activities.store import MissingRunTexts, Store
 from workflows.models import FinishRunInput, FinishRunResult, StartRunInput
 
 REPORT_PREVIEW_CHARS = 200
 TERMINAL_EVENT = {"completed": "done", "failed": "error", "cancelled": "cancelled"}
+
+
+async def open_run(store: Store, start: StartRunInput) -> None:
+    """Record the run as running with its opening messages (`start_run`, or a first call)."""
+    try:
+        await store.start_run(start)
+    except MissingRunTexts as err:
+        # Written before the run started, so waiting will not bring them.
+        raise ApplicationError(str(err), type="MissingRunTexts", non_retryable=True) from err
 
 
 class RunRecordActivities:
@@ -19,7 +29,7 @@ class RunRecordActivities:
 
     @activity.defn(name="start_run")
     async def start_run(self, start: StartRunInput) -> None:
-        await self._store.start_run(start)
+        await open_run(self._store, start)
 
     @activity.defn(name="finish_run")
     async def finish_run(self, finish: FinishRunInput) -> FinishRunResult:

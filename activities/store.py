@@ -8,6 +8,7 @@ retried activity changes nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from importlib import resources
@@ -24,6 +25,9 @@ from workflows.models import StartRunInput
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
 MIGRATION_LOCK_ID = 7_411_203
+# A model is taken to be fast when its latest calls, and at least a few, all were.
+FAST_MODEL_SAMPLE = 10
+FAST_MODEL_MIN_CALLS = 3
 
 
 class StoreUnavailable(RuntimeError):
@@ -32,6 +36,15 @@ class StoreUnavailable(RuntimeError):
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def texts_key(system_prompt: str, input: str) -> str:
+    """Content address of a run's texts: the same texts always get the same key."""
+    return sha256_text(json.dumps([system_prompt, input]))
+
+
+class MissingRunTexts(LookupError):
+    """A run's input points at texts that are not stored (for its tenant)."""
 
 
 class Store:
@@ -150,8 +163,51 @@ class Store:
             )
             return cur.rowcount == 1
 
+    async def put_run_texts(self, tenant_id: str, system_prompt: str, input: str) -> str:
+        """Store a run's system prompt and input; returns the key a `RunInput` carries."""
+        key = texts_key(system_prompt, input)
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO run_texts (tenant_id, key, system_prompt, input)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (tenant_id, key, system_prompt, input),
+            )
+        return key
+
+    async def run_texts(self, tenant_id: str, key: str) -> tuple[str, str] | None:
+        """The system prompt and input stored under `key` for the tenant, if any."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT system_prompt, input FROM run_texts WHERE tenant_id = %s AND key = %s",
+                (tenant_id, key),
+            )
+            row = await cur.fetchone()
+        return (row["system_prompt"], row["input"]) if row else None
+
+    async def model_is_fast(self, model: str, below_ms: int) -> bool:
+        """Whether the model's latest calls (at least a few) all took under `below_ms`."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) AS calls, max(latency_ms) AS slowest FROM ("
+                " SELECT latency_ms FROM llm_calls WHERE model = %s"
+                " ORDER BY created_at DESC LIMIT %s) latest",
+                (model, FAST_MODEL_SAMPLE),
+            )
+            row = await cur.fetchone()
+        if row is None or row["calls"] < FAST_MODEL_MIN_CALLS:
+            return False
+        return bool(row["slowest"] < below_ms)
+
     async def start_run(self, start: StartRunInput) -> None:
         """Mark the run running and store its opening messages and event."""
+        if start.texts is not None:
+            texts = await self.run_texts(start.tenant_id, start.texts)
+            if texts is None:
+                raise MissingRunTexts(
+                    f"Run {start.run_id}: no stored prompt and input under {start.texts} "
+                    f"for tenant {start.tenant_id}."
+                )
+            start = start.model_copy(update={"system_prompt": texts[0], "input": texts[1]})
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO runs (id, tenant_id, session_id, agent, model, requester, trigger,"
@@ -338,7 +394,8 @@ class Store:
         content: str,
         is_error: bool,
         events: Sequence[tuple[int, str, dict[str, object]]] = (),
-    ) -> None:
+    ) -> bool:
+        """Store a tool's output; returns whether an earlier step had the same output."""
         async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
             await self._put_message(
                 conn,
@@ -353,6 +410,24 @@ class Store:
             )
             for seq, type_, data in events:
                 await self._put_event(conn, run_id, seq, type_, data)
+            return await self._output_repeats(conn, run_id, step, sha256_text(content))
+
+    async def output_repeats(self, run_id: str, step: int, sha256: str) -> bool:
+        """Whether a tool output of a step before `step` has this SHA-256."""
+        async with self._pool.connection() as conn:
+            return await self._output_repeats(conn, run_id, step, sha256)
+
+    @staticmethod
+    async def _output_repeats(
+        conn: AsyncConnection[dict[str, Any]], run_id: str, step: int, sha256: str
+    ) -> bool:
+        cur = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE run_id = %s AND step < %s"
+            " AND role = 'tool' AND sha256 = %s) AS repeats",
+            (run_id, step, sha256),
+        )
+        row = await cur.fetchone()
+        return bool(row and row["repeats"])
 
     async def copy_tool_message(
         self,

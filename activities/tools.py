@@ -103,6 +103,11 @@ class ToolActivities:
         stored = await self._store.get_message(call.run_id, call.step, call.ord)
         if stored is not None:
             # A retry after the output was stored: answer from the store, run nothing.
+            if call.lean:
+                repeats = await self._store.output_repeats(
+                    call.run_id, call.step, stored.sha256 or ""
+                )
+                return ToolDigest(is_error=stored.is_error, stale=repeats)
             return ToolDigest(
                 size=len((stored.content or "").encode()),
                 sha256=(stored.sha256 or "")[:DIGEST_HASH_CHARS],
@@ -110,7 +115,7 @@ class ToolActivities:
             )
         output = await self._execute_once(call)
         digest = digest_of(output)
-        await self._store.put_tool_message(
+        repeats = await self._store.put_tool_message(
             run_id=call.run_id,
             step=call.step,
             ord_=call.ord,
@@ -146,6 +151,8 @@ class ToolActivities:
         if call.interaction_id is not None:
             final = "failed" if output.is_error else "executed"
             await self._interactions.mark(call.run_id, call.interaction_id, final, when="executing")
+        if call.lean:
+            return ToolDigest(is_error=output.is_error, stale=repeats)
         return digest
 
     async def _execute_once(self, call: ToolCallInput) -> ToolOutput:

@@ -16,8 +16,16 @@ from api.errors import problem
 from api.identity import user_ref
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
+from workflows import timeouts
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, RunInput, SessionState, SessionSubmission, SubmitOutcome
+from workflows.models import (
+    RUN_FORMAT,
+    AgentSpec,
+    RunInput,
+    SessionState,
+    SessionSubmission,
+    SubmitOutcome,
+)
 from workflows.session import SessionWorkflow
 
 
@@ -80,7 +88,7 @@ async def record_and_start(
     try:
         await temporal.start_workflow(
             AgentRunWorkflow.run,
-            run,
+            await as_started(store, run),
             id=run.run_id,
             task_queue=settings.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -121,7 +129,10 @@ async def submit_to_session(
     try:
         outcome: SubmitOutcome = await handle.execute_update(
             "submit",
-            SessionSubmission(run=run, on_busy=on_busy),  # type: ignore[arg-type]
+            SessionSubmission(
+                run=await as_started(store, run),
+                on_busy=on_busy,  # type: ignore[arg-type]
+            ),
             result_type=SubmitOutcome,
         )
     except WorkflowUpdateFailedError as err:
@@ -144,6 +155,20 @@ async def submit_to_session(
         metadata=metadata,
     )
     return outcome
+
+
+async def as_started(store: Store, run: RunInput) -> RunInput:
+    """The run as its workflow gets it.
+
+    The system prompt and input are stored in Postgres under a key the input carries,
+    so the history holds neither, whatever their size; and the run is told whether
+    its model's latest calls were fast, which lets its first call run in the worker.
+    """
+    key = await store.put_run_texts(run.tenant_id, run.agent.system_prompt, run.input)
+    fast = await store.model_is_fast(run.model, timeouts.LLM_LOCAL_BELOW_MS)
+    # The workflow never reads the agent's description either.
+    agent = run.agent.model_copy(update={"system_prompt": "", "description": ""})
+    return run.model_copy(update={"agent": agent, "input": "", "texts": key, "fast_model": fast})
 
 
 def run_input(
@@ -178,5 +203,6 @@ def run_input(
             "approval_expires_after_s": approval_expires_after_s,
             "webhook_url": webhook_url,
             "schedule_id": schedule_id,
+            "format": RUN_FORMAT,
         }
     )

@@ -38,6 +38,7 @@ from temporalio.client import Client
 from activities.file_tools import read_file
 from activities.store import Store, StoreUnavailable
 from activities.workspace import Workspace
+from api.run_factory import as_started
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import StackError, TemporalDevServer, free_port
 from worker.runtime import build_worker, openai_client
@@ -45,7 +46,7 @@ from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Tur
 from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Limits, RunInput, RunResult
+from workflows.models import RUN_FORMAT, AgentSpec, Limits, RunInput, RunResult
 from workflows.tool_specs import TOOL_SPECS, ReadFileArgs
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -257,16 +258,18 @@ async def keel_run(client: Client, store: Store, setup: Setup) -> KeelRun:
     settings = setup.settings
     run_id = f"run-bench-{uuid.uuid4().hex[:10]}"
     started = time.perf_counter()
+    run = RunInput(
+        run_id=run_id,
+        agent=setup.spec,
+        input=PROMPT,
+        model=settings.model,
+        workspace=str(setup.workspace),
+        llm_max_attempts=settings.llm_max_attempts,
+        format=RUN_FORMAT,
+    )
     handle = await client.start_workflow(
         AgentRunWorkflow.run,
-        RunInput(
-            run_id=run_id,
-            agent=setup.spec,
-            input=PROMPT,
-            model=settings.model,
-            workspace=str(setup.workspace),
-            llm_max_attempts=settings.llm_max_attempts,
-        ),
+        await as_started(store, run),  # as the API starts a run
         id=run_id,
         task_queue=settings.task_queue,
         execution_timeout=timedelta(seconds=setup.run_timeout_s),

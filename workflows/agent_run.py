@@ -57,11 +57,15 @@ with workflow.unsafe.imports_passed_through():
 
 # Versioning: runs started before a change replay on the code they were recorded
 # with. Each change was a patch of its own; runs started since `LEAN_PATCH` record
-# that one marker (and one search-attribute update) for all of them.
+# that one marker (and one search-attribute update) for all of them. Runs of
+# format 3 (`RunInput.format`, set by the starter) take every path these patches
+# guard and record no marker: the input, which is in the history, decides.
 LEAN_STEPS_PATCH = "lean-steps-v1"
 LEAN_RECORDS_PATCH = "lean-records-v1"
 LOCAL_LLM_PATCH = "local-llm-v1"
 LEAN_PATCH = "lean-v2"
+# The first `RunInput.format` that takes those paths without markers; fixed for good.
+LEAN_FORMAT = 3
 
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
@@ -71,10 +75,15 @@ FIRST_TOOL_ORD = 2
 
 @workflow.defn(name="AgentRunWorkflow")
 class AgentRunWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, run: RunInput) -> None:
         self._state = RunState()
         self._status: RunStatus = "running"
         self._stop_reason: StopReason | None = None
+        # Set here, not in `run`: a signal in the first activation is handled before it.
+        self._format3 = run.format >= LEAN_FORMAT
+        self._fast_start = self._format3 and run.fast_model
+        self._opening: StartRunInput | None = None
 
     @workflow.query(name="progress")
     def progress(self) -> RunProgress:
@@ -137,23 +146,30 @@ class AgentRunWorkflow:
                 workflow.continue_as_new(run.model_copy(update={"state": state}))
 
     async def _start(self, run: RunInput) -> None:
+        opening = StartRunInput(
+            run_id=run.run_id,
+            agent=run.agent.name,
+            system_prompt=run.agent.system_prompt,
+            input=run.input,
+            texts=run.texts,
+            model=run.model,
+            workspace=run.workspace,
+            tenant_id=run.tenant_id,
+            requester=run.requester,
+            trigger=run.trigger,
+            session_id=run.session_id,
+            parent_run_id=run.parent_run_id,
+            event_seq=self._take_seqs(1),
+            schedule_id=run.schedule_id,
+        )
+        if self._fast_start:
+            # The first model call, a local one, records it: one marker less. (A regular
+            # call's input is in the history, so it would carry all of this again.)
+            self._opening = opening
+            return
         await self._record(
             "start_run",
-            StartRunInput(
-                run_id=run.run_id,
-                agent=run.agent.name,
-                system_prompt=run.agent.system_prompt,
-                input=run.input,
-                model=run.model,
-                workspace=run.workspace,
-                tenant_id=run.tenant_id,
-                requester=run.requester,
-                trigger=run.trigger,
-                session_id=run.session_id,
-                parent_run_id=run.parent_run_id,
-                event_seq=self._take_seqs(1),
-                schedule_id=run.schedule_id,
-            ),
+            opening,
             start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
             retry_policy=timeouts.STORE_RETRY,
         )
@@ -173,7 +189,10 @@ class AgentRunWorkflow:
             nudge=plan.nudge,
             gate_results=state.pending_results,
             event_seq=self._take_seqs(2),
+            lean=self._format3,
+            start=self._opening,
         )
+        self._opening = None
         local = self._llm_runs_local()
         if local:
             result: LlmStepResult = await workflow.execute_local_activity(
@@ -197,7 +216,7 @@ class AgentRunWorkflow:
             state.local_llm_ms = 0
         state.last_llm_ms = result.latency_ms
         state.pending_results = []
-        state.usage = state.usage.plus(result.usage)
+        state.usage = state.usage.plus(result.spent())
         return result
 
     async def _tool_round(self, run: RunInput, gate: ToolGate, result: LlmStepResult) -> None:
@@ -237,12 +256,16 @@ class AgentRunWorkflow:
         )
 
         found: list[str] = []
+        fresh = False
         failures: list[bool] = []
         for ord_, decision in decisions:
             outcome = outcomes.get(ord_)
             if isinstance(outcome, ToolDigest):
-                found.extend(outcome.seen)
-                found.append(f"sha:{outcome.sha256[:16]}")
+                if self._format3:
+                    fresh = fresh or not outcome.stale
+                else:
+                    found.extend(outcome.seen)
+                    found.append(f"sha:{outcome.sha256[:16]}")
                 failures.append(outcome.is_error)
                 continue
             if outcome is None:
@@ -264,7 +287,7 @@ class AgentRunWorkflow:
         for fingerprint, ref in answered_now.items():
             if self._answer_is_final(ref):
                 state.answered[fingerprint] = ref
-        convergence.record_round(state, found, failures)
+        convergence.record_round(state, found, failures, fresh=fresh)
 
     def _answer_is_final(self, ref: MessageRef) -> bool:
         """Expired requests may be asked again; every other answer is reused."""
@@ -448,7 +471,7 @@ class AgentRunWorkflow:
 
     @workflow.signal(name="resolve_interaction")
     async def resolve_interaction(self, decision: InteractionDecision) -> None:
-        if _since(LEAN_PATCH):
+        if self._since(LEAN_PATCH):
             await self._opened(decision.interaction_id)
         problem = self._problem_with(decision)
         if problem is None:
@@ -495,6 +518,7 @@ class AgentRunWorkflow:
             interaction_id=interaction_id,
             tenant_id=run.tenant_id,
             allowed_by=_rule_text(decision) if interaction_id is None else None,
+            lean=self._format3,
         )
         if decision.spec is not None and self._tool_runs_local(decision.spec):
             # Short calls run in the worker that holds the workflow: one marker, no round trip.
@@ -528,7 +552,7 @@ class AgentRunWorkflow:
         Local: no round trip through the server for a few milliseconds of work. Runs
         started before this change keep replaying on regular activities.
         """
-        if _since(LEAN_RECORDS_PATCH):
+        if self._since(LEAN_RECORDS_PATCH):
             return await workflow.execute_local_activity(
                 name,
                 payload,
@@ -552,23 +576,26 @@ class AgentRunWorkflow:
         one's is recorded when the workflow task ends, so a crash can lose a finished
         call's result; the activity then answers from the message it stored, and the
         model is not called twice. Local calls run back to back only while the model
-        stays fast and for `LLM_LOCAL_BUDGET_MS` of model time; the first call of a
-        run, and any after a slow one, are regular. Decided from recorded results, so
-        replay decides the same.
+        stays fast and for `LLM_LOCAL_BUDGET_MS` of model time; any call after a slow
+        one is regular. A run's first call is regular unless its starter saw the
+        model's latest calls all fast (`RunInput.fast_model`, format 3). Decided from
+        the input and recorded results, so replay decides the same.
         """
         state = self._state
         last = state.last_llm_ms
-        if last is None or last >= timeouts.LLM_LOCAL_BELOW_MS:
+        if last is None:
+            return self._fast_start
+        if last >= timeouts.LLM_LOCAL_BELOW_MS:
             return False
         if state.local_llm_ms + last > timeouts.LLM_LOCAL_BUDGET_MS:
             return False
-        return _since(LOCAL_LLM_PATCH)
+        return self._since(LOCAL_LLM_PATCH)
 
     def _tool_runs_local(self, spec: ToolSpec) -> bool:
         """Reads and quick writes run as local activities; `bash` stays a regular one."""
         if spec.read_only:
             return self._lean()
-        return spec.quick_write and workflow.patched(LEAN_PATCH)
+        return spec.quick_write and (self._format3 or workflow.patched(LEAN_PATCH))
 
     def _lean(self) -> bool:
         """Runs started since lean steps run read-only tools as local activities.
@@ -576,7 +603,13 @@ class AgentRunWorkflow:
         A read is safe to repeat, so it need not be recorded before the next one starts;
         histories recorded before keep replaying on their regular activities.
         """
-        return _since(LEAN_STEPS_PATCH)
+        return self._since(LEAN_STEPS_PATCH)
+
+    def _since(self, patch: str) -> bool:
+        """Whether this run has `patch`: format 3, recorded with it, or since `LEAN_PATCH`."""
+        if self._format3:
+            return True
+        return workflow.patched(LEAN_PATCH) or workflow.patched(patch)
 
     async def _finish(
         self,
@@ -683,11 +716,6 @@ class AgentRunWorkflow:
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > timeouts.MAX_HISTORY_EVENTS
         )
-
-
-def _since(patch: str) -> bool:
-    """Whether this run has `patch`: recorded with it, or started since `LEAN_PATCH`."""
-    return workflow.patched(LEAN_PATCH) or workflow.patched(patch)
 
 
 class RunAborted(Exception):

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from activities.store import Store
+from api.run_factory import as_started
 from bench.peers.agent import (
     API_KEY,
     INSTRUCTIONS,
@@ -36,7 +37,7 @@ from worker.runtime import build_worker
 from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Limits, RunInput
+from workflows.models import RUN_FORMAT, AgentSpec, Limits, RunInput
 
 BASE_AGENT = "review"
 TOOL = "read_file"
@@ -92,16 +93,19 @@ async def keel_peer(args: PeerArgs) -> AsyncIterator[Peer]:
 
                 async def run_once() -> WorkflowRef | None:
                     run_id = f"run-peers-{uuid.uuid4().hex[:12]}"
+                    # As the API starts a run: the prompt and input stored, not in history.
+                    run = RunInput(
+                        run_id=run_id,
+                        agent=spec,
+                        input=PROMPT,
+                        model=settings.model,
+                        workspace=str(workspace),
+                        llm_max_attempts=settings.llm_max_attempts,
+                        format=RUN_FORMAT,
+                    )
                     handle = await client.start_workflow(
                         AgentRunWorkflow.run,
-                        RunInput(
-                            run_id=run_id,
-                            agent=spec,
-                            input=PROMPT,
-                            model=settings.model,
-                            workspace=str(workspace),
-                            llm_max_attempts=settings.llm_max_attempts,
-                        ),
+                        await as_started(store, run),
                         id=run_id,
                         task_queue=settings.task_queue,
                         execution_timeout=timedelta(seconds=args.timeout_s),

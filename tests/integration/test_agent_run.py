@@ -14,6 +14,8 @@ from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import RUN_FORMAT, RunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -215,19 +217,23 @@ async def test_max_steps_forces_a_final_answer(
     assert run is not None and run.report == "Looking at line 3."
 
 
+# Format 3 asks the store whether an output repeats an earlier one; format 0 keeps
+# hashes and paths in the workflow. Both see the same progress.
+@pytest.mark.parametrize("format", [RUN_FORMAT, 0], ids=["format-3", "format-0"])
 async def test_no_progress_nudges_then_forces_an_answer(
     temporal_client: Client,
     store: Store,
     workspace: Path,
     scripted: StartLLM,
     settings_for: MakeSettings,
+    format: int,
 ) -> None:
     same = [call("read_file", {"path": "README.md"})]
     llm = scripted(Script(turns=[Turn(tool_calls=same)] * 6 + [Turn(content="final")]))
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(
-            temporal_client, settings, workspace, spec=agent(max_stale_rounds=2)
+            temporal_client, settings, workspace, spec=agent(max_stale_rounds=2), format=format
         )
         result = await handle.result()
 
@@ -329,3 +335,90 @@ async def test_secrets_in_tool_output_are_masked_in_events(
     events = await store.list_events(handle.id)
     assert key not in str([e.data for e in events])
     assert any("[redacted]" in str(e.data) for e in events if e.type == "message")
+
+
+async def test_a_run_whose_stored_texts_are_missing_fails_clearly(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="never asked")]))
+    settings = settings_for(llm, workspace)
+    # Stored for another tenant: a key alone never reaches across tenants.
+    key = await store.put_run_texts("other-tenant", "Be brief.", "Review it.")
+    spec = agent()
+    run = RunInput(
+        run_id="run-test-no-texts",
+        agent=spec.model_copy(update={"system_prompt": ""}),
+        input="",
+        texts=key,
+        model=settings.model,
+        workspace=str(workspace),
+        format=RUN_FORMAT,
+    )
+    # Recorded as queued first, as the API does.
+    await store.create_run(
+        run_id=run.run_id,
+        tenant_id=run.tenant_id,
+        agent=spec.name,
+        model=run.model,
+        requester=run.requester,
+        trigger=run.trigger,
+        workspace=run.workspace,
+        input="Review it.",
+    )
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await temporal_client.start_workflow(
+            AgentRunWorkflow.run, run, id=run.run_id, task_queue=settings.task_queue
+        )
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    assert llm.total_requests == 0
+    record = await store.get_run(run.run_id)
+    assert record is not None and record.status == "failed"
+    assert record.error is not None and "no stored prompt and input" in record.error
+
+
+async def test_stored_texts_are_kept_once_per_tenant(store: Store) -> None:
+    first = await store.put_run_texts("acme", "Be brief.", "Review it.")
+    again = await store.put_run_texts("acme", "Be brief.", "Review it.")
+    other = await store.put_run_texts("acme", "Be brief.", "Review that.")
+    assert first == again != other and len(first) == 64
+    assert await store.run_texts("acme", first) == ("Be brief.", "Review it.")
+    assert await store.run_texts("globex", first) is None
+
+
+async def test_a_model_is_fast_once_its_latest_calls_all_were(store: Store) -> None:
+    model = "model-fast-check"
+    await store.create_run(
+        run_id="run-test-fast",
+        tenant_id="default",
+        agent="review",
+        model=model,
+        requester="user:alice",
+        trigger="api",
+        workspace="/tmp",
+        input="hi",
+    )
+
+    async def called(step: int, latency_ms: int) -> None:
+        async with store.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO llm_calls (run_id, step, model, prompt_tokens, completion_tokens,"
+                " latency_ms, attempt, created_at)"
+                " VALUES (%s, %s, %s, 1, 1, %s, 1, now() + %s * interval '1 ms')",
+                ("run-test-fast", step, model, latency_ms, step),
+            )
+
+    assert not await store.model_is_fast(model, 1000)  # never called: unknown
+    for step in (1, 2):
+        await called(step, 50)
+    assert not await store.model_is_fast(model, 1000)  # too few calls to tell
+    await called(3, 2500)
+    await called(4, 50)
+    assert not await store.model_is_fast(model, 1000)  # one of the latest was slow
+    for step in range(5, 16):
+        await called(step, 40)
+    assert await store.model_is_fast(model, 1000)  # the slow one is no longer latest

@@ -12,6 +12,7 @@ from temporalio.client import Client
 from activities.store import Store
 from api.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
+from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
@@ -96,6 +97,19 @@ async def test_post_a_run_follow_its_events_and_read_the_report(
         listed = (await http.get("/v1/runs", params={"limit": 200})).json()
         assert "api-run-1" in [r["id"] for r in listed["runs"]]
         assert llm.total_requests == 2
+
+    # The model got the agent's prompt and the input; the workflow history has neither,
+    # only the key they are stored under.
+    prompt = AgentCatalog.load().get("review")
+    assert prompt is not None
+    sent = llm.last_request(0)["messages"]
+    assert sent[0] == {"role": "system", "content": prompt.system_prompt}
+    assert sent[1] == {"role": "user", "content": "Review it."}
+    history = await temporal_client.get_workflow_handle("api-run-1").fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    recorded = started.input.payloads[0].data
+    assert b'"texts":"' in recorded
+    assert b"Review it." not in recorded and prompt.system_prompt[:40].encode() not in recorded
 
 
 async def test_bad_requests_get_clear_errors_and_start_nothing(

@@ -194,7 +194,7 @@ async def test_long_run_with_large_outputs_keeps_history_small(
 # What one step (a model call and one tool call) may add to the workflow history.
 HISTORY_BYTES_PER_STEP_BUDGET = 1024
 # What a whole run may average a step, its opening and closing records included.
-HISTORY_BYTES_PER_STEP_AVERAGE = 1280
+HISTORY_BYTES_PER_STEP_AVERAGE = 1024
 
 
 async def read_run(client: Client, settings: Settings, root: Path, files: int) -> tuple[int, int]:

@@ -1,15 +1,16 @@
 """Where model calls run: fast models in the worker, slow ones through the server.
 
-Each run's first call is a regular activity; after a call that took under
-`LLM_LOCAL_BELOW_MS` the next runs as a local activity, until `LLM_LOCAL_BUDGET_MS`
-of model time has passed since the last regular one. Both kinds show in the
-history, and a finished call is never made twice.
+A run's first call is a local activity (a regular one in runs of format 0); after
+a call that took under `LLM_LOCAL_BELOW_MS` the next runs as a local activity too,
+until `LLM_LOCAL_BUDGET_MS` of model time has passed since the last regular one.
+Both kinds show in the history, and a finished call is never made twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,15 @@ from temporalio.testing import ActivityEnvironment
 from activities.audit import AuditLog
 from activities.llm import LlmActivities
 from activities.store import Store
+from api.run_factory import as_started
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from worker.runtime import openai_client
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from workflows import timeouts
-from workflows.models import LlmStepInput, RunResult, StartRunInput
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import RUN_FORMAT, LlmStepInput, RunInput, RunResult, StartRunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -55,6 +58,7 @@ async def llm_calls_by_kind(handle: WorkflowHandle[Any, Any]) -> list[str]:
 
 
 Played = tuple[ScriptedLLMServer, WorkflowHandle[Any, Any], RunResult]
+Play = Callable[..., Awaitable[Played]]
 
 
 @pytest.fixture
@@ -64,15 +68,17 @@ def play(
     workspace: Path,
     scripted: StartLLM,
     settings_for: MakeSettings,
-) -> Callable[[list[Turn]], Awaitable[Played]]:
+) -> Play:
     """Run the review agent on a script to its end, on an in-process worker."""
 
-    async def run(turns: list[Turn]) -> Played:
+    async def run(turns: list[Turn], format: int = RUN_FORMAT, fast: bool = False) -> Played:
         llm = scripted(Script(turns=turns))
         settings = settings_for(llm, workspace)
         spec = agent(max_stale_rounds=10)
         async with in_process_worker(temporal_client, store, settings):
-            handle = await start_run(temporal_client, settings, workspace, spec=spec)
+            handle = await start_run(
+                temporal_client, settings, workspace, spec=spec, format=format, fast_model=fast
+            )
             result = await asyncio.wait_for(handle.result(), timeout=60)
         assert result.status == "completed" and result.steps == len(turns)
         return llm, handle, result
@@ -80,27 +86,32 @@ def play(
     return run
 
 
-async def test_a_fast_model_is_called_in_the_worker_after_the_first_call(
-    play: Callable[[list[Turn]], Awaitable[Played]], store: Store
+@pytest.mark.parametrize(
+    ("format", "fast", "first"),
+    [(RUN_FORMAT, True, "local"), (RUN_FORMAT, False, "regular"), (0, True, "regular")],
+    ids=["known-fast", "unknown", "format-0"],
+)
+async def test_a_fast_model_is_called_in_the_worker(
+    play: Play, store: Store, format: int, fast: bool, first: str
 ) -> None:
-    llm, handle, _ = await play([listing(), listing(), listing(), Turn(content="done")])
-    assert await llm_calls_by_kind(handle) == ["regular", "local", "local", "local"]
+    llm, handle, result = await play(
+        [listing(), listing(), listing(), Turn(content="done")], format=format, fast=fast
+    )
+    assert await llm_calls_by_kind(handle) == [first, "local", "local", "local"]
     assert llm.requests_by_turn == {0: 1, 1: 1, 2: 1, 3: 1}
     run = await store.get_run(handle.id)
     assert run is not None and run.prompt_tokens == 400
+    # Both digest forms add up the same tokens.
+    assert result.usage.prompt_tokens == 400 and result.usage.completion_tokens == 80
 
 
-async def test_a_slow_model_is_called_through_the_server(
-    play: Callable[[list[Turn]], Awaitable[Played]],
-) -> None:
+async def test_a_slow_model_is_called_through_the_server(play: Play) -> None:
     slow = timeouts.LLM_LOCAL_BELOW_MS / 1000 + 0.2
     _, handle, _ = await play([listing(slow), listing(slow), Turn(content="done")])
     assert await llm_calls_by_kind(handle) == ["regular", "regular", "regular"]
 
 
-async def test_local_calls_checkpoint_once_their_model_time_adds_up(
-    play: Callable[[list[Turn]], Awaitable[Played]],
-) -> None:
+async def test_local_calls_checkpoint_once_their_model_time_adds_up(play: Play) -> None:
     # Each call takes 40% of the budget: two local calls, then a regular one.
     each = timeouts.LLM_LOCAL_BUDGET_MS * 0.4 / 1000
     _, handle, _ = await play([*(listing(each) for _ in range(6)), Turn(content="done")])
@@ -146,3 +157,40 @@ async def test_a_repeated_call_answers_from_the_record_without_asking_the_model(
     assert llm.requests_by_turn[0] == 1
     messages = await store.conversation(run_id, None)
     assert [m.role for m in messages].count("assistant") == 1
+
+
+async def test_a_run_starts_in_the_worker_once_its_model_has_been_fast(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[listing(), listing(), listing(), Turn(content="done")]))
+    # A model name no other test has used: nothing is known of its speed yet.
+    settings = settings_for(llm, workspace, model=f"scripted-{uuid.uuid4().hex[:8]}")
+    kinds: list[list[str]] = []
+    async with in_process_worker(temporal_client, store, settings):
+        for _ in range(2):
+            run_id = f"run-test-{uuid.uuid4().hex[:10]}"
+            run = RunInput(
+                run_id=run_id,
+                agent=agent(),
+                input="Review this project.",
+                model=settings.model,
+                workspace=str(workspace),
+                format=RUN_FORMAT,
+            )
+            # As the API starts it: texts stored, and the model's speed looked up.
+            started = await as_started(store, run)
+            assert started.input == "" and started.texts is not None
+            handle = await temporal_client.start_workflow(
+                AgentRunWorkflow.run, started, id=run_id, task_queue=settings.task_queue
+            )
+            result = await asyncio.wait_for(handle.result(), timeout=60)
+            assert result.status == "completed"
+            kinds.append(await llm_calls_by_kind(handle))
+            messages = await store.conversation(run_id, None)
+            assert [m.content for m in messages[:2]] == [run.agent.system_prompt, run.input]
+    # Unknown at first, so through the server; four fast calls later, in the worker.
+    assert kinds == [["regular", "local", "local", "local"], ["local"] * 4]

@@ -33,12 +33,15 @@ async def test_committed_history_replays(path: Path) -> None:
     assert result.replay_failure is None
 
 
+# A model known to be fast: the first call is local and opens the run's record.
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-model", "new-model"])
 async def test_a_fresh_history_replays_and_a_changed_workflow_is_caught(
     temporal_client: Client,
     store: Store,
     workspace: Path,
     scripted: Callable[[Script], ScriptedLLMServer],
     settings_for: Callable[..., Settings],
+    fast: bool,
 ) -> None:
     llm = scripted(
         Script(
@@ -56,13 +59,13 @@ async def test_a_fresh_history_replays_and_a_changed_workflow_is_caught(
     )
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
-        handle = await start_run(temporal_client, settings, workspace)
+        handle = await start_run(temporal_client, settings, workspace, fast_model=fast)
         await handle.result()
     history = await handle.fetch_history()
     assert (await replayer().replay_workflow(history)).replay_failure is None
     if os.environ.get("KEEL_RECORD_HISTORY"):
-        # Run with KEEL_RECORD_HISTORY=name to add a history that future code must replay.
-        target = HISTORIES / f"{os.environ['KEEL_RECORD_HISTORY']}.json"
+        # Run with KEEL_RECORD_HISTORY=name to add histories that future code must replay.
+        target = HISTORIES / f"{os.environ['KEEL_RECORD_HISTORY']}_{'fast' if fast else 'new'}.json"
         target.write_text(json.dumps(history.to_json_dict(), indent=1))
 
     # The check can fail: a history whose recorded commands differ is refused.

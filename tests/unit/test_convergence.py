@@ -189,6 +189,15 @@ def test_a_round_with_nothing_new_is_stale(found: list[str]) -> None:
     assert run.seen == ["a.py"]
 
 
+def test_a_fresh_lean_output_is_progress_and_keeps_nothing() -> None:
+    run = state(seen=["a.py"], stale_rounds=2)
+
+    record_round(run, [], [False], fresh=True)
+    assert run.stale_rounds == 0 and run.seen == ["a.py"]
+    record_round(run, [], [False], fresh=False)
+    assert run.stale_rounds == 1
+
+
 def test_seen_keeps_first_seen_order_without_duplicates() -> None:
     run = RunState()
     record_round(run, ["b", "a", "b", "sha:1"], [])

@@ -43,3 +43,18 @@ def test_payloads_written_in_full_still_decode() -> None:
     assert converter.from_payloads(full, [LlmStepResult]) == [result]
     [compact] = converter.to_payloads([result])
     assert len(compact.data) < len(full[0].data)
+
+
+def test_lean_digests_are_small_and_read_like_full_ones() -> None:
+    full = LlmStepResult(usage=Usage(prompt_tokens=100, completion_tokens=20), latency_ms=9)
+    lean = LlmStepResult(tokens=[100, 20], latency_ms=9)
+    assert lean.spent() == full.spent() == Usage(prompt_tokens=100, completion_tokens=20)
+    [lean_payload] = converter.to_payloads([lean])
+    assert json.loads(lean_payload.data) == {"latency_ms": 9, "tokens": [100, 20]}
+    # A fresh, successful tool output is the empty digest.
+    [fresh] = converter.to_payloads([ToolDigest()])
+    assert fresh.data == b"{}"
+    [stale] = converter.from_payloads(
+        converter.to_payloads([ToolDigest(stale=True, is_error=True)]), [ToolDigest]
+    )
+    assert stale.stale and stale.is_error
