@@ -239,13 +239,16 @@ def _digest(
 ) -> LlmStepResult:
     """What the workflow needs of a model call: the calls to gate, usage and timing.
 
-    Lean digests carry the tokens as `[prompt, completion]`, a third of the bytes.
+    Lean digests carry the tokens as `[prompt, completion]`, a third of the bytes,
+    and arguments without the whitespace many models put in their JSON.
     """
     calls = [
         ToolCallRequest(
             call_id=str(call["id"]),
             name=call["function"]["name"],
-            arguments=call["function"]["arguments"],
+            arguments=_compact(call["function"]["arguments"])
+            if lean
+            else call["function"]["arguments"],
         )
         for call in tool_calls
     ]
@@ -253,6 +256,21 @@ def _digest(
         tokens = [usage.prompt_tokens, usage.completion_tokens]
         return LlmStepResult(tool_calls=calls, tokens=tokens, latency_ms=latency_ms)
     return LlmStepResult(tool_calls=calls, usage=usage, latency_ms=latency_ms)
+
+
+def _compact(arguments: str) -> str:
+    """A JSON object's text without insignificant whitespace; anything else as it is.
+
+    The gate parses arguments, so it sees the same values; the model's own text stays
+    in the stored message, and arguments that do not parse reach the gate unchanged.
+    """
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if not isinstance(parsed, dict):
+        return arguments
+    return json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
 
 
 class _DeltaPublisher:

@@ -44,4 +44,6 @@ class RunRecordActivities:
             event_seq=finish.event_seq,
             event_type=TERMINAL_EVENT.get(finish.status, "done"),
         )
-        return FinishRunResult(report_preview=report[:REPORT_PREVIEW_CHARS])
+        return FinishRunResult(
+            report_preview=report[:REPORT_PREVIEW_CHARS] if finish.preview else ""
+        )

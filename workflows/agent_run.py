@@ -633,6 +633,7 @@ class AgentRunWorkflow:
                 tool_calls=state.tool_calls,
                 usage=state.usage,
                 event_seq=self._take_seqs(1),
+                preview=not self._format3 or bool(run.webhook_url),
             ),
             result_type=FinishRunResult,
             start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,

@@ -397,6 +397,11 @@ class FinishRunInput(BaseModel):
     tool_calls: int
     usage: Usage
     event_seq: int
+    preview: bool = Field(
+        default=True,
+        description="Answer with the report's first characters; format 3 asks only for a "
+        "webhook notice, so report text stays out of the history.",
+    )
 
 
 class FinishRunResult(BaseModel):

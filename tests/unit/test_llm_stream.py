@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.llm import _chunks, _collect
+from activities.llm import _chunks, _collect, _compact
 
 
 async def lines(*items: str) -> AsyncIterator[str]:
@@ -86,3 +86,22 @@ async def test_a_malformed_chunk_is_a_retryable_failure() -> None:
     with pytest.raises(ApplicationError, match="malformed") as caught:
         await _collect(_chunks(lines("data: {not json")))
     assert caught.value.type == "LlmUnavailable"
+
+
+@pytest.mark.parametrize(
+    ("raw", "digested"),
+    [
+        ('{"path": "notes.txt", "start_line": 2}', '{"path":"notes.txt","start_line":2}'),
+        ('{"pattern": "née\\\\s+x"}', '{"pattern":"née\\\\s+x"}'),
+        ('{"path": ', '{"path": '),  # the gate must see what the model wrote
+        ("[1, 2]", "[1, 2]"),
+        ("", ""),
+    ],
+    ids=["spaced", "unicode-and-escapes", "broken", "not-an-object", "empty"],
+)
+def test_lean_digests_carry_compact_arguments_the_gate_reads_alike(
+    raw: str, digested: str
+) -> None:
+    assert _compact(raw) == digested
+    if digested.startswith("{") and digested.endswith("}"):
+        assert json.loads(digested) == json.loads(raw)
