@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from activities.audit import AuditLog
 from activities.interaction_store import InteractionStore
@@ -18,6 +19,7 @@ from api.errors import install_error_handlers
 from api.event_hub import EventHub
 from api.event_stream import EventReads
 from api.identity import auth_config, build_verifier
+from api.mcp_server import McpEndpoint
 from api.routers import admin, events, interactions, runs, schedules, sessions, system, webhooks
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
@@ -30,6 +32,7 @@ def create_app(settings: Settings) -> FastAPI:
     temporal_address = settings.temporal_address
     database_url = settings.database_url
     config = auth_config(settings)
+    mcp = McpEndpoint(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -49,7 +52,8 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             await store.migrate()
             await hub.start()
-            yield
+            async with mcp.serving(app.state):
+                yield
         finally:
             await hub.stop()
             await store.close()
@@ -69,6 +73,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(schedules.router)
     app.include_router(webhooks.router)
     app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
+    app.router.routes.append(Route("/mcp", endpoint=mcp))
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     return app

@@ -45,7 +45,8 @@ def _catalog(request: Request) -> AgentCatalog:
     return request.app.state.catalog  # type: ignore[no-any-return]
 
 
-async def _current_user(request: Request) -> Principal:
+async def current_user(request: Request) -> Principal:
+    """The verified caller of a request; 401 (audited) without a valid token."""
     state = request.app.state
     header = request.headers.get("authorization")
     try:
@@ -65,7 +66,7 @@ async def _current_user(request: Request) -> Principal:
         ) from exc
 
 
-async def _admin(user: Annotated[Principal, Depends(_current_user)]) -> Principal:
+async def _admin(user: Annotated[Principal, Depends(current_user)]) -> Principal:
     if not user.is_admin:
         raise HTTPException(403, detail="This endpoint needs the keel:admin scope.")
     return user
@@ -78,5 +79,5 @@ SessionStoreDep = Annotated[SessionStore, Depends(_sessions)]
 AuditDep = Annotated[ApiAudit, Depends(_audit)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 CatalogDep = Annotated[AgentCatalog, Depends(_catalog)]
-CurrentUser = Annotated[Principal, Depends(_current_user)]
+CurrentUser = Annotated[Principal, Depends(current_user)]
 AdminUser = Annotated[Principal, Depends(_admin)]

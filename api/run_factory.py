@@ -10,10 +10,14 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
+from activities.records import RunRecord
+from activities.session_store import SessionStore
 from activities.store import Store
+from api.audit_trail import ApiAudit
 from api.auth import Principal
 from api.errors import problem
 from api.identity import user_ref
+from api.schemas import RunCreate
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from workflows import timeouts
@@ -61,6 +65,79 @@ def new_run_id(given: str | None) -> str:
 
 def session_workflow_id(session_id: str) -> str:
     return f"session-{session_id}"
+
+
+async def start_run(
+    body: RunCreate,
+    user: Principal,
+    *,
+    temporal: Client,
+    store: Store,
+    sessions: SessionStore,
+    settings: Settings,
+    catalog: AgentCatalog,
+    audit: ApiAudit,
+) -> RunRecord:
+    """Start the run a request asks for; with `session_id`, it joins that session (created
+    if new). A retried request with the same `run_id` answers with the run it started."""
+    agent = find_agent(catalog, body.agent)
+    workspace = resolve_workspace(body.workspace, settings.workspace_root)
+    run_id = new_run_id(body.run_id)
+    existing = await store.get_run(run_id)
+    if existing is not None:
+        if existing.tenant_id != user.tenant_id:
+            await audit.cross_tenant(user, "run", run_id)
+            raise problem(409, "run_id", "That run id is taken; choose another.")
+        return existing
+    run = run_input(
+        run_id=run_id,
+        agent=agent,
+        text=body.input,
+        model=body.model or agent.model or settings.model,
+        workspace=workspace,
+        user=user,
+        trigger=body.trigger,
+        settings=settings,
+        session_id=body.session_id,
+        approver=body.approver,
+        approval_expires_after_s=body.approval_expires_after_s,
+        webhook_url=body.webhook_url,
+    )
+    if body.session_id is None:
+        await record_and_start(
+            temporal=temporal,
+            store=store,
+            settings=settings,
+            user=user,
+            run=run,
+            metadata=body.metadata,
+        )
+    else:
+        session = await sessions.create(
+            session_id=body.session_id,
+            tenant_id=user.tenant_id,
+            agent=agent.name,
+            workspace=str(workspace),
+            model=body.model,
+            approver=body.approver,
+            created_by=user_ref(user),
+            metadata={},
+        )
+        if session.tenant_id != user.tenant_id:
+            await audit.cross_tenant(user, "session", body.session_id)
+            raise problem(409, "session_id", "That session id is taken; choose another.")
+        await submit_to_session(
+            temporal=temporal,
+            store=store,
+            settings=settings,
+            user=user,
+            run=run,
+            on_busy=body.on_busy,
+            metadata=body.metadata,
+        )
+    record = await store.get_run(run_id)
+    assert record is not None
+    return record
 
 
 async def record_and_start(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -9,6 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from activities.records import EventRecord, RunRecord
 from api.schedule_fields import CronText, TimeZoneName, WebhookUrl
+from workflows.models import Interaction
 
 
 def storable(value: str) -> str:
@@ -222,6 +224,29 @@ class InteractionPublic(BaseModel):
     decided_by: str | None
     decided_at: datetime | None
     answer: str | None
+
+    @classmethod
+    def from_interaction(cls, run_id: str, ia: Interaction) -> InteractionPublic:
+        return cls(
+            id=ia.id,
+            run_id=run_id,
+            kind=ia.kind,
+            status=ia.status,
+            tool=ia.tool,
+            subject=ia.subject,
+            arguments=json.loads(ia.arguments),
+            payload_hash=ia.payload_hash,
+            risk=ia.risk,
+            question=ia.question,
+            requester=ia.requester,
+            approvers=ia.approvers,
+            created_at=ia.created_at,
+            expires_at=ia.expires_at,
+            decision=ia.decision,
+            decided_by=ia.decided_by,
+            decided_at=ia.decided_at,
+            answer=ia.answer,
+        )
 
 
 class DecisionResult(BaseModel):

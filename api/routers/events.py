@@ -11,7 +11,7 @@ from api.deps import AuditDep, CurrentUser, StoreDep
 from api.errors import AUTHENTICATED, documented, problem
 from api.event_hub import EventHub
 from api.event_stream import FINISHED_STATUSES, EventReads, RunEventStream
-from api.routers.runs import run_for
+from api.run_reads import run_for
 from api.schemas import EventPage, EventPublic, StoredText
 
 router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)

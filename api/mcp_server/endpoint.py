@@ -1,0 +1,112 @@
+"""`/mcp`: the caller is verified as on every REST route, then the MCP SDK answers.
+
+The server is stateless (streamable HTTP without sessions, JSON answers): every
+request carries its own token and stands alone, so any API replica can answer it,
+and what a run is lives in Temporal and Postgres, never in this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
+
+from fastapi import HTTPException
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from starlette.datastructures import State
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from api.deps import current_user
+from api.mcp_server.server import keel_mcp_server
+from worker.settings import Settings
+
+PATH = "/mcp"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`; `serving` runs its MCP session manager in the app's lifespan."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def serving(self, state: State) -> AsyncIterator[None]:
+        """Serve MCP while the context is open; `state` holds the clients the tools use."""
+        server = keel_mcp_server(state)
+        # Builds the session manager; its Starlette app is not used, this endpoint is.
+        server.streamable_http_app(
+            streamable_http_path=PATH,
+            stateless_http=True,
+            json_response=True,
+            transport_security=transport_security(self._settings),
+            max_request_body_size=self._settings.max_body_bytes,
+        )
+        manager = server.session_manager
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            principal = await current_user(request)
+        except HTTPException as exc:
+            await _refusal(exc.status_code, str(exc.detail), exc.headers)(scope, receive, send)
+            return
+        if request.method != "POST":
+            # No server-initiated messages and no sessions: no stream to open (GET) and no
+            # session to end (DELETE), so say so rather than hold a silent stream open.
+            await _refusal(
+                405,
+                "Keel's MCP server is stateless: send each JSON-RPC message in a POST.",
+                {"Allow": "POST"},
+            )(scope, receive, send)
+            return
+        manager = self._manager
+        if manager is None:
+            await _refusal(503, "The MCP server is starting or stopping; try again shortly.")(
+                scope, receive, send
+            )
+            return
+        # The tools read the caller from the request each MCP message arrives with.
+        request.state.principal = principal
+        await manager.handle_request(scope, receive, send)
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings | None:
+    """While the API listens on loopback only, answer only requests addressed to it by a
+    loopback name (or the public URL): a web page cannot then reach a local Keel, whose
+    auth may be off, by rebinding a name of its own to 127.0.0.1."""
+    if settings.api_host not in LOOPBACK_HOSTS:
+        return None
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    public = urlsplit(settings.public_url or "")
+    if public.netloc:
+        hosts.append(public.netloc)
+        origins.append(f"{public.scheme}://{public.netloc}")
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _refusal(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """A JSON-RPC error, so MCP clients show the sentence, with the REST API's `detail` too."""
+    code = INTERNAL_ERROR if status >= 500 else INVALID_REQUEST
+    return JSONResponse(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": code, "message": message},
+            "detail": message,
+        },
+        status_code=status,
+        headers=headers,
+    )

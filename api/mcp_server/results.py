@@ -1,0 +1,65 @@
+"""What the MCP tools answer with: small models, sent as structured content and as JSON text."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from activities.records import RunRecord
+from api.schemas import InteractionPublic, RunPublic
+
+
+class AgentInfo(BaseModel):
+    """One agent a run can be started with."""
+
+    name: str = Field(description="Pass it as `agent` to start_run; also the name of its prompt.")
+    description: str
+
+
+class AgentList(BaseModel):
+    agents: list[AgentInfo]
+
+
+class StartedRun(BaseModel):
+    """The run start_run started (or had already started, for a repeated `run_id`)."""
+
+    run_id: str = Field(description="Pass it to get_run and decide.")
+    agent: str
+    status: str = Field(description="`queued` or `running` at first; get_run follows it.")
+    session_id: str | None
+
+
+class RunDetail(BaseModel):
+    """A run and what it waits on now."""
+
+    run: RunPublic
+    pending_interactions: list[InteractionPublic] = Field(
+        description="Approvals and questions the run waits on; answer each with decide."
+    )
+
+
+class RunSummary(BaseModel):
+    """One line of list_runs; get_run has the rest."""
+
+    id: str
+    agent: str
+    status: str
+    stop_reason: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_record(cls, run: RunRecord) -> RunSummary:
+        return cls(
+            id=run.id,
+            agent=run.agent,
+            status=run.status,
+            stop_reason=run.stop_reason,
+            created_at=run.created_at,
+            finished_at=run.finished_at,
+        )
+
+
+class RunSummaries(BaseModel):
+    runs: list[RunSummary] = Field(description="Newest first.")

@@ -1,0 +1,29 @@
+"""Failures as sentences a client (or its model) can read and act on."""
+
+from __future__ import annotations
+
+from fastapi import HTTPException
+from pydantic import ValidationError
+
+
+def invalid_arguments(tool: str, exc: ValidationError) -> str:
+    """Which arguments are wrong and how, without echoing their values."""
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or "arguments"
+        if err["type"] == "missing":
+            problems.append(f"`{field}` is required")
+        else:
+            problems.append(f"`{field}`: {err['msg'].removeprefix('Value error, ').rstrip('.')}")
+    return f"Invalid arguments: {'; '.join(problems)}. Correct them and call {tool} again."
+
+
+def refusal(exc: HTTPException) -> str:
+    """The sentence a REST caller would get in `detail`, for the same refusal."""
+    detail = exc.detail
+    if isinstance(detail, list):
+        return "; ".join(
+            f"`{item['loc'][-1]}`: {item['msg']}" if isinstance(item, dict) else str(item)
+            for item in detail
+        )
+    return str(detail)

@@ -1,0 +1,372 @@
+"""Keel's MCP server over real HTTP, driven by the `mcp` package's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.client import ConnectMode
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
+from temporalio.client import Client as TemporalClient
+
+from activities.audit import AuditLog
+from activities.store import Store
+from api.auth import dev_token
+from api.local_stack import serve_api
+from tests.conftest import auth_headers, in_process_worker, token_for
+from worker.agent_catalog import AgentCatalog
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+TOOLS = {"list_agents", "start_run", "get_run", "list_runs", "decide"}
+FINISHED = ("completed", "failed", "cancelled")
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "curl", "version": "1"},
+    },
+}
+
+
+@asynccontextmanager
+async def mcp_client(
+    api_url: str, token: str | None, mode: ConnectMode = "auto"
+) -> AsyncIterator[Client]:
+    """An MCP client of `/mcp` sending `token` as its bearer token, as a desktop client would."""
+    headers = {"authorization": f"Bearer {token}"} if token is not None else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http,
+        Client(
+            streamable_http_client(f"{api_url}/mcp", http_client=http), mode=mode, cache=None
+        ) as client,
+    ):
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def refused(client: Client, tool: str, **arguments: Any) -> str:
+    """The text of a tool error; fails if the call succeeded."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    [content] = result.content
+    assert isinstance(content, TextContent)
+    return content.text
+
+
+async def until_run(
+    client: Client, run_id: str, done: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    for _ in range(600):
+        detail = await call(client, "get_run", run_id=run_id)
+        if done(detail):
+            return detail
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never got there")
+
+
+async def test_tools_and_prompts_are_listed_and_a_token_is_required(
+    workspace: Path, settings_for: MakeSettings
+) -> None:
+    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
+    catalog = AgentCatalog.load()
+    async with serve_api(settings) as url:
+        for mode in ("auto", "legacy"):
+            # `legacy` is the initialize handshake most desktop clients still use.
+            async with mcp_client(url, token_for(), mode=mode) as client:
+                tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+                assert set(tools) == TOOLS
+                assert tools["start_run"].input_schema["required"] == [
+                    "agent",
+                    "input",
+                    "workspace",
+                ]
+                assert all(tool.description for tool in tools.values())
+
+                prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+                assert set(prompts) == set(catalog.names())
+                for agent in catalog.all():
+                    prompt = prompts[agent.name]
+                    assert prompt.description == agent.description
+                    [argument] = prompt.arguments or []
+                    assert argument.name == "input" and argument.required
+
+                build = catalog.get("build")
+                assert build is not None
+                got = await client.get_prompt("build", {"input": "Add a CHANGELOG entry."})
+                texts = [m.content.text for m in got.messages if isinstance(m.content, TextContent)]
+                assert texts == [build.system_prompt, "Add a CHANGELOG entry."]
+                assert [m.role for m in got.messages] == ["user", "user"]
+
+                listed = await call(client, "list_agents")
+                assert listed["agents"] == [
+                    {"name": a.name, "description": a.description} for a in catalog.all()
+                ]
+
+        async with httpx.AsyncClient(base_url=url) as http:
+            missing = await http.post("/mcp", json=INITIALIZE)
+            assert missing.status_code == 401
+            assert missing.headers["www-authenticate"] == "Bearer"
+            assert "needs a bearer token" in missing.json()["error"]["message"]
+            assert missing.json()["detail"] == missing.json()["error"]["message"]
+
+            forged = dev_token("another-secret-0123456789abcdef0123456789", "default", "eve")
+            bad = await http.post(
+                "/mcp", json=INITIALIZE, headers={"authorization": f"Bearer {forged}"}
+            )
+            assert bad.status_code == 401
+            assert "signature does not verify" in bad.json()["error"]["message"]
+
+            garbage = await http.post(
+                "/mcp", json=INITIALIZE, headers={"authorization": "Bearer not-a-jwt"}
+            )
+            assert garbage.status_code == 401
+
+            # The same request with a valid token is answered by the MCP server.
+            ok = await http.post(
+                "/mcp",
+                json=INITIALIZE,
+                headers={**auth_headers(), "accept": "application/json, text/event-stream"},
+            )
+            assert ok.status_code == 200, ok.text
+            assert ok.json()["result"]["serverInfo"]["name"] == "keel"
+            # Stateless: no event stream to hold open.
+            stream = await http.get("/mcp", headers=auth_headers())
+            assert stream.status_code == 405 and stream.headers["allow"] == "POST"
+            # Bound to loopback, it answers only requests addressed to a loopback name.
+            rebound = await http.post(
+                "/mcp",
+                json=INITIALIZE,
+                headers={
+                    **auth_headers(),
+                    "accept": "application/json, text/event-stream",
+                    "host": "attacker.example:8470",
+                },
+            )
+            assert rebound.status_code == 421
+
+        # An MCP client shows the refusal's sentence rather than a bare status.
+        with pytest.raises(ExceptionGroup) as caught:
+            async with mcp_client(url, None) as client:
+                await client.list_tools()
+        assert caught.group_contains(MCPError, match="needs a bearer token")
+
+
+async def test_start_a_run_follow_it_to_its_report_and_refuse_bad_calls(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"})
+                    ]
+                ),
+                Turn(content="## Files reviewed\n{files_read}"),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    # Tenants of this test alone, so the session's other runs do not show.
+    tenant, other = f"mcp-{uuid.uuid4().hex[:8]}", f"mcp-other-{uuid.uuid4().hex[:8]}"
+    run_id = f"mcp-run-{uuid.uuid4().hex[:8]}"
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        mcp_client(url, token_for(tenant, "alice")) as alice,
+        mcp_client(url, token_for(other, "mallory")) as mallory,
+    ):
+        start = {"agent": "review", "input": "Review it.", "workspace": str(workspace)}
+        started = await call(alice, "start_run", **start, run_id=run_id)
+        assert started["run_id"] == run_id and started["agent"] == "review"
+        assert started["status"] in ("queued", "running")
+        # A retried call with the same run id answers with the same run and starts nothing.
+        again = await call(alice, "start_run", **start, run_id=run_id)
+        assert again["run_id"] == run_id
+
+        detail = await until_run(alice, run_id, lambda d: d["run"]["status"] in FINISHED)
+        run = detail["run"]
+        assert run["status"] == "completed" and run["stop_reason"] is not None
+        assert "- pkg/core.py" in run["report"]
+        assert run["usage"]["total_tokens"] == 240
+        assert run["requester"] == "user:alice" and run["trigger"] == "api"
+        assert detail["pending_interactions"] == []
+        assert llm.total_requests == 2
+
+        recent = await call(alice, "list_runs", limit=5)
+        assert recent["runs"][0]["id"] == run_id
+        assert recent["runs"][0]["status"] == "completed"
+
+        # Without a run id, each call starts its own run.
+        fresh = await call(alice, "start_run", **start)
+        assert fresh["run_id"].startswith("run-") and fresh["run_id"] != run_id
+        await until_run(alice, fresh["run_id"], lambda d: d["run"]["status"] in FINISHED)
+
+        # Bad arguments come back as tool errors that say what to fix; nothing starts.
+        unknown = await refused(alice, "start_run", **{**start, "agent": "nope"})
+        assert "Unknown agent 'nope'" in unknown and "review" in unknown
+        escaped = await refused(alice, "start_run", **{**start, "workspace": str(outside)})
+        assert "outside the allowed root" in escaped
+        relative_escape = await refused(alice, "start_run", **{**start, "workspace": "../.."})
+        assert "outside the allowed root" in relative_escape
+        no_input = await refused(alice, "start_run", agent="review", workspace=str(workspace))
+        assert no_input == (
+            "Error executing tool start_run: Invalid arguments: `input` is required. "
+            "Correct them and call start_run again."
+        )
+        empty_input = await refused(alice, "start_run", **{**start, "input": ""})
+        assert "`input`" in empty_input and "at least 1 character" in empty_input
+        bad_id = await refused(alice, "start_run", **start, run_id="no spaces allowed")
+        assert "`run_id`" in bad_id
+        bad_limit = await refused(alice, "list_runs", limit=0)
+        assert "`limit`" in bad_limit
+        unknown_run = await refused(alice, "get_run", run_id="no-such-run")
+        assert unknown_run.endswith("No run no-such-run.")
+        assert len((await call(alice, "list_runs", limit=50))["runs"]) == 2
+        assert llm.total_requests == 4
+
+        # Another tenant's run does not exist for the caller, and the attempt is audited.
+        assert f"No run {run_id}." in await refused(mallory, "get_run", run_id=run_id)
+        decided = await refused(
+            mallory, "decide", run_id=run_id, interaction_id="x", decision="reject"
+        )
+        assert f"No run {run_id}." in decided
+        taken = await refused(mallory, "start_run", **start, run_id=run_id)
+        assert "That run id is taken" in taken
+        assert (await call(mallory, "list_runs"))["runs"] == []
+
+    denied = [
+        e for e in await AuditLog(store.pool).entries(other, limit=1000) if e.subject == run_id
+    ]
+    assert [e.action for e in denied].count("run.cross_tenant_denied") == 3
+    assert {e.actor for e in denied} == {"mallory"}
+
+
+def write(path: str, content: str) -> ScriptedToolCall:
+    return ScriptedToolCall(name="write_file", arguments={"path": path, "content": content})
+
+
+async def test_a_run_waiting_for_approval_is_decided_through_decide(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[write("notes/out.txt", "hello")]),
+                Turn(content="Wrote the file."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    tenant = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        mcp_client(url, token_for(tenant, "alice")) as alice,
+        mcp_client(url, token_for(tenant, "bob")) as bob,
+        mcp_client(url, token_for(f"mcp-other-{uuid.uuid4().hex[:8]}", "mallory")) as mallory,
+    ):
+        started = await call(
+            alice,
+            "start_run",
+            agent="build",
+            input="Make the change.",
+            workspace=str(workspace),
+        )
+        run_id = started["run_id"]
+        waiting = await until_run(alice, run_id, lambda d: bool(d["pending_interactions"]))
+        assert waiting["run"]["status"] == "running"
+        [ia] = waiting["pending_interactions"]
+        assert ia["tool"] == "write_file" and ia["subject"] == "notes/out.txt"
+        assert ia["arguments"] == {"path": "notes/out.txt", "content": "hello"}
+        assert ia["approvers"] == ["user:alice"] and len(ia["payload_hash"]) == 64
+        assert waiting["run"]["pending_interactions"] == [ia["id"]]
+
+        decision = {"run_id": run_id, "interaction_id": ia["id"]}
+        approve = {**decision, "decision": "approve", "payload_hash": ia["payload_hash"]}
+        wrong = await refused(alice, "decide", **{**approve, "payload_hash": "0" * 64})
+        assert "does not match" in wrong
+        not_approver = await refused(bob, "decide", **approve)
+        assert "user:bob may not decide" in not_approver
+        assert f"No run {run_id}." in await refused(mallory, "decide", **approve)
+        malformed = await refused(alice, "decide", **{**approve, "decision": "yes"})
+        assert "`decision`" in malformed
+        bad_hash = await refused(alice, "decide", **{**approve, "payload_hash": "abc"})
+        assert "`payload_hash`" in bad_hash
+        unknown = await refused(alice, "decide", **{**approve, "interaction_id": "nope"})
+        assert f"No interaction nope in run {run_id}." in unknown
+        assert not (workspace / "notes" / "out.txt").exists()
+
+        accepted = await call(alice, "decide", **approve)
+        assert accepted["status"] == "accepted"
+        assert accepted["interaction"]["status"] == "approved"
+        assert accepted["interaction"]["decided_by"] == "user:alice"
+        twice = await refused(alice, "decide", **approve)
+        assert "already resolved" in twice or "already executed" in twice
+
+        done = await until_run(alice, run_id, lambda d: d["run"]["status"] in FINISHED)
+        assert done["run"]["status"] == "completed"
+        assert done["run"]["report"] == "Wrote the file."
+        assert done["pending_interactions"] == []
+        assert (workspace / "notes" / "out.txt").read_text() == "hello"
+
+        # A request nobody answered in time expires; deciding it then says so.
+        async with httpx.AsyncClient(base_url=url, headers=auth_headers(tenant)) as http:
+            created = await http.post(
+                "/v1/runs",
+                json={
+                    "agent": "build",
+                    "input": "Make the change.",
+                    "workspace": str(workspace),
+                    "approval_expires_after_s": 1,
+                },
+            )
+            assert created.status_code == 201, created.text
+        late_run = created.json()["id"]
+        late = await until_run(alice, late_run, lambda d: bool(d["pending_interactions"]))
+        [late_ia] = late["pending_interactions"]
+        await until_run(alice, late_run, lambda d: d["run"]["status"] in FINISHED)
+        expired = await refused(
+            alice,
+            "decide",
+            run_id=late_run,
+            interaction_id=late_ia["id"],
+            decision="approve",
+            payload_hash=late_ia["payload_hash"],
+        )
+        assert "already expired" in expired
+    assert llm.total_requests == 4
