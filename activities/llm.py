@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.audit import AuditEntry, AuditLog
+from activities.mcp_tool_store import McpToolStore
 from activities.prices import ModelPrice
 from activities.records import MessageRecord
 from activities.run_records import open_run
@@ -59,6 +60,7 @@ class LlmActivities:
         self._store = store
         self._audit = audit
         self._prices = prices or {}
+        self._mcp_tools = McpToolStore(store.pool)
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
@@ -79,9 +81,13 @@ class LlmActivities:
                     completion_tokens=recorded.completion_tokens,
                 )
                 return _digest(recorded.tool_calls, usage, recorded.latency_ms, lean=step.lean)
+        tools = _tool_definitions(tuple(step.tools)) if step.tools else []
+        if step.mcp:
+            # Discovered at the run's start; the history carries only their names.
+            tools = tools + [t.definition() for t in await self._mcp_tools.for_run(step.run_id)]
         started = time.monotonic()
         message, usage, finish_reason = await _with_heartbeats(
-            self._complete(step, [_to_openai(m) for m in history])
+            self._complete(step, [_to_openai(m) for m in history], tools)
         )
         latency_ms = int((time.monotonic() - started) * 1000)
         content = message["content"]
@@ -179,15 +185,15 @@ class LlmActivities:
                 )
 
     async def _complete(
-        self, step: LlmStepInput, messages: list[dict[str, Any]]
+        self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tuple[dict[str, Any], Usage, str]:
         # The conversation and tools go in `extra_body`: the client's request transform
         # walks every message with type introspection (milliseconds a call, growing with
         # the conversation) and changes nothing in chat payloads. The request on the
         # wire is the same.
         body: dict[str, Any] = {"messages": messages}
-        if step.tools:
-            body["tools"] = _tool_definitions(tuple(step.tools))
+        if tools:
+            body["tools"] = tools
             body["tool_choice"] = step.tool_choice
         # The stream is read as server-sent events and parsed with `json`: the client's
         # typed chunks cost more CPU than the rest of the step's Python together.

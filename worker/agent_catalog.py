@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from workflows.models import AgentSpec, ApprovalPolicy, Limits
+from workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
 from workflows.permissions import PermissionRule
 from workflows.tool_specs import TOOL_SPECS
 
@@ -32,6 +32,16 @@ class AgentFrontMatter(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     permissions: list[PermissionRule] = Field(default_factory=list)
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _distinct_servers(cls, servers: list[McpServerSpec]) -> list[McpServerSpec]:
+        names = [s.name for s in servers]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"MCP server names must be distinct; repeated: {repeated}")
+        return servers
 
     @field_validator("tools")
     @classmethod
@@ -75,6 +85,7 @@ def parse_agent(text: str, source: str) -> AgentSpec:
         limits=meta.limits,
         permissions=meta.permissions,
         approval=meta.approval,
+        mcp_servers=meta.mcp_servers,
     )
 
 

@@ -18,6 +18,9 @@ from activities.audit import AuditLog
 from activities.interaction_store import InteractionStore
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
+from activities.mcp_client import McpClient
+from activities.mcp_discovery import McpDiscoveryActivities
+from activities.mcp_tool_store import McpToolStore
 from activities.run_records import RunRecordActivities
 from activities.store import Store
 from activities.tools import ToolActivities
@@ -59,7 +62,11 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     a2a_activities = A2AClientActivities(A2ATokens(settings))
     llm_activities = LlmActivities(llm, store, audit, settings.prices)
     interaction_store = InteractionStore(store.pool)
-    tool_activities = ToolActivities(store, interaction_store, audit, settings.workspace_root)
+    mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
+    tool_activities = ToolActivities(
+        store, interaction_store, audit, settings.workspace_root, mcp=mcp
+    )
+    mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool))
     record_activities = RunRecordActivities(store)
     interaction_activities = InteractionActivities(interaction_store, audit)
     webhook_activities = WebhookActivities(webhook_server_secret(settings))
@@ -77,6 +84,8 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             a2a_activities.a2a_follow,
             llm_activities.llm_step,
             tool_activities.run_tool,
+            tool_activities.run_mcp_tool,
+            mcp_activities.discover_mcp_tools,
             record_activities.start_run,
             record_activities.finish_run,
             interaction_activities.open_interactions,

@@ -68,6 +68,21 @@ class Settings(BaseSettings):
         validation_alias=_env("KEEL_A2A_TOKENS"),
         description='Bearer tokens for remote A2A agents, JSON: {"https://agent.example": "tok"}.',
     )
+    mcp_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        validation_alias=_env("KEEL_MCP_TOKENS"),
+        description=(
+            "Bearer tokens for agents' MCP servers, by URL prefix, JSON: "
+            '{"https://mcp.example.com": "tok"}; the longest matching prefix wins.'
+        ),
+    )
+    mcp_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=240,
+        validation_alias=_env("KEEL_MCP_TIMEOUT_S"),
+        description="How long a call to an MCP server may take before it counts as failed.",
+    )
     public_url: str | None = Field(
         default=None,
         validation_alias=_env("KEEL_PUBLIC_URL"),

@@ -27,6 +27,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from workflows import convergence, timeouts
     from workflows.gate import GateDecision, ToolGate
+    from workflows.mcp_tools import McpToolset
     from workflows.models import (
         DecisionOutcome,
         FinishRunInput,
@@ -36,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
         InteractionDecision,
         LlmStepInput,
         LlmStepResult,
+        McpDiscoveryInput,
+        McpDiscoveryResult,
         MessageRef,
         OpenInteractionsInput,
         ResolveInteractionInput,
@@ -109,6 +112,8 @@ class AgentRunWorkflow:
             else:
                 self._state.session_rules = list(run.session_rules)
                 await self._start(run)
+                if run.agent.mcp_servers:
+                    await self._discover_mcp_tools(run)
             return await self._loop(run)
         except FailureError as err:
             # A regular activity fails with an ActivityError around the cause; a local
@@ -131,7 +136,15 @@ class AgentRunWorkflow:
     async def _loop(self, run: RunInput) -> RunResult:
         state = self._state
         limits = run.agent.limits
-        gate = ToolGate(run.agent.tools, run.agent.permissions)
+        gate = ToolGate(
+            run.agent.tools,
+            run.agent.permissions,
+            McpToolset(
+                servers=tuple(run.agent.mcp_servers),
+                discovered=tuple(state.mcp_tools),
+                unavailable=tuple(state.mcp_unavailable),
+            ),
+        )
         while True:
             plan = convergence.plan_next_call(state, limits)
             if plan.nudge is not None and plan.force_reason is None:
@@ -174,6 +187,22 @@ class AgentRunWorkflow:
             retry_policy=timeouts.STORE_RETRY,
         )
 
+    async def _discover_mcp_tools(self, run: RunInput) -> None:
+        """List the agent's MCP servers' tools; only their names enter the history.
+
+        Their descriptions and schemas are stored in Postgres for the model calls. A
+        server that stays down is left out, and the gate says so if the model calls it.
+        """
+        found: McpDiscoveryResult = await workflow.execute_activity(
+            "discover_mcp_tools",
+            McpDiscoveryInput(run_id=run.run_id, servers=run.agent.mcp_servers),
+            result_type=McpDiscoveryResult,
+            start_to_close_timeout=timeouts.MCP_DISCOVERY_START_TO_CLOSE,
+            retry_policy=timeouts.MCP_DISCOVERY_RETRY,
+        )
+        self._state.mcp_tools = list(found.tools)
+        self._state.mcp_unavailable = list(found.unavailable)
+
     async def _llm_step(
         self, run: RunInput, gate: ToolGate, plan: convergence.NextCall
     ) -> LlmStepResult:
@@ -191,6 +220,7 @@ class AgentRunWorkflow:
             event_seq=self._take_seqs(2),
             lean=self._format3,
             start=self._opening,
+            mcp=bool(gate.mcp_tool_names),
         )
         self._opening = None
         local = self._llm_runs_local()
@@ -520,6 +550,15 @@ class AgentRunWorkflow:
             allowed_by=_rule_text(decision) if interaction_id is None else None,
             lean=self._format3,
         )
+        if decision.spec is not None and decision.spec.group == "mcp":
+            # A call to another service: on record before the run goes on.
+            return await workflow.execute_activity(
+                "run_mcp_tool",
+                call,
+                result_type=ToolDigest,
+                start_to_close_timeout=timeouts.MCP_TOOL_START_TO_CLOSE,
+                retry_policy=timeouts.TOOL_RETRY,
+            )
         if decision.spec is not None and self._tool_runs_local(decision.spec):
             # Short calls run in the worker that holds the workflow: one marker, no round trip.
             return await workflow.execute_local_activity(

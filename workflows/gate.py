@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from workflows.mcp_tools import McpToolset
 from workflows.models import MessageRef, ToolCallRequest
 from workflows.permissions import PermissionRule, decide
 from workflows.tool_specs import TOOL_SPECS, ToolSpec
@@ -50,13 +51,29 @@ def canonical_json(value: object) -> str:
 class ToolGate:
     """Validates tool calls against an agent's allowlist and the tool specs."""
 
-    def __init__(self, allowed: list[str], agent_rules: list[PermissionRule] | None = None) -> None:
+    def __init__(
+        self,
+        allowed: list[str],
+        agent_rules: list[PermissionRule] | None = None,
+        mcp: McpToolset | None = None,
+    ) -> None:
         self._allowed = [name for name in allowed if name in TOOL_SPECS]
         self._agent_rules = list(agent_rules or [])
+        self._mcp = mcp or McpToolset()
 
     @property
     def tool_names(self) -> list[str]:
+        """The built-in tools offered to the model (MCP tools travel by reference)."""
         return list(self._allowed)
+
+    @property
+    def mcp_tool_names(self) -> list[str]:
+        return self._mcp.names
+
+    def _spec(self, name: str) -> ToolSpec | None:
+        if name in self._allowed:
+            return TOOL_SPECS[name]
+        return self._mcp.spec(name)
 
     def check(
         self,
@@ -64,9 +81,20 @@ class ToolGate:
         answered: dict[str, MessageRef],
         session_rules: list[PermissionRule] | None = None,
     ) -> GateDecision:
-        spec = TOOL_SPECS.get(call.name)
-        if spec is None or call.name not in self._allowed:
-            available = ", ".join(self._allowed) or "none"
+        spec = self._spec(call.name)
+        if spec is None:
+            down = self._mcp.unreachable_server(call.name)
+            if down is not None:
+                return GateDecision(
+                    verdict="error",
+                    call=call,
+                    message=(
+                        f"Error: the MCP server '{down}' could not be reached when this run "
+                        f"started, so {call.name} is not available in this run. "
+                        "Do without it, or say in your answer that it was unavailable."
+                    ),
+                )
+            available = ", ".join([*self._allowed, *self._mcp.names]) or "none"
             return GateDecision(
                 verdict="error",
                 call=call,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workflows.permissions import PermissionRule
 from workflows.tool_specs import Risk
@@ -79,6 +79,43 @@ class ApprovalPolicy(BaseModel):
     )
 
 
+# Short, lower-case, no `__` and no trailing separator: `mcp__<server>__<tool>` then
+# splits at its first `__` after the prefix, and stays within 64 characters.
+MCP_SERVER_NAME = r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$"
+MCP_SERVER_NAME_MAX = 20
+
+
+class McpServerSpec(BaseModel):
+    """An external MCP server whose tools an agent uses, over streamable HTTP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        pattern=MCP_SERVER_NAME,
+        max_length=MCP_SERVER_NAME_MAX,
+        description="Short identifier: tools are offered as `mcp__<name>__<tool>`.",
+    )
+    url: str = Field(max_length=2000, description="The server's streamable HTTP endpoint.")
+    tools: list[str] | None = Field(
+        default=None, description="The server's tools the agent may use; None: all it lists."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme.lower() not in ("http", "https") or not rest.strip("/"):
+            raise ValueError("an MCP server URL must be an http:// or https:// URL")
+        if any(c.isspace() for c in url):
+            raise ValueError("an MCP server URL may not contain whitespace")
+        authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+        if "@" in authority:
+            raise ValueError(
+                "an MCP server URL may not carry credentials; put its token in KEEL_MCP_TOKENS"
+            )
+        return url
+
+
 class AgentSpec(BaseModel):
     """An agent definition as the workflow sees it (loaded from a Markdown file)."""
 
@@ -92,6 +129,9 @@ class AgentSpec(BaseModel):
         default_factory=list, description="Agent rules, applied after the defaults."
     )
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    mcp_servers: list[McpServerSpec] = Field(
+        default_factory=list, description="External MCP servers whose tools the agent uses."
+    )
 
 
 class Usage(BaseModel):
@@ -140,6 +180,14 @@ class RunState(BaseModel):
     )
     local_llm_ms: int = Field(
         default=0, description="Model time spent in local activities since the last checkpoint."
+    )
+    mcp_tools: list[str] = Field(
+        default_factory=list,
+        description="Model-visible names of the MCP tools discovered at the run's start.",
+    )
+    mcp_unavailable: list[str] = Field(
+        default_factory=list,
+        description="MCP servers that could not be reached at the run's start.",
     )
 
 
@@ -327,6 +375,10 @@ class LlmStepInput(BaseModel):
     start: StartRunInput | None = Field(
         default=None, description="Open the run's record first (a run's first call, format 3)."
     )
+    mcp: bool = Field(
+        default=False,
+        description="Also offer the run's discovered MCP tools, whose definitions are stored.",
+    )
 
 
 class LlmStepResult(BaseModel):
@@ -382,6 +434,22 @@ class ToolDigest(BaseModel):
     seen: list[str] = Field(default_factory=list)
     stale: bool = Field(
         default=False, description="Lean: the output repeats one of an earlier step of the run."
+    )
+
+
+class McpDiscoveryInput(BaseModel):
+    """Input of `discover_mcp_tools`: list the servers' tools and store their definitions."""
+
+    run_id: str
+    servers: list[McpServerSpec]
+
+
+class McpDiscoveryResult(BaseModel):
+    """Output of `discover_mcp_tools`: names only; the definitions are in Postgres."""
+
+    tools: list[str] = Field(default_factory=list, description="Model-visible tool names.")
+    unavailable: list[str] = Field(
+        default_factory=list, description="Servers that could not be reached."
     )
 
 

@@ -1,9 +1,11 @@
 """Permission rules: which tool calls run, which ask a person, which are refused.
 
 A rule is `{permission, pattern, action}`. `permission` is a tool name, a group
-(`read`, `edit`, `bash`, `interact`) or `*`; `pattern` is a glob over the call's
-subject (a path or a command line). Rules are merged defaults → agent → session
-and the last match wins. A write or exec call that no rule matches asks.
+(`read`, `edit`, `bash`, `interact`, `mcp`) or `*`, or for tools from MCP servers a
+glob over `mcp:<server>:<tool>` (`mcp:*`, `mcp:tickets:*`); `pattern` is a glob over
+the call's subject (a path, a command line, an MCP call's arguments as JSON). Rules
+are merged defaults → agent → session and the last match wins. A write, exec or
+external call that no rule matches asks.
 """
 
 from __future__ import annotations
@@ -38,9 +40,20 @@ DEFAULT_RULES: list[PermissionRule] = [
 
 
 def rule_matches(rule: PermissionRule, spec: ToolSpec, subject: str) -> bool:
-    if rule.permission not in ("*", spec.name, spec.group):
+    if rule.permission not in ("*", spec.name, spec.group) and not _mcp_permission_matches(
+        rule.permission, spec
+    ):
         return False
     return fnmatchcase(subject, rule.pattern)
+
+
+def _mcp_permission_matches(permission: str, spec: ToolSpec) -> bool:
+    """`mcp:*`, `mcp:tickets:*` or `mcp:tickets:lookup` against an MCP tool's name."""
+    return (
+        bool(spec.permission)
+        and permission.startswith("mcp:")
+        and fnmatchcase(spec.permission, permission)
+    )
 
 
 def decide(

@@ -34,6 +34,20 @@ TOOL_RETRY = RetryPolicy(
     maximum_attempts=4,
 )
 
+# Tools of external MCP servers. Discovery tries a server that is down a few times
+# over a few seconds, then the run goes on without its tools. A call is claimed
+# before it runs, so a retry never calls the server twice; the client's own timeout
+# (`KEEL_MCP_TIMEOUT_S`, at most 240 s) ends a call well within the activity's.
+MCP_DISCOVERY_START_TO_CLOSE = timedelta(minutes=2)
+MCP_DISCOVERY_ATTEMPTS = 3
+MCP_DISCOVERY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=MCP_DISCOVERY_ATTEMPTS,
+)
+MCP_TOOL_START_TO_CLOSE = timedelta(minutes=5)
+
 STORE_START_TO_CLOSE = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),

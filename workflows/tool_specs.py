@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Risk = Literal["read", "write", "exec", "external"]
-PermissionGroup = Literal["read", "edit", "bash", "interact"]
+PermissionGroup = Literal["read", "edit", "bash", "interact", "mcp"]
 
 MAX_WRITE_BYTES = 1_000_000
 
@@ -85,6 +85,15 @@ class AskUserArgs(ToolArgs):
     question: str = Field(min_length=1, max_length=4000, description="What you need to know.")
 
 
+class McpToolArgs(ToolArgs):
+    """Arguments of a tool from an MCP server: any JSON object.
+
+    The server's own schema is checked by the activity that calls it, which tells the
+    model what is wrong."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class ToolSpec(BaseModel):
     """What the gate and the LLM need to know about one tool."""
 
@@ -100,6 +109,8 @@ class ToolSpec(BaseModel):
     stored after, so a call repeated after a crash is answered, not run again."""
     args_model: type[ToolArgs]
     subject_of: Callable[[ToolArgs], str]
+    permission: str = ""
+    """An MCP tool's permission name, `mcp:<server>:<tool>`; rules match it as a glob."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
