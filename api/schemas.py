@@ -179,6 +179,9 @@ class AgentPublic(BaseModel):
     description: str
     tools: list[str]
     model: str | None
+    mcp_servers: list[str] = Field(
+        default_factory=list, description="Names of the MCP servers whose tools it uses."
+    )
 
 
 class Health(BaseModel):

@@ -22,6 +22,12 @@ async def health(temporal: TemporalDep, store: StoreDep) -> Health:
 )
 async def list_agents(catalog: CatalogDep, user: CurrentUser) -> list[AgentPublic]:
     return [
-        AgentPublic(name=a.name, description=a.description, tools=a.tools, model=a.model)
+        AgentPublic(
+            name=a.name,
+            description=a.description,
+            tools=a.tools,
+            model=a.model,
+            mcp_servers=[server.name for server in a.mcp_servers],
+        )
         for a in catalog.all()
     ]

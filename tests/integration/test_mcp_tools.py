@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -18,7 +19,8 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store
-from tests.conftest import in_process_worker
+from api.local_stack import serve_api
+from tests.conftest import auth_headers, in_process_worker
 from tests.integration.runs import start_run
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import free_port
@@ -360,3 +362,18 @@ async def test_a_call_an_earlier_attempt_claimed_is_never_sent_again(
     assert answer.startswith("Error: the worker stopped while this mcp__tickets__lookup call")
     assert "It was not run again." in answer
     assert tickets.calls == []
+
+
+async def test_the_agents_list_names_the_mcp_servers_an_agent_uses(
+    tmp_path: Path, workspace: Path, scripted: StartLLM, settings_for: MakeSettings
+) -> None:
+    helpdesk(tmp_path / "agents", [tickets_server("http://127.0.0.1:9/mcp")])
+    llm = scripted(Script(turns=[Turn(content="unused")]))
+    settings = settings_for(llm, workspace, agents_dir=tmp_path / "agents", api_port=free_port())
+    async with (
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=auth_headers()) as http,
+    ):
+        agents = {a["name"]: a for a in (await http.get("/v1/agents")).json()}
+    assert agents["helpdesk"]["mcp_servers"] == ["tickets"]
+    assert agents["review"]["mcp_servers"] == []
