@@ -175,7 +175,6 @@ class ToolActivities:
 
     async def _record(self, call: ToolCallInput, output: ToolOutput) -> ToolDigest:
         """Store the output as the call's tool message, with its two events."""
-        digest = digest_of(output)
         repeats = await self._store.put_tool_message(
             run_id=call.run_id,
             step=call.step,
@@ -203,7 +202,7 @@ class ToolActivities:
                         "call_id": call.call_id,
                         "name": call.name,
                         "is_error": output.is_error,
-                        "size": digest.size,
+                        "size": len(output.text.encode()),
                         "preview": output.text[:PREVIEW_CHARS],
                     },
                 ),
@@ -220,7 +219,7 @@ class ToolActivities:
                 )
         if call.lean:
             return ToolDigest(is_error=output.is_error, stale=repeats)
-        return digest
+        return digest_of(output)
 
     async def _execute_once(self, call: ToolCallInput, *, acting: bool) -> ToolOutput:
         """Run the call; an acting call that may already have run is not run again."""
