@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.audit import AuditEntry, AuditLog
-from activities.interaction_store import InteractionStore
+from activities.store.audit import AuditEntry, AuditLog
+from activities.store.interaction_store import InteractionStore
 from workflows.models import (
     Interaction,
     OpenInteractionsInput,

@@ -21,12 +21,12 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.audit import AuditEntry, AuditLog
-from activities.mcp_tool_store import McpToolStore
 from activities.prices import ModelPrice
-from activities.records import MessageRecord
 from activities.run_records import open_run
-from activities.store import Store
+from activities.store.audit import AuditEntry, AuditLog
+from activities.store.mcp_tool_store import McpToolStore
+from activities.store.records import MessageRecord
+from activities.store.run_store import Store
 from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRequest, Usage
 from workflows.tool_specs import TOOL_SPECS
 

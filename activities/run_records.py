@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.store import MissingRunTexts, Store
+from activities.store.run_store import MissingRunTexts, Store
 from workflows.models import FinishRunInput, FinishRunResult, StartRunInput
 
 REPORT_PREVIEW_CHARS = 200

@@ -39,9 +39,9 @@ import temporalio
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from activities.store import Store, StoreUnavailable
-from api.auth import dev_token
-from api.local_stack import serve_api
+from activities.store.run_store import Store, StoreUnavailable
+from api.cli.local_stack import serve_api
+from api.identity.auth import dev_token
 from worker.dev_stack import StackError, TemporalDevServer, free_port
 from worker.runtime import build_worker
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn

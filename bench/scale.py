@@ -45,9 +45,9 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-from activities.store import Store, StoreUnavailable
-from api.auth import dev_token
-from api.local_stack import serve_api
+from activities.store.run_store import Store, StoreUnavailable
+from api.cli.local_stack import serve_api
+from api.identity.auth import dev_token
 from bench.step_overhead import BenchError, fresh_database
 from worker.dev_stack import StackError, TemporalDevServer, free_port, temporal_binary
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
@@ -415,10 +415,10 @@ def worker_env(settings: Settings) -> dict[str, str]:
 
 @contextmanager
 def worker_process(settings: Settings, log_file: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m api.cli worker`, logging to `log_file`, stopped on exit."""
+    """`python -m api.cli.main worker`, logging to `log_file`, stopped on exit."""
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "worker"],
+            [sys.executable, "-m", "api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=out,
             stderr=subprocess.STDOUT,

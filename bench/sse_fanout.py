@@ -29,9 +29,9 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.store import Store, StoreUnavailable
-from api.auth import dev_token
-from api.local_stack import serve_api
+from activities.store.run_store import Store, StoreUnavailable
+from api.cli.local_stack import serve_api
+from api.identity.auth import dev_token
 from bench.step_overhead import (
     DEFAULT_ADMIN_URL,
     MODEL,

@@ -13,8 +13,8 @@ import psycopg.conninfo
 import pytest
 from temporalio.client import Client
 
-from activities.store import Store
-from api.auth import dev_token
+from activities.store.run_store import Store
+from api.identity.auth import dev_token
 from worker.dev_stack import EmbeddedPostgres, TemporalDevServer, free_port
 from worker.runtime import build_worker
 from worker.scripted_llm import Script, ScriptedLLMServer

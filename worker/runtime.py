@@ -14,16 +14,16 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.a2a_client import A2AClientActivities
-from activities.audit import AuditLog
-from activities.interaction_store import InteractionStore
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
-from activities.mcp_client import McpClient
-from activities.mcp_discovery import McpDiscoveryActivities
-from activities.mcp_tool_store import McpToolStore
 from activities.run_records import RunRecordActivities
-from activities.store import Store
-from activities.tools import ToolActivities
+from activities.store.audit import AuditLog
+from activities.store.interaction_store import InteractionStore
+from activities.store.mcp_tool_store import McpToolStore
+from activities.store.run_store import Store
+from activities.tools.mcp_client import McpClient
+from activities.tools.mcp_discovery import McpDiscoveryActivities
+from activities.tools.tool_activities import ToolActivities
 from activities.webhooks import WebhookActivities
 from worker.a2a_tokens import A2ATokens
 from worker.settings import Settings

@@ -49,7 +49,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from activities.records import RunRecord
+from activities.store.records import RunRecord
 from api.a2a.tasks import (
     INPUT_MODES,
     INTERRUPTED_STATES,
@@ -59,9 +59,14 @@ from api.a2a.tasks import (
     report_artifact,
     task_of,
 )
-from api.auth import Principal
-from api.identity import user_ref
-from api.run_factory import resolve_workspace, run_input, session_workflow_id, submit_to_session
+from api.core.run_factory import (
+    resolve_workspace,
+    run_input,
+    session_workflow_id,
+    submit_to_session,
+)
+from api.identity.auth import Principal
+from api.identity.config import user_ref
 from workflows.models import DecisionOutcome, InteractionDecision, WithdrawOutcome
 
 POLL_S = 0.5

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from api.a2a.handler import KeelA2AHandler
 from api.a2a.tasks import INPUT_MODES
-from api.auth import AuthError, principal_from_request
+from api.identity.auth import AuthError, principal_from_request
 from worker.agent_catalog import AgentCatalog
 from workflows.models import AgentSpec
 

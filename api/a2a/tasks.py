@@ -10,8 +10,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.interaction_store import InteractionStore
-from activities.records import RunRecord
+from activities.store.interaction_store import InteractionStore
+from activities.store.records import RunRecord
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import Interaction, RunProgress
 

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from api.deps import current_user
+from api.http.deps import current_user
 from api.mcp_server.server import keel_mcp_server
 from worker.settings import Settings
 

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from activities.records import RunRecord
-from api.schemas import InteractionPublic, RunPublic
+from activities.store.records import RunRecord
+from api.core.schemas import InteractionPublic, RunPublic
 
 
 class AgentInfo(BaseModel):

@@ -15,9 +15,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 from starlette.datastructures import State
 
-from api import run_factory
-from api.auth import Principal
-from api.decisions import decide_interaction
+from api.core import run_factory
+from api.core.decisions import decide_interaction
+from api.core.run_reads import live_run, run_for
+from api.core.schemas import (
+    DecisionResult,
+    InteractionDecisionCreate,
+    InteractionPublic,
+    RunCreate,
+    StoredText,
+)
+from api.identity.auth import Principal
 from api.mcp_server.results import (
     AgentInfo,
     AgentList,
@@ -27,14 +35,6 @@ from api.mcp_server.results import (
     StartedRun,
 )
 from api.mcp_server.tool_errors import invalid_arguments, refusal
-from api.run_reads import live_run, run_for
-from api.schemas import (
-    DecisionResult,
-    InteractionDecisionCreate,
-    InteractionPublic,
-    RunCreate,
-    StoredText,
-)
 from worker.agent_catalog import AgentCatalog
 
 RunId = Annotated[StoredText, Field(min_length=1, max_length=200, description="The run's id.")]

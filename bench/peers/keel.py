@@ -19,8 +19,8 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from activities.store import Store
-from api.run_factory import as_started
+from activities.store.run_store import Store
+from api.core.run_factory import as_started
 from bench.peers.agent import (
     API_KEY,
     INSTRUCTIONS,

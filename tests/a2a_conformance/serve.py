@@ -20,7 +20,7 @@ from pathlib import Path
 
 import uvicorn
 
-from api.app import create_app
+from api.http.app import create_app
 from tests.a2a_conformance.model import ConformanceModel, MessageIdBook, MessageIdRecorder
 from worker.dev_stack import EmbeddedStack, free_port
 from worker.runtime import running_worker

@@ -24,8 +24,8 @@ from a2a.types import (
 )
 from temporalio.client import Client as TemporalClient
 
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
@@ -413,7 +413,7 @@ async def test_get_task_answers_while_the_worker_is_down_and_after_it_returns(
 
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "worker"],
+            [sys.executable, "-m", "api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -13,8 +13,8 @@ import psycopg
 from temporalio.client import Client
 
 from activities.prices import ModelPrice
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn
@@ -30,7 +30,7 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "api.cli",
+        "api.cli.main",
         *args,
         env=env,
         stdout=asyncio.subprocess.PIPE,
@@ -161,7 +161,7 @@ async def test_oversized_bodies_and_bad_tokens_are_refused(
             assert response.status_code == 401
             assert response.headers["www-authenticate"] == "Bearer"
         expired = auth_headers("default", "alice")
-        from api.auth import dev_token
+        from api.identity.auth import dev_token
 
         old = dev_token(JWT_SECRET, "default", "alice", ttl_s=-120)
         assert (

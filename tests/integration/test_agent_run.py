@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.store import Store
+from activities.store.run_store import Store
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import free_port

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn

@@ -14,10 +14,10 @@ import httpx
 import psycopg
 from temporalio.client import Client
 
-from activities.audit import AuditLog
-from activities.interaction_store import InteractionStore
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.audit import AuditLog
+from activities.store.interaction_store import InteractionStore
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_durability import worker_env
@@ -356,7 +356,7 @@ async def test_an_approval_after_a_worker_restart_is_honoured_once(
     )
     settings = settings_for(llm, workspace, api_port=free_port())
     worker = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "worker"],
+        [sys.executable, "-m", "api.cli.main", "worker"],
         env=worker_env(settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -369,7 +369,7 @@ async def test_an_approval_after_a_worker_restart_is_honoured_once(
             worker.send_signal(signal.SIGKILL)
             worker.wait()
             replacement = subprocess.Popen(
-                [sys.executable, "-m", "api.cli", "worker"],
+                [sys.executable, "-m", "api.cli.main", "worker"],
                 env=worker_env(settings),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

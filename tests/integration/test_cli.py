@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.store import Store
-from api.identity import cli_token
-from api.local_stack import local_stack, serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import local_stack, serve_api
+from api.identity.config import cli_token
 from tests.conftest import JWT_SECRET, in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
@@ -30,7 +30,7 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "api.cli",
+        "api.cli.main",
         *args,
         env={**env, "COLUMNS": "120"},
         stdout=asyncio.subprocess.PIPE,
@@ -171,7 +171,7 @@ async def test_a_run_that_asks_is_approved_from_another_terminal(
         run = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "api.cli",
+            "api.cli.main",
             "run",
             "build",
             "Add a changelog.",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn

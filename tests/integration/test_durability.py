@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.store import Store
+from activities.store.run_store import Store
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from worker.dev_stack import TemporalDevServer, free_port
@@ -55,7 +55,7 @@ def spawn_worker() -> Iterator[Callable[[Settings], subprocess.Popen[bytes]]]:
 
     def spawn(settings: Settings) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "worker"],
+            [sys.executable, "-m", "api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
-from activities.store import Store
-from api import event_stream
-from api.event_hub import APPLICATION_NAME, EventNotice, Resync, Subscription
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from api.events import stream as event_stream
+from api.events.hub import APPLICATION_NAME, EventNotice, Resync, Subscription
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.test_api import wait_for_status
 from worker.dev_stack import free_port

@@ -12,7 +12,7 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from activities.store import Store
+from activities.store.run_store import Store
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn

@@ -19,10 +19,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 from temporalio.client import Client as TemporalClient
 
-from activities.audit import AuditLog
-from activities.store import Store
-from api.auth import dev_token
-from api.local_stack import serve_api
+from activities.store.audit import AuditLog
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from api.identity.auth import dev_token
 from tests.conftest import auth_headers, in_process_worker, token_for
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import free_port

@@ -18,8 +18,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowHandle
 
-from activities.store import Store
-from api.local_stack import serve_api
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.runs import start_run
 from worker.agent_catalog import AgentCatalog

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from activities.store import Store
+from activities.store.run_store import Store
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn

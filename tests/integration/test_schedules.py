@@ -19,12 +19,12 @@ from typing import Any, TypeVar
 import httpx
 from temporalio.client import Client
 
-from activities.audit import AuditLog
-from activities.store import Store
+from activities.store.audit import AuditLog
+from activities.store.run_store import Store
 from activities.webhook_signature import verify_signature
-from api.local_stack import serve_api
-from api.schedule_specs import fire_times
-from api.schemas import ScheduleCreate
+from api.cli.local_stack import serve_api
+from api.core.schedule_specs import fire_times
+from api.core.schemas import ScheduleCreate
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
 from worker.dev_stack import free_port

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.acting_tools import bash, edit_file, write_file
-from activities.file_tools import ToolOutput
-from activities.workspace import Workspace
+from activities.tools.acting_tools import bash, edit_file, write_file
+from activities.tools.file_tools import ToolOutput
+from activities.tools.workspace import Workspace
 from workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
 
 

@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.cli import app
-from api.cli_schedules import parse_duration, parse_time
+from api.cli.main import app
+from api.cli.schedules import parse_duration, parse_time
 
 runner = CliRunner()
 

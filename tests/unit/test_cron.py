@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from api.cron import CronError, CronExpression, interval_fire_times
-from api.schedule_specs import _calendar, fire_times
-from api.schemas import ScheduleCreate
+from api.core.cron import CronError, CronExpression, interval_fire_times
+from api.core.schedule_specs import _calendar, fire_times
+from api.core.schemas import ScheduleCreate
 
 START = datetime(2025, 3, 28, 12, 0, tzinfo=UTC)  # a Friday, before Europe's spring DST
 

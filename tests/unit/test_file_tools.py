@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from activities import file_tools
-from activities.file_tools import (
+from activities.tools import file_tools
+from activities.tools.file_tools import (
     LONG_LINE,
     ToolOutput,
     list_files,
@@ -17,7 +17,7 @@ from activities.file_tools import (
     search_code,
     search_code_python,
 )
-from activities.workspace import PathEscapeError, Workspace
+from activities.tools.workspace import PathEscapeError, Workspace
 from workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
 HAS_RIPGREP = file_tools.ripgrep_path() is not None

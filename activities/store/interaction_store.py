@@ -1,0 +1,178 @@
+"""Interactions and session rules in Postgres: the mirror of what runs wait on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from activities.store.run_store import Store
+from workflows.gate import canonical_json
+from workflows.models import Interaction
+from workflows.permissions import PermissionRule
+
+COLUMNS = (
+    "id, kind, step, ord, call_id, tool, arguments, payload_hash, risk, subject, question,"
+    " status, requester, approvers, decision, decided_by, decided_at, answer, created_at,"
+    " expires_at"
+)
+
+
+def _row_to_interaction(row: dict[str, Any]) -> Interaction:
+    data = dict(row)
+    data["arguments"] = canonical_json(row["arguments"])
+    return Interaction.model_validate(data)
+
+
+class InteractionStore:
+    """Idempotent writes keyed by (run_id, interaction id)."""
+
+    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]) -> None:
+        self._pool = pool
+
+    async def open(
+        self,
+        *,
+        run_id: str,
+        tenant_id: str,
+        interactions: list[Interaction],
+        event_seq: int,
+    ) -> None:
+        """Record new pending interactions and their `interaction_pending` events."""
+        async with self._pool.connection() as conn, conn.transaction():
+            for offset, ia in enumerate(interactions):
+                await conn.execute(
+                    "INSERT INTO interactions (run_id, id, tenant_id, kind, step, ord, call_id,"
+                    " tool, arguments, payload_hash, risk, subject, question, status, requester,"
+                    " approvers, created_at, expires_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s,"
+                    " %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (
+                        run_id,
+                        ia.id,
+                        tenant_id,
+                        ia.kind,
+                        ia.step,
+                        ia.ord,
+                        ia.call_id,
+                        ia.tool,
+                        ia.arguments,
+                        ia.payload_hash,
+                        ia.risk,
+                        ia.subject,
+                        ia.question,
+                        ia.status,
+                        ia.requester,
+                        Jsonb(ia.approvers),
+                        ia.created_at,
+                        ia.expires_at,
+                    ),
+                )
+                await Store.put_event_in(
+                    conn, run_id, event_seq + offset, "interaction_pending", _event_data(ia)
+                )
+
+    async def resolve(
+        self,
+        *,
+        run_id: str,
+        tenant_id: str,
+        session_id: str | None,
+        interaction: Interaction,
+        new_rule: PermissionRule | None,
+        event_seq: int,
+    ) -> None:
+        """Record a decision or an expiry, its event, and any session rule it grants."""
+        ia = interaction
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "UPDATE interactions SET status = %s, decision = %s, decided_by = %s,"
+                " decided_at = %s, answer = %s, updated_at = now()"
+                " WHERE run_id = %s AND id = %s AND status = 'pending'",
+                (ia.status, ia.decision, ia.decided_by, ia.decided_at, ia.answer, run_id, ia.id),
+            )
+            await Store.put_event_in(
+                conn, run_id, event_seq, "interaction_resolved", _event_data(ia)
+            )
+            if new_rule is not None and session_id is not None:
+                await conn.execute(
+                    "INSERT INTO session_rules (session_id, tenant_id, permission, pattern,"
+                    " action, granted_by, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT DO NOTHING",
+                    (
+                        session_id,
+                        tenant_id,
+                        new_rule.permission,
+                        new_rule.pattern,
+                        new_rule.action,
+                        ia.decided_by or "",
+                        run_id,
+                    ),
+                )
+
+    async def mark(self, run_id: str, interaction_id: str, status: str, *, when: str) -> bool:
+        """Move an interaction along executing → executed | failed; False if not in `when`."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE interactions SET status = %s, updated_at = now()"
+                " WHERE run_id = %s AND id = %s AND status = %s",
+                (status, run_id, interaction_id, when),
+            )
+            return cur.rowcount == 1
+
+    async def status(self, run_id: str, interaction_id: str) -> str | None:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT status FROM interactions WHERE run_id = %s AND id = %s",
+                (run_id, interaction_id),
+            )
+            row = await cur.fetchone()
+        return str(row["status"]) if row else None
+
+    async def for_run(self, run_id: str) -> list[Interaction]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT {COLUMNS} FROM interactions WHERE run_id = %s ORDER BY step, ord",
+                (run_id,),
+            )
+            rows = await cur.fetchall()
+        return [_row_to_interaction(row) for row in rows]
+
+    async def get(self, run_id: str, interaction_id: str) -> Interaction | None:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT {COLUMNS} FROM interactions WHERE run_id = %s AND id = %s",
+                (run_id, interaction_id),
+            )
+            row = await cur.fetchone()
+        return _row_to_interaction(row) if row else None
+
+    async def session_rules(self, session_id: str) -> list[PermissionRule]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT permission, pattern, action FROM session_rules"
+                " WHERE session_id = %s ORDER BY created_at",
+                (session_id,),
+            )
+            rows = await cur.fetchall()
+        return [PermissionRule.model_validate(row) for row in rows]
+
+
+def _event_data(ia: Interaction) -> dict[str, object]:
+    return {
+        "interaction_id": ia.id,
+        "kind": ia.kind,
+        "status": ia.status,
+        "tool": ia.tool,
+        "subject": ia.subject,
+        "question": ia.question,
+        "payload_hash": ia.payload_hash,
+        "arguments": ia.arguments,
+        "risk": ia.risk,
+        "approvers": ia.approvers,
+        "expires_at": ia.expires_at.isoformat(),
+        "decision": ia.decision,
+        "decided_by": ia.decided_by,
+    }

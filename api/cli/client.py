@@ -1,0 +1,92 @@
+"""A small HTTP client for Keel's API, used by the CLI."""
+
+from __future__ import annotations
+
+import httpx
+
+from activities.store.audit import AuditVerification
+from api.core.schemas import (
+    DecisionResult,
+    EventPage,
+    InteractionDecisionCreate,
+    InteractionPublic,
+    RunCreate,
+    RunList,
+    RunPublic,
+)
+
+
+class KeelApiError(RuntimeError):
+    """The API refused a request; the message is the API's explanation."""
+
+
+def _explain(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        detail = response.text
+    if isinstance(detail, list):
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg')}" for d in detail
+        )
+    return f"{response.status_code}: {detail}"
+
+
+class KeelClient:
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=headers)
+
+    async def __aenter__(self) -> KeelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def _send(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+        response = await self._http.request(method, path, **kwargs)  # type: ignore[arg-type]
+        if response.status_code >= 400:
+            raise KeelApiError(_explain(response))
+        return response
+
+    async def create_run(self, body: RunCreate) -> RunPublic:
+        response = await self._send("POST", "/v1/runs", json=body.model_dump(exclude_none=True))
+        return RunPublic.model_validate(response.json())
+
+    async def get_run(self, run_id: str) -> RunPublic:
+        return RunPublic.model_validate((await self._send("GET", f"/v1/runs/{run_id}")).json())
+
+    async def list_runs(self, limit: int = 20) -> RunList:
+        response = await self._send("GET", "/v1/runs", params={"limit": limit})
+        return RunList.model_validate(response.json())
+
+    async def events(self, run_id: str, after: int = 0) -> EventPage:
+        response = await self._send("GET", f"/v1/runs/{run_id}/events", params={"after": after})
+        return EventPage.model_validate(response.json())
+
+    async def interactions(self, run_id: str) -> list[InteractionPublic]:
+        response = await self._send("GET", f"/v1/runs/{run_id}/interactions")
+        return [InteractionPublic.model_validate(item) for item in response.json()]
+
+    async def interaction(self, run_id: str, interaction_id: str) -> InteractionPublic:
+        response = await self._send("GET", f"/v1/runs/{run_id}/interactions/{interaction_id}")
+        return InteractionPublic.model_validate(response.json())
+
+    async def decide(
+        self, run_id: str, interaction_id: str, body: InteractionDecisionCreate
+    ) -> DecisionResult:
+        response = await self._send(
+            "POST",
+            f"/v1/runs/{run_id}/interactions/{interaction_id}",
+            json=body.model_dump(exclude_none=True),
+        )
+        return DecisionResult.model_validate(response.json())
+
+    async def verify_audit(self, tenant: str | None = None) -> AuditVerification:
+        params = {"tenant": tenant} if tenant else {}
+        response = await self._send("GET", "/v1/admin/audit/verify", params=params)
+        return AuditVerification.model_validate(response.json())
+
+    async def cancel(self, run_id: str) -> RunPublic:
+        response = await self._send("POST", f"/v1/runs/{run_id}/cancel")
+        return RunPublic.model_validate(response.json())

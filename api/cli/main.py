@@ -1,0 +1,470 @@
+"""The `keel` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import signal
+import sys
+import uuid
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from api.cli.client import KeelApiError, KeelClient
+from api.cli.local_stack import StackInfo, local_stack, serve_api
+from api.cli.progress import Decider, follow_run, terminal_decider
+from api.cli.schedules import schedules_app
+from api.core.schemas import InteractionDecisionCreate, RunCreate, RunPublic
+from api.identity.auth import dev_token
+from api.identity.config import cli_token, local_secret
+from worker.dev_stack import StackError, free_port
+from worker.runtime import run_worker_forever
+from worker.settings import Settings
+
+app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
+runs_app = typer.Typer(help="Inspect runs.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+app.add_typer(schedules_app, name="schedules")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=1)
+
+
+def _run(coro: object) -> None:
+    try:
+        asyncio.run(coro)  # type: ignore[arg-type]
+    except (KeelApiError, StackError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _print_stack(info: StackInfo) -> None:
+    s = info.settings
+    console.print(f"[bold]Keel[/bold] API        {info.api_url}  (docs at {info.api_url}/docs)")
+    console.print(f"     Temporal   {s.temporal_address}")
+    if info.temporal_ui:
+        console.print(f"     Temporal UI {info.temporal_ui}")
+    db = (
+        "embedded Postgres in " + str(s.data_dir / "postgres")
+        if "host=/" in (s.database_url or "")
+        else "DATABASE_URL"
+    )
+    console.print(f"     Database   {db}")
+    console.print(f"     Data dir   {s.data_dir}")
+    console.print(f"     Workspaces under {s.workspace_root}")
+    console.print(f"     LLM        {s.openai_base_url} (model {s.model})")
+
+
+@app.command()
+def dev(
+    no_ui: Annotated[
+        bool, typer.Option("--no-ui", help="Do not serve the Temporal Web UI.")
+    ] = False,
+) -> None:
+    """Start the whole stack here: Temporal, Postgres, the worker and the API."""
+    settings = Settings()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with local_stack(settings, reuse_running=False, ui=not no_ui) as info:
+            _print_stack(info)
+            console.print("Ready. Ctrl-C stops everything.")
+            await stop.wait()
+            console.print("Stopping…")
+
+    _run(main())
+
+
+@app.command()
+def worker() -> None:
+    """Run only a worker (needs TEMPORAL_ADDRESS and DATABASE_URL)."""
+    settings = Settings()
+    if settings.temporal_address is None or settings.database_url is None:
+        raise _fail(
+            "keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither."
+        )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
+    try:
+        asyncio.run(run_worker_forever(settings))
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def api() -> None:
+    """Serve only the API (needs TEMPORAL_ADDRESS and DATABASE_URL)."""
+    settings = Settings()
+    if settings.temporal_address is None or settings.database_url is None:
+        raise _fail("keel api needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither.")
+
+    async def main() -> None:
+        async with serve_api(settings) as url:
+            console.print(f"Keel API at {url}")
+            await asyncio.Event().wait()
+
+    try:
+        _run(main())
+    except KeyboardInterrupt:
+        pass
+
+
+def _save_report(run: RunPublic, out: Path | None, data_dir: Path) -> Path:
+    path = out or data_dir / "reports" / f"{run.id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(run.report or "")
+    return path
+
+
+def _decider() -> Decider | None:
+    """Prompt for decisions only when a person is at the terminal."""
+    return terminal_decider(console) if sys.stdin.isatty() else None
+
+
+async def _start_and_follow(
+    settings: Settings, body: RunCreate, out: Path | None, *, ui: bool = False
+) -> RunPublic:
+    async with local_stack(settings, ui=ui) as info:
+        if info.started_here:
+            console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
+        async with KeelClient(info.api_url, token=cli_token(info.settings)) as client:
+            run = await client.create_run(body)
+            console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
+            run = await follow_run(client, run.id, console, _decider())
+    _report(run, out, info.settings.data_dir)
+    return run
+
+
+def _report(run: RunPublic, out: Path | None, data_dir: Path) -> None:
+    if run.report:
+        console.print(Markdown(run.report))
+        saved = _save_report(run, out, data_dir)
+        console.print(f"\nReport saved to {saved}")
+    usage = run.usage
+    console.print(
+        f"[bold]{run.status}[/bold] · stop reason {run.stop_reason} · {run.steps} steps · "
+        f"{run.tool_calls} tool calls · {usage.total_tokens} tokens"
+    )
+    if run.status != "completed":
+        raise _fail(run.error or f"The run ended {run.status}.")
+
+
+@app.command()
+def review(
+    path: Annotated[Path, typer.Argument(help="Directory to review.")] = Path("."),
+    agent: Annotated[str, typer.Option(help="Agent to run.")] = "review",
+    prompt: Annotated[
+        str, typer.Option(help="What to ask for.")
+    ] = "Review this codebase and write your report.",
+    out: Annotated[Path | None, typer.Option(help="Where to save the Markdown report.")] = None,
+) -> None:
+    """Review a directory and print the Markdown report."""
+    target = path.expanduser().resolve()
+    if not target.is_dir():
+        raise _fail(f"{target} is not a directory.")
+    settings = Settings()
+    if not target.is_relative_to(settings.workspace_root.resolve()):
+        # A stack started here may work on the target; a running one decides for itself.
+        settings = settings.model_copy(update={"workspace_root": target})
+    body = RunCreate(agent=agent, input=prompt, workspace=str(target), trigger="cli")
+    _run(_start_and_follow(settings, body, out))
+
+
+@app.command("run")
+def run_agent(
+    agent: Annotated[str, typer.Argument(help="Agent to run.")],
+    prompt: Annotated[str, typer.Argument(help="The task.")],
+    workspace: Annotated[Path, typer.Option(help="Directory the agent works on.")] = Path("."),
+    out: Annotated[Path | None, typer.Option(help="Where to save the answer.")] = None,
+) -> None:
+    """Run any agent on a task."""
+    target = workspace.expanduser().resolve()
+    settings = Settings()
+    if not target.is_relative_to(settings.workspace_root.resolve()):
+        settings = settings.model_copy(update={"workspace_root": target})
+    body = RunCreate(agent=agent, input=prompt, workspace=str(target), trigger="cli")
+    _run(_start_and_follow(settings, body, out))
+
+
+async def _decide(run_id: str, interaction_id: str, body: InteractionDecisionCreate) -> None:
+    async with (
+        local_stack(Settings(), ui=False) as info,
+        KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+    ):
+        if body.decision.startswith("approve"):
+            ia = await client.interaction(run_id, interaction_id)
+            console.print(f"Approving {ia.tool} {ia.arguments} (hash {ia.payload_hash[:12]}…)")
+            body = body.model_copy(update={"payload_hash": ia.payload_hash})
+        result = await client.decide(run_id, interaction_id, body)
+    console.print(f"{interaction_id}: {result.status}, now {result.interaction.status}")
+
+
+@app.command()
+def approve(
+    run_id: str,
+    interaction_id: str,
+    always: Annotated[
+        bool, typer.Option("--always", help="Also allow the same call for the rest of the session.")
+    ] = False,
+) -> None:
+    """Approve a pending tool call (the payload you are shown is the one that runs)."""
+    body = InteractionDecisionCreate(decision="approve_always" if always else "approve")
+    _run(_decide(run_id, interaction_id, body))
+
+
+@app.command()
+def reject(
+    run_id: str,
+    interaction_id: str,
+    reason: Annotated[str | None, typer.Option(help="Told to the model.")] = None,
+) -> None:
+    """Reject a pending tool call or question."""
+    body = InteractionDecisionCreate(decision="reject", text=reason)
+    _run(_decide(run_id, interaction_id, body))
+
+
+@app.command()
+def answer(run_id: str, interaction_id: str, text: str) -> None:
+    """Answer a question the agent asked."""
+    body = InteractionDecisionCreate(decision="answer", text=text)
+    _run(_decide(run_id, interaction_id, body))
+
+
+@app.command()
+def interactions(run_id: str) -> None:
+    """List a run's approval requests and questions."""
+
+    async def main() -> None:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            items = await client.interactions(run_id)
+        table = Table("id", "status", "tool", "subject", "expires", "decided by")
+        for ia in items:
+            table.add_row(
+                ia.id,
+                ia.status,
+                ia.tool,
+                ia.subject[:60],
+                ia.expires_at.strftime("%Y-%m-%d %H:%M"),
+                ia.decided_by or "",
+            )
+        console.print(table)
+
+    _run(main())
+
+
+@app.command()
+def token(
+    tenant: Annotated[str, typer.Option(help="tenant_id claim.")] = "default",
+    sub: Annotated[str, typer.Option(help="sub claim: the user.")] = "local",
+    scope: Annotated[list[str] | None, typer.Option(help="Scopes, e.g. keel:admin.")] = None,
+    ttl: Annotated[int, typer.Option(help="Lifetime in seconds.", min=60)] = 3600,
+) -> None:
+    """Print a bearer token signed with this machine's Keel secret (for curl and scripts)."""
+    settings = Settings()
+    secret = settings.jwt_secret or local_secret(settings.data_dir)
+    console.print(
+        dev_token(
+            secret,
+            tenant,
+            sub,
+            scopes=scope or [],
+            ttl_s=ttl,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+        ),
+        soft_wrap=True,
+    )
+
+
+@app.command()
+def coordinate(
+    task: Annotated[str, typer.Argument(help="The task every agent gets.")],
+    agent: Annotated[list[str], typer.Option("--agent", help="Base URL of an A2A agent (repeat).")],
+    timeout: Annotated[int, typer.Option(help="Seconds each agent may take.", min=5)] = 1800,
+    out: Annotated[Path | None, typer.Option(help="Where to save the merged report.")] = None,
+) -> None:
+    """Send one task to several A2A agents and merge their answers into one report."""
+    from worker.temporal_client import connect
+    from workflows.coordination import CoordinatorInput, RemoteAgent
+    from workflows.coordinator import CoordinatorWorkflow
+
+    async def main() -> None:
+        async with local_stack(Settings(), ui=False) as info:
+            settings = info.settings
+            if settings.temporal_address is None:
+                raise StackError(
+                    "keel coordinate needs TEMPORAL_ADDRESS when it uses a running Keel; "
+                    "set it to that Keel's Temporal address."
+                )
+            client = await connect(settings.temporal_address, settings.temporal_namespace)
+            request = CoordinatorInput(
+                task=task, agents=[RemoteAgent(url=url) for url in agent], timeout_s=timeout
+            )
+            workflow_id = f"coordinate-{uuid.uuid4().hex[:12]}"
+            console.print(f"Coordinating {len(agent)} agents ({workflow_id})…")
+            result = await client.execute_workflow(
+                CoordinatorWorkflow.run, request, id=workflow_id, task_queue=settings.task_queue
+            )
+        console.print(Markdown(result.report))
+        path = out or info.settings.data_dir / "reports" / f"{workflow_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(result.report)
+        console.print(f"\nReport saved to {path}")
+
+    _run(main())
+
+
+@audit_app.command("verify")
+def audit_verify(
+    tenant: Annotated[str | None, typer.Option(help="Check one tenant's chain only.")] = None,
+) -> None:
+    """Check that no audit row was edited, deleted or reordered."""
+
+    async def main() -> bool:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            result = await client.verify_audit(tenant)
+        colour = "green" if result.ok else "red"
+        console.print(f"[{colour}]{result.message}[/{colour}]")
+        console.print(f"{result.rows_checked} rows in {result.chains_checked} chains checked.")
+        return result.ok
+
+    try:
+        ok = asyncio.run(main())
+    except (KeelApiError, StackError) as exc:
+        raise _fail(str(exc)) from None
+    if not ok:
+        raise typer.Exit(code=1)
+
+
+@runs_app.command("list")
+def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
+    """List recent runs."""
+
+    async def main() -> None:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            page = await client.list_runs(limit)
+        table = Table("id", "agent", "status", "stop reason", "steps", "tools", "created")
+        for run in page.runs:
+            table.add_row(
+                run.id,
+                run.agent,
+                run.status,
+                run.stop_reason or "",
+                str(run.steps),
+                str(run.tool_calls),
+                run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            )
+        console.print(table)
+
+    _run(main())
+
+
+@runs_app.command("cancel")
+def runs_cancel(run_id: str) -> None:
+    """Cancel a run (a queued one leaves its session's queue)."""
+
+    async def main() -> None:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            run = await client.cancel(run_id)
+        console.print(f"{run.id}: {run.status}")
+
+    _run(main())
+
+
+@runs_app.command("show")
+def runs_show(run_id: str) -> None:
+    """Show one run and its report."""
+
+    async def main() -> None:
+        async with (
+            local_stack(Settings(), ui=False) as info,
+            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
+        ):
+            run = await client.get_run(run_id)
+        console.print_json(run.model_dump_json(exclude={"report"}))
+        if run.report:
+            console.print(Markdown(run.report))
+
+    _run(main())
+
+
+@app.command()
+def demo(
+    keep: Annotated[bool, typer.Option(help="Keep the demo's data directory.")] = True,
+) -> None:
+    """Review a bundled sample project with a scripted model: offline, end to end."""
+    from worker.scripted_llm import Script, ScriptedLLMServer
+
+    base = Settings()
+    data_dir = base.data_dir.expanduser().resolve() / "demo"
+    workspace = data_dir / "workspace"
+    if workspace.exists():
+        shutil.rmtree(workspace)
+    sample = resources.files("api") / "sample_project"
+    shutil.copytree(str(sample), workspace, ignore=shutil.ignore_patterns("__pycache__"))
+    script = Script.load(Path(str(resources.files("worker") / "scripts" / "demo_review.yaml")))
+    with ScriptedLLMServer(script) as llm:
+        settings = base.model_copy(
+            update={
+                "data_dir": data_dir,
+                "workspace_root": workspace,
+                "openai_base_url": llm.base_url,
+                "model": script.name,
+                "api_port": free_port(),
+                "temporal_port": free_port(),
+                "temporal_ui_port": free_port(),
+                "api_url": None,
+            }
+        )
+        console.print(f"[dim]Scripted model at {llm.base_url}; sample project in {workspace}[/dim]")
+        body = RunCreate(
+            agent="review",
+            input="Review this codebase and write your report.",
+            workspace=str(workspace),
+            trigger="cli",
+        )
+
+        async def main() -> None:
+            async with local_stack(settings, reuse_running=False, ui=False) as info:
+                async with KeelClient(info.api_url, token=cli_token(info.settings)) as client:
+                    run = await client.create_run(body)
+                    console.print(f"Run [bold]{run.id}[/bold] (review) on {run.workspace}")
+                    run = await follow_run(client, run.id, console)
+            _report(run, None, data_dir)
+
+        _run(main())
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    app()
+
+
+if __name__ == "__main__":
+    main()

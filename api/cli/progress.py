@@ -1,0 +1,150 @@
+"""Following a run in the terminal: a live line of progress, tool calls as they happen,
+and, when the run asks, a prompt to decide."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.live import Live
+from rich.prompt import Prompt
+from rich.spinner import Spinner
+from rich.text import Text
+
+from api.cli.client import KeelApiError, KeelClient
+from api.core.schemas import EventPublic, InteractionDecisionCreate, InteractionPublic, RunPublic
+
+TERMINAL_EVENTS = {"done", "error", "cancelled"}
+POLL_INTERVAL_S = 0.25
+
+Decider = Callable[[InteractionPublic], InteractionDecisionCreate | None]
+
+
+def _compact(arguments: object) -> str:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return str(arguments)
+    if isinstance(arguments, dict):
+        arguments = {k: v for k, v in arguments.items() if v is not None}
+    text = json.dumps(arguments, ensure_ascii=False)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def describe_event(event: EventPublic) -> str | None:
+    data = event.data
+    if event.type == "tool_call":
+        return f"  → {data.get('name')} {_compact(data.get('arguments', ''))}"
+    if event.type == "tool_result":
+        if data.get("cached"):
+            return f"  ← {data.get('name')}: repeated call, earlier answer reused"
+        if data.get("is_error"):
+            return f"  ✗ {data.get('name')}: {str(data.get('preview', ''))[:120]}"
+        return f"  ← {data.get('name')}: {data.get('size', 0)} bytes"
+    if event.type == "interaction_resolved":
+        who = data.get("decided_by") or "the timer"
+        return f"  ✓ {data.get('interaction_id')} {data.get('status')} by {who}"
+    if event.type == "error":
+        return f"  run failed: {data.get('error')}"
+    return None
+
+
+def terminal_decider(console: Console) -> Decider:
+    """Ask the person at the terminal; Enter leaves the decision to someone else."""
+
+    def decide(ia: InteractionPublic) -> InteractionDecisionCreate | None:
+        if ia.kind == "ask_user":
+            console.print(f"\n[bold]The agent asks:[/bold] {ia.question}")
+            answer = Prompt.ask("Your answer (empty: decide later)", default="", console=console)
+            if not answer.strip():
+                return None
+            return InteractionDecisionCreate(decision="answer", text=answer)
+        console.print(
+            f"\n[bold]Approval needed[/bold] ({ia.risk}): {ia.tool} {_compact(ia.arguments)}"
+        )
+        console.print(f"  expires {ia.expires_at:%Y-%m-%d %H:%M %Z} · id {ia.id}")
+        choice = Prompt.ask(
+            "[a]pprove once, approve [A]lways this session, [r]eject, or Enter to decide later",
+            choices=["a", "A", "r", ""],
+            default="",
+            show_choices=False,
+            console=console,
+        )
+        if choice == "a":
+            return InteractionDecisionCreate(decision="approve", payload_hash=ia.payload_hash)
+        if choice == "A":
+            return InteractionDecisionCreate(
+                decision="approve_always", payload_hash=ia.payload_hash
+            )
+        if choice == "r":
+            reason = Prompt.ask("Reason (optional)", default="", console=console)
+            return InteractionDecisionCreate(decision="reject", text=reason or None)
+        return None
+
+    return decide
+
+
+async def _ask(
+    client: KeelClient,
+    run_id: str,
+    interaction_id: str,
+    decider: Decider | None,
+    console: Console,
+) -> None:
+    if decider is None:
+        console.print(
+            f"  … waiting on {interaction_id}: decide with "
+            f"`keel approve {run_id} {interaction_id}` or `keel reject {run_id} {interaction_id}`"
+        )
+        return
+    ia = await client.interaction(run_id, interaction_id)
+    decision = await asyncio.to_thread(decider, ia)
+    if decision is None:
+        console.print(f"  … left {interaction_id} for later (`keel approve {run_id} {ia.id}`)")
+        return
+    try:
+        await client.decide(run_id, interaction_id, decision)
+    except KeelApiError as exc:
+        console.print(f"  [red]decision not taken:[/red] {exc}")
+
+
+async def follow_run(
+    client: KeelClient, run_id: str, console: Console, decider: Decider | None = None
+) -> RunPublic:
+    """Show progress until the run's terminal event, then return the run."""
+    after = 0
+    steps = tool_calls = tokens = 0
+    spinner = Spinner("dots", text="starting")
+    live = Live(spinner, console=console, refresh_per_second=8, transient=True)
+    live.start()
+    try:
+        finished = False
+        while not finished:
+            page = await client.events(run_id, after)
+            for event in page.events:
+                data = event.data
+                if event.type == "usage":
+                    steps = int(str(data.get("step", steps)))
+                    tokens += int(str(data.get("prompt_tokens", 0))) + int(
+                        str(data.get("completion_tokens", 0))
+                    )
+                if event.type == "tool_call":
+                    tool_calls += 1
+                line = describe_event(event)
+                if line:
+                    console.print(Text(line), highlight=False)
+                if event.type == "interaction_pending":
+                    live.stop()
+                    await _ask(client, run_id, str(data["interaction_id"]), decider, console)
+                    live.start()
+                finished = finished or event.type in TERMINAL_EVENTS
+            after = page.next_after
+            spinner.update(text=f"step {steps} · {tool_calls} tool calls · {tokens} tokens")
+            if not finished:
+                await asyncio.sleep(POLL_INTERVAL_S)
+    finally:
+        live.stop()
+    return await client.get_run(run_id)

@@ -1,0 +1,88 @@
+"""The FastAPI application; its lifespan owns the Temporal client and the Postgres pool."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.routing import Route
+
+from activities.store.audit import AuditLog
+from activities.store.interaction_store import InteractionStore
+from activities.store.run_store import Store
+from activities.store.session_store import SessionStore
+from api.a2a.routes import a2a_routes
+from api.core.audit_trail import ApiAudit
+from api.events.hub import EventHub
+from api.events.stream import EventReads
+from api.http.body_limit import BodySizeLimit
+from api.http.errors import install_error_handlers
+from api.http.routers import (
+    admin,
+    events,
+    interactions,
+    runs,
+    schedules,
+    sessions,
+    system,
+    webhooks,
+)
+from api.identity.config import auth_config, build_verifier
+from api.mcp_server import McpEndpoint
+from worker.agent_catalog import AgentCatalog
+from worker.settings import Settings
+from worker.temporal_client import connect
+
+
+def create_app(settings: Settings) -> FastAPI:
+    if settings.temporal_address is None or settings.database_url is None:
+        raise RuntimeError("create_app needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
+    temporal_address = settings.temporal_address
+    database_url = settings.database_url
+    config = auth_config(settings)
+    mcp = McpEndpoint(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.settings = settings
+        app.state.auth_config = config
+        app.state.verifier = build_verifier(config)
+        app.state.catalog = AgentCatalog.load(settings.agents_dir)
+        app.state.temporal = await connect(temporal_address, settings.temporal_namespace)
+        store = await Store.open(database_url)
+        app.state.store = store
+        app.state.interactions = InteractionStore(store.pool)
+        app.state.sessions = SessionStore(store.pool)
+        app.state.audit = ApiAudit(AuditLog(store.pool))
+        hub = EventHub(database_url)
+        app.state.event_hub = hub
+        app.state.event_reads = EventReads(store)
+        try:
+            await store.migrate()
+            await hub.start()
+            async with mcp.serving(app.state):
+                yield
+        finally:
+            await hub.stop()
+            await store.close()
+
+    app = FastAPI(
+        title="Keel",
+        version="0.1.0",
+        description="A durable orchestrator for LLM agents on Temporal.",
+        lifespan=lifespan,
+    )
+    app.include_router(system.router)
+    app.include_router(runs.router)
+    app.include_router(events.router)
+    app.include_router(interactions.router)
+    app.include_router(sessions.router)
+    app.include_router(admin.router)
+    app.include_router(schedules.router)
+    app.include_router(webhooks.router)
+    app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
+    app.router.routes.append(Route("/mcp", endpoint=mcp))
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,110 @@
+"""The API's error answers: their shape, how operations document them, and the handlers
+for the cases FastAPI's defaults answer wrongly."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from api.core.schemas import Problem
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+ERROR_DESCRIPTIONS = {
+    401: "No valid bearer token: send `Authorization: Bearer <token>`.",
+    403: "The token lacks the scope this operation needs.",
+    404: "No such resource, or it belongs to another tenant.",
+    409: "The request conflicts with the resource's current state; the detail says which.",
+    413: "The request body is larger than the server's limit (KEEL_MAX_BODY_BYTES).",
+    503: "A service Keel depends on did not answer; try again shortly.",
+}
+
+
+def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries for the error statuses an operation can answer with."""
+    return {code: {"model": Problem, "description": ERROR_DESCRIPTIONS[code]} for code in codes}
+
+
+AUTHENTICATED = documented(401, 413, 503)
+"""What every operation behind a bearer token can answer: no valid token, a body over the
+limit (which applies to every request), or a key set that could not be fetched."""
+
+
+def problem(
+    code: int,
+    field: str,
+    message: str,
+    *,
+    where: Literal["body", "query", "path", "header"] = "body",
+) -> HTTPException:
+    """An error naming the request field at fault, in the shape of FastAPI's own 422s."""
+    return HTTPException(
+        status_code=code, detail=[{"loc": [where, field], "msg": message, "type": "value_error"}]
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+        # FastAPI's bare 400 for a body that is not UTF-8 (or nests too deep); malformed
+        # JSON gets a documented 422, so this gets one too.
+        return JSONResponse(
+            {
+                "detail": [
+                    {
+                        "loc": ["body"],
+                        "msg": "The body could not be read as JSON; send UTF-8 JSON.",
+                        "type": "json_invalid",
+                    }
+                ]
+            },
+            status_code=422,
+        )
+    if exc.status_code != 405:
+        return await http_exception_handler(request, exc)
+    # Starlette's 405 lists only the methods of the first route on the path; RFC 9110
+    # wants every method the resource supports, so ask each route about each method.
+    allowed = [
+        method
+        for method in HTTP_METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.routes
+        )
+    ]
+    headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+    return JSONResponse({"detail": exc.detail}, status_code=405, headers=headers)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    # As FastAPI's own, but ASCII: errors echo the input, and a lone surrogate in it
+    # (valid in JSON, refused by pydantic) cannot be encoded as UTF-8.
+    body = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
+    return Response(body, status_code=422, media_type="application/json")
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    # Last resort: a JSON body like every other answer. Starlette re-raises the exception
+    # after sending it, so the server still logs it with its traceback.
+    return JSONResponse(
+        {
+            "detail": "Keel failed on this request and logged why; try again, and report "
+            "it if it keeps happening."
+        },
+        status_code=500,
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(Exception, _unexpected_error)

@@ -1,0 +1,146 @@
+"""/v1/runs/{run_id}/events: a run's durable events, as pages of JSON or as a live stream."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from api.core.run_reads import run_for
+from api.core.schemas import EventPage, EventPublic, StoredText
+from api.events.hub import EventHub
+from api.events.stream import FINISHED_STATUSES, EventReads, RunEventStream
+from api.http.deps import AuditDep, CurrentUser, StoreDep
+from api.http.errors import AUTHENTICATED, documented, problem
+
+router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)
+
+STREAM_DESCRIPTION = """\
+Server-sent events of a run, live. Each durable event is sent once, in `seq` order:
+
+    id: <seq>
+    event: <type>
+    data: {"seq": …, "type": …, "data": {…}, "created_at": …}
+
+While the model writes, `message_delta` events carry its text as it arrives
+(`data: {"run_id", "step", "attempt", "delta_index", "delta"}`). They have no
+`id:`, are never stored, and a reconnecting client does not get them again;
+the durable `message` event that follows holds the whole text. `delta_index`
+counts the pieces of one attempt at one step; a retried step starts again at 0.
+
+Resume after a dropped connection with the `Last-Event-ID` header (browsers'
+`EventSource` sends it), or with `?after=<seq>`; the header wins. The comment
+`: connected` opens the stream once it is subscribed, and `: keepalive` is sent
+after 15 s of silence. The stream ends after the run's
+terminal event (`done`, `error` or `cancelled`); a finished run streams what it
+has and ends.
+"""
+
+
+def _hub(request: Request) -> EventHub:
+    return request.app.state.event_hub  # type: ignore[no-any-return]
+
+
+def _reads(request: Request) -> EventReads:
+    return request.app.state.event_reads  # type: ignore[no-any-return]
+
+
+EventHubDep = Annotated[EventHub, Depends(_hub)]
+EventReadsDep = Annotated[EventReads, Depends(_reads)]
+
+
+# One event as a client's SSE parser reads it; `data` is the JSON of an `EventPublic`, or of a
+# `message_delta`.
+SSE_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "id": {"type": "string", "description": "The event's `seq`; deltas have none."},
+        "event": {"type": "string", "description": "The event's type."},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
+@router.get("/{run_id}/events", response_model=EventPage, responses=documented(404))
+async def list_events(
+    run_id: StoredText,
+    store: StoreDep,
+    user: CurrentUser,
+    audit: AuditDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+) -> EventPage:
+    await run_for(run_id, user, store, audit)
+    events = await store.list_events(run_id, after=after, limit=limit)
+    return EventPage(
+        events=[EventPublic.from_record(e) for e in events],
+        next_after=events[-1].seq if events else after,
+    )
+
+
+@router.get(
+    "/{run_id}/events/stream",
+    summary="Stream a run's events (SSE)",
+    description=STREAM_DESCRIPTION,
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "An open `text/event-stream`, ending after the terminal event.",
+            "content": {
+                "text/event-stream": {
+                    "schema": SSE_EVENT,
+                    "example": (
+                        'id: 1\nevent: run_started\ndata: {"seq": 1, "type": "run_started", '
+                        '"data": {"agent": "review"}, "created_at": "2025-01-01T00:00:00Z"}\n\n'
+                        'event: message_delta\ndata: {"run_id": "run-1", "step": 1, '
+                        '"attempt": 1, "delta_index": 0, "delta": "Look"}\n\n'
+                        ": keepalive\n\n"
+                    ),
+                }
+            },
+        },
+        **documented(404),
+    },
+)
+async def stream_events(
+    run_id: StoredText,
+    store: StoreDep,
+    user: CurrentUser,
+    audit: AuditDep,
+    hub: EventHubDep,
+    reads: EventReadsDep,
+    after: Annotated[
+        int, Query(ge=0, description="Send the events after this seq (0: from the start).")
+    ] = 0,
+    last_event_id: Annotated[
+        str | None,
+        Header(description="The `id` of the last event received; overrides `after`."),
+    ] = None,
+) -> StreamingResponse:
+    record = await run_for(run_id, user, store, audit)
+    if last_event_id is not None and last_event_id.strip():
+        try:
+            after = int(last_event_id)
+        except ValueError:
+            raise problem(
+                422,
+                "Last-Event-ID",
+                "Last-Event-ID must be the seq of an event this stream sent; "
+                "send it back unchanged or omit it to start over.",
+                where="header",
+            ) from None
+    stream = RunEventStream(
+        store,
+        reads,
+        hub,
+        run_id,
+        after=max(after, 0),
+        finished=record.status in FINISHED_STATUSES,
+    )
+    return StreamingResponse(
+        stream.sse(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,34 @@
+"""/v1/webhooks: what a tenant needs to check the notices Keel sends its receivers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from activities.store.audit import AuditEntry
+from activities.webhook_signature import SIGNATURE_HEADER, tenant_signing_secret
+from api.core.schemas import WebhookSecretPublic
+from api.http.deps import AuditDep, CurrentUser, SettingsDep
+from api.http.errors import AUTHENTICATED
+from worker.webhook_secret import webhook_server_secret
+
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses=AUTHENTICATED)
+
+
+@router.get("/signing-secret", response_model=WebhookSecretPublic)
+async def signing_secret(
+    user: CurrentUser, settings: SettingsDep, audit: AuditDep
+) -> WebhookSecretPublic:
+    """The caller's tenant's signing secret: verify `X-Keel-Signature` with it."""
+    secret = tenant_signing_secret(webhook_server_secret(settings), user.tenant_id)
+    await audit.log.append(
+        AuditEntry(
+            tenant_id=user.tenant_id,
+            actor=user.subject,
+            category="webhook",
+            action="webhook.signing_secret_read",
+            subject=user.tenant_id,
+        )
+    )
+    return WebhookSecretPublic(
+        tenant_id=user.tenant_id, secret=secret, signature_header=SIGNATURE_HEADER
+    )
