@@ -58,15 +58,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.permissions import PermissionRule
     from workflows.tool_specs import Risk, ToolSpec
 
-# Versioning: runs started before a change replay on the code they were recorded
-# with. Each change was a patch of its own; runs started since `LEAN_PATCH` record
-# that one marker (and one search-attribute update) for all of them. Runs of
-# format 3 (`RunInput.format`, set by the starter) take every path these patches
-# guard and record no marker: the input, which is in the history, decides.
+# Versioning. Runs of format 3 (`RunInput.format`, set by the starter) take every
+# path these patches guarded and record no marker. Runs of older formats that
+# recorded the patches still replay: each patch is deprecated (Temporal's lifecycle:
+# `patched` -> `deprecate_patch` -> removed), so its marker is accepted, never needed.
+# Runs from before the patches (no marker) no longer replay; no release ran them.
 LEAN_STEPS_PATCH = "lean-steps-v1"
 LEAN_RECORDS_PATCH = "lean-records-v1"
 LOCAL_LLM_PATCH = "local-llm-v1"
 LEAN_PATCH = "lean-v2"
+DEPRECATED_PATCHES = (LEAN_PATCH, LEAN_STEPS_PATCH, LEAN_RECORDS_PATCH, LOCAL_LLM_PATCH)
 # The first `RunInput.format` that takes those paths without markers; fixed for good.
 LEAN_FORMAT = 3
 
@@ -106,6 +107,9 @@ class AgentRunWorkflow:
         if not run.run_id:
             # A schedule picks the workflow id when it fires, so the input cannot carry it.
             run = run.model_copy(update={"run_id": workflow.info().workflow_id})
+        if not self._format3:
+            for patch in DEPRECATED_PATCHES:
+                workflow.deprecate_patch(patch)
         try:
             if run.state is not None:
                 self._state = run.state
@@ -501,8 +505,7 @@ class AgentRunWorkflow:
 
     @workflow.signal(name="resolve_interaction")
     async def resolve_interaction(self, decision: InteractionDecision) -> None:
-        if self._since(LEAN_PATCH):
-            await self._opened(decision.interaction_id)
+        await self._opened(decision.interaction_id)
         problem = self._problem_with(decision)
         if problem is None:
             self._apply(decision)
@@ -588,24 +591,15 @@ class AgentRunWorkflow:
     ) -> Any:
         """A Postgres write of the run's record: idempotent, so a local activity will do.
 
-        Local: no round trip through the server for a few milliseconds of work. Runs
-        started before this change keep replaying on regular activities.
+        Local: no round trip through the server for a few milliseconds of work.
         """
-        if self._since(LEAN_RECORDS_PATCH):
-            return await workflow.execute_local_activity(
-                name,
-                payload,
-                result_type=result_type,
-                start_to_close_timeout=start_to_close_timeout,
-                retry_policy=retry_policy,
-                local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
-            )
-        return await workflow.execute_activity(
+        return await workflow.execute_local_activity(
             name,
             payload,
             result_type=result_type,
             start_to_close_timeout=start_to_close_timeout,
             retry_policy=retry_policy,
+            local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
         )
 
     def _llm_runs_local(self) -> bool:
@@ -628,27 +622,14 @@ class AgentRunWorkflow:
             return False
         if state.local_llm_ms + last > timeouts.LLM_LOCAL_BUDGET_MS:
             return False
-        return self._since(LOCAL_LLM_PATCH)
+        return True
 
     def _tool_runs_local(self, spec: ToolSpec) -> bool:
-        """Reads and quick writes run as local activities; `bash` stays a regular one."""
-        if spec.read_only:
-            return self._lean()
-        return spec.quick_write and (self._format3 or workflow.patched(LEAN_PATCH))
+        """Reads and quick writes run as local activities; `bash` stays a regular one.
 
-    def _lean(self) -> bool:
-        """Runs started since lean steps run read-only tools as local activities.
-
-        A read is safe to repeat, so it need not be recorded before the next one starts;
-        histories recorded before keep replaying on their regular activities.
+        A read is safe to repeat, so it need not be recorded before the next one starts.
         """
-        return self._since(LEAN_STEPS_PATCH)
-
-    def _since(self, patch: str) -> bool:
-        """Whether this run has `patch`: format 3, recorded with it, or since `LEAN_PATCH`."""
-        if self._format3:
-            return True
-        return workflow.patched(LEAN_PATCH) or workflow.patched(patch)
+        return spec.read_only or spec.quick_write
 
     async def _finish(
         self,
