@@ -80,7 +80,7 @@ class LlmActivities:
                     prompt_tokens=recorded.prompt_tokens,
                     completion_tokens=recorded.completion_tokens,
                 )
-                return _digest(recorded.tool_calls, usage, recorded.latency_ms, lean=step.lean)
+                return _digest(recorded.tool_calls, usage, recorded.latency_ms)
         tools = _tool_definitions(tuple(step.tools)) if step.tools else []
         if step.mcp:
             # Discovered at the run's start; the history carries only their names.
@@ -106,7 +106,7 @@ class LlmActivities:
             event_seq=step.event_seq,
             cost_usd=self._cost(step.model, usage),
         )
-        return _digest(tool_calls, usage, latency_ms, lean=step.lean)
+        return _digest(tool_calls, usage, latency_ms)
 
     def _cost(self, model: str, usage: Usage) -> float:
         price = self._prices.get(model)
@@ -240,28 +240,22 @@ def _tool_definitions(names: tuple[str, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def _digest(
-    tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int, *, lean: bool
-) -> LlmStepResult:
+def _digest(tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int) -> LlmStepResult:
     """What the workflow needs of a model call: the calls to gate, usage and timing.
 
-    Lean digests carry the tokens as `[prompt, completion]`, a third of the bytes,
-    and arguments without the whitespace many models put in their JSON.
+    The tokens travel as `[prompt, completion]`, a third of the bytes, and arguments
+    without the whitespace many models put in their JSON.
     """
     calls = [
         ToolCallRequest(
             call_id=str(call["id"]),
             name=call["function"]["name"],
-            arguments=_compact(call["function"]["arguments"])
-            if lean
-            else call["function"]["arguments"],
+            arguments=_compact(call["function"]["arguments"]),
         )
         for call in tool_calls
     ]
-    if lean:
-        tokens = [usage.prompt_tokens, usage.completion_tokens]
-        return LlmStepResult(tool_calls=calls, tokens=tokens, latency_ms=latency_ms)
-    return LlmStepResult(tool_calls=calls, usage=usage, latency_ms=latency_ms)
+    tokens = [usage.prompt_tokens, usage.completion_tokens]
+    return LlmStepResult(tool_calls=calls, tokens=tokens, latency_ms=latency_ms)
 
 
 def _compact(arguments: str) -> str:

@@ -48,7 +48,7 @@ from worker.scripted_llm import ScriptedLLMServer
 from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RUN_FORMAT, AgentSpec, RunInput
+from workflows.models import AgentSpec, RunInput
 
 MAX_SUBSCRIBERS = 1000
 MAX_STEPS = 500
@@ -166,7 +166,6 @@ async def start_and_finish(
             model=settings.model,
             workspace=str(workspace),
             llm_max_attempts=settings.llm_max_attempts,
-            format=RUN_FORMAT,
         ),
         id=run_id,
         task_queue=settings.task_queue,

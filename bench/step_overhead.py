@@ -46,7 +46,7 @@ from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Tur
 from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RUN_FORMAT, AgentSpec, Limits, RunInput, RunResult
+from workflows.models import AgentSpec, Limits, RunInput, RunResult
 from workflows.tool_specs import TOOL_SPECS, ReadFileArgs
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -265,7 +265,6 @@ async def keel_run(client: Client, store: Store, setup: Setup) -> KeelRun:
         model=settings.model,
         workspace=str(setup.workspace),
         llm_max_attempts=settings.llm_max_attempts,
-        format=RUN_FORMAT,
     )
     handle = await client.start_workflow(
         AgentRunWorkflow.run,

@@ -58,19 +58,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.permissions import PermissionRule
     from workflows.tool_specs import Risk, ToolSpec
 
-# Versioning. Runs of format 3 (`RunInput.format`, set by the starter) take every
-# path these patches guarded and record no marker. Runs of older formats that
-# recorded the patches still replay: each patch is deprecated (Temporal's lifecycle:
-# `patched` -> `deprecate_patch` -> removed), so its marker is accepted, never needed.
-# Runs from before the patches (no marker) no longer replay; no release ran them.
-LEAN_STEPS_PATCH = "lean-steps-v1"
-LEAN_RECORDS_PATCH = "lean-records-v1"
-LOCAL_LLM_PATCH = "local-llm-v1"
-LEAN_PATCH = "lean-v2"
-DEPRECATED_PATCHES = (LEAN_PATCH, LEAN_STEPS_PATCH, LEAN_RECORDS_PATCH, LOCAL_LLM_PATCH)
-# The first `RunInput.format` that takes those paths without markers; fixed for good.
-LEAN_FORMAT = 3
-
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
 ASSISTANT_ORD = 1
@@ -84,9 +71,7 @@ class AgentRunWorkflow:
         self._state = RunState()
         self._status: RunStatus = "running"
         self._stop_reason: StopReason | None = None
-        # Set here, not in `run`: a signal in the first activation is handled before it.
-        self._format3 = run.format >= LEAN_FORMAT
-        self._fast_start = self._format3 and run.fast_model
+        self._fast_start = run.fast_model
         self._opening: StartRunInput | None = None
 
     @workflow.query(name="progress")
@@ -107,9 +92,6 @@ class AgentRunWorkflow:
         if not run.run_id:
             # A schedule picks the workflow id when it fires, so the input cannot carry it.
             run = run.model_copy(update={"run_id": workflow.info().workflow_id})
-        if not self._format3:
-            for patch in DEPRECATED_PATCHES:
-                workflow.deprecate_patch(patch)
         try:
             if run.state is not None:
                 self._state = run.state
@@ -168,7 +150,7 @@ class AgentRunWorkflow:
             agent=run.agent.name,
             system_prompt=run.agent.system_prompt,
             input=run.input,
-            texts=run.texts,
+            texts_key=run.texts_key,
             model=run.model,
             workspace=run.workspace,
             tenant_id=run.tenant_id,
@@ -222,7 +204,6 @@ class AgentRunWorkflow:
             nudge=plan.nudge,
             gate_results=state.pending_results,
             event_seq=self._take_seqs(2),
-            lean=self._format3,
             start=self._opening,
             mcp=bool(gate.mcp_tool_names),
         )
@@ -289,17 +270,12 @@ class AgentRunWorkflow:
             *(settle(o, d, i) for (o, d), i in zip(asks, interactions, strict=True)),
         )
 
-        found: list[str] = []
         fresh = False
         failures: list[bool] = []
         for ord_, decision in decisions:
             outcome = outcomes.get(ord_)
             if isinstance(outcome, ToolDigest):
-                if self._format3:
-                    fresh = fresh or not outcome.stale
-                else:
-                    found.extend(outcome.seen)
-                    found.append(f"sha:{outcome.sha256[:16]}")
+                fresh = fresh or not outcome.stale
                 failures.append(outcome.is_error)
                 continue
             if outcome is None:
@@ -321,7 +297,7 @@ class AgentRunWorkflow:
         for fingerprint, ref in answered_now.items():
             if self._answer_is_final(ref):
                 state.answered[fingerprint] = ref
-        convergence.record_round(state, found, failures, fresh=fresh)
+        convergence.record_round(state, failures, fresh=fresh)
 
     def _answer_is_final(self, ref: MessageRef) -> bool:
         """Expired requests may be asked again; every other answer is reused."""
@@ -551,7 +527,6 @@ class AgentRunWorkflow:
             interaction_id=interaction_id,
             tenant_id=run.tenant_id,
             allowed_by=_rule_text(decision) if interaction_id is None else None,
-            lean=self._format3,
         )
         if decision.spec is not None and decision.spec.group == "mcp":
             # A call to another service: on record before the run goes on.
@@ -611,7 +586,7 @@ class AgentRunWorkflow:
         model is not called twice. Local calls run back to back only while the model
         stays fast and for `LLM_LOCAL_BUDGET_MS` of model time; any call after a slow
         one is regular. A run's first call is regular unless its starter saw the
-        model's latest calls all fast (`RunInput.fast_model`, format 3). Decided from
+        model's latest calls all fast (`RunInput.fast_model`). Decided from
         the input and recorded results, so replay decides the same.
         """
         state = self._state
@@ -653,7 +628,8 @@ class AgentRunWorkflow:
                 tool_calls=state.tool_calls,
                 usage=state.usage,
                 event_seq=self._take_seqs(1),
-                preview=not self._format3 or bool(run.webhook_url),
+                # Only a webhook notice needs the report's first characters.
+                preview=bool(run.webhook_url),
             ),
             result_type=FinishRunResult,
             start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,

@@ -55,18 +55,12 @@ def plan_next_call(state: RunState, limits: Limits) -> NextCall:
     return NextCall()
 
 
-def record_round(
-    state: RunState, found: list[str], failures: list[bool], *, fresh: bool = False
-) -> None:
+def record_round(state: RunState, failures: list[bool], *, fresh: bool) -> None:
     """Fold one tool round into the state: progress and the failure streak.
 
-    Progress is something not seen before: an item of `found` (paths and output
-    hashes of full digests) missing from `state.seen`, or, with lean digests, which
-    the store checks against every earlier output, `fresh`.
+    Progress is an output that repeats none of an earlier step's (`fresh`): the
+    store, which keeps every output's hash, checks it, so the history carries none.
     """
-    known = set(state.seen)
-    new = [item for item in found if item not in known]
-    state.seen.extend(dict.fromkeys(new))
-    state.stale_rounds = 0 if new or fresh else state.stale_rounds + 1
+    state.stale_rounds = 0 if fresh else state.stale_rounds + 1
     for failed in failures:
         state.consecutive_failures = state.consecutive_failures + 1 if failed else 0

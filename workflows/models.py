@@ -14,13 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from workflows.permissions import PermissionRule
 from workflows.tool_specs import Risk
 
-# How a run records its history. 0: as runs started before formats did, where patch
-# markers decide; 3: no patch markers, lean digests, the first model call local when
-# the starter knows the model is fast (`RunInput.fast_model`), and (with
-# `RunInput.texts`) the prompt and input kept out of the history. Starters set the
-# current format; a run keeps the one it started with, through continue-as-new.
-RUN_FORMAT = 3
-
 Trigger = Literal["api", "cli", "a2a", "schedule", "parent"]
 RunStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 StopReason = Literal[
@@ -161,7 +154,6 @@ class RunState(BaseModel):
     stale_rounds: int = 0
     nudged: bool = False
     usage: Usage = Field(default_factory=Usage)
-    seen: list[str] = Field(default_factory=list, description="Paths and result hashes seen.")
     answered: dict[str, MessageRef] = Field(
         default_factory=dict, description="Call fingerprint -> where its answer is stored."
     )
@@ -293,8 +285,7 @@ class RunInput(BaseModel):
     webhook_url: str | None = Field(
         default=None, description="Told when the run waits for approval and when it finishes."
     )
-    format: int = Field(default=0, ge=0, le=RUN_FORMAT, description="See `RUN_FORMAT`.")
-    texts: str | None = Field(
+    texts_key: str | None = Field(
         default=None,
         max_length=64,
         description="Key of the stored system prompt and input; both then travel empty.",
@@ -345,7 +336,7 @@ class StartRunInput(BaseModel):
     parent_run_id: str | None
     event_seq: int
     schedule_id: str | None = None
-    texts: str | None = Field(
+    texts_key: str | None = Field(
         default=None, description="Key of the stored system prompt and input, if they are."
     )
 
@@ -371,9 +362,8 @@ class LlmStepInput(BaseModel):
     nudge: str | None = Field(default=None, description="A user message to add before calling.")
     gate_results: list[GateResult] = Field(default_factory=list)
     event_seq: int
-    lean: bool = Field(default=False, description="Answer with `tokens` instead of `usage`.")
     start: StartRunInput | None = Field(
-        default=None, description="Open the run's record first (a run's first call, format 3)."
+        default=None, description="Open the run's record first (a run's first call, when local)."
     )
     mcp: bool = Field(
         default=False,
@@ -385,18 +375,18 @@ class LlmStepResult(BaseModel):
     """Output of `llm_step`: a digest; the message itself is in Postgres."""
 
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
     latency_ms: int = Field(default=0, description="How long the model took to answer.")
     tokens: list[int] = Field(
-        default_factory=list, description="Lean digests: [prompt, completion] for `usage`."
+        default_factory=list,
+        description="[prompt, completion]: a third of the bytes of a `Usage` in every step.",
     )
 
     def spent(self) -> Usage:
-        """The tokens of the call, from whichever form the digest has."""
-        if self.tokens:
-            prompt, completion = self.tokens
-            return Usage(prompt_tokens=prompt, completion_tokens=completion)
-        return self.usage
+        """The tokens of the call."""
+        if not self.tokens:
+            return Usage()
+        prompt, completion = self.tokens
+        return Usage(prompt_tokens=prompt, completion_tokens=completion)
 
 
 class ToolCallInput(BaseModel):
@@ -415,25 +405,18 @@ class ToolCallInput(BaseModel):
     allowed_by: str | None = Field(
         default=None, description="The rule that allowed an acting call without asking."
     )
-    lean: bool = Field(default=False, description="Answer with `stale` instead of size and hash.")
 
 
 class ToolDigest(BaseModel):
     """Output of `run_tool`: what the workflow needs, not the output itself.
 
-    A lean digest says only whether the output is an error and whether it repeats an
-    earlier step's output; a full one (runs of format 0) has its size, hash and paths.
+    Whether the output is an error, and whether it repeats an earlier step's output
+    (convergence); the output, its size and its hash are in Postgres.
     """
 
-    size: int = 0
-    sha256: str = Field(
-        default="", description="A prefix of the output's SHA-256 (the whole in Postgres)."
-    )
-    preview: str = Field(default="", description="Unused since lean steps; the store has it.")
     is_error: bool = False
-    seen: list[str] = Field(default_factory=list)
     stale: bool = Field(
-        default=False, description="Lean: the output repeats one of an earlier step of the run."
+        default=False, description="The output repeats one of an earlier step of the run."
     )
 
 
@@ -467,7 +450,7 @@ class FinishRunInput(BaseModel):
     event_seq: int
     preview: bool = Field(
         default=True,
-        description="Answer with the report's first characters; format 3 asks only for a "
+        description="Answer with the report's first characters; a run asks only for its "
         "webhook notice, so report text stays out of the history.",
     )
 

@@ -200,11 +200,11 @@ class Store:
 
     async def start_run(self, start: StartRunInput) -> None:
         """Mark the run running and store its opening messages and event."""
-        if start.texts is not None:
-            texts = await self.run_texts(start.tenant_id, start.texts)
+        if start.texts_key is not None:
+            texts = await self.run_texts(start.tenant_id, start.texts_key)
             if texts is None:
                 raise MissingRunTexts(
-                    f"Run {start.run_id}: no stored prompt and input under {start.texts} "
+                    f"Run {start.run_id}: no stored prompt and input under {start.texts_key} "
                     f"for tenant {start.tenant_id}."
                 )
             start = start.model_copy(update={"system_prompt": texts[0], "input": texts[1]})

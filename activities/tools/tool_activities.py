@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -39,8 +38,6 @@ log = logging.getLogger("keel.tools")
 PREVIEW_CHARS = 200
 # Schema problems shown to the model for one call.
 MAX_ARGUMENT_PROBLEMS = 5
-# The workflow only compares digests: a 64-bit prefix of the hash keeps history lean.
-DIGEST_HASH_CHARS = 16
 
 
 def _run_read_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
@@ -86,15 +83,6 @@ UNKNOWN_OUTCOME = (
     "Error: the worker stopped while this {tool} call was running, so whether it took "
     "effect is unknown. It was not run again. Check the workspace before deciding what to do."
 )
-
-
-def digest_of(output: ToolOutput) -> ToolDigest:
-    return ToolDigest(
-        size=len(output.text.encode()),
-        sha256=hashlib.sha256(output.text.encode()).hexdigest()[:DIGEST_HASH_CHARS],
-        is_error=output.is_error,
-        seen=list(output.seen),
-    )
 
 
 class ToolActivities:
@@ -164,14 +152,8 @@ class ToolActivities:
         stored = await self._store.get_message(call.run_id, call.step, call.ord)
         if stored is None:
             return None
-        if call.lean:
-            repeats = await self._store.output_repeats(call.run_id, call.step, stored.sha256 or "")
-            return ToolDigest(is_error=stored.is_error, stale=repeats)
-        return ToolDigest(
-            size=len((stored.content or "").encode()),
-            sha256=(stored.sha256 or "")[:DIGEST_HASH_CHARS],
-            is_error=stored.is_error,
-        )
+        repeats = await self._store.output_repeats(call.run_id, call.step, stored.sha256 or "")
+        return ToolDigest(is_error=stored.is_error, stale=repeats)
 
     async def _record(self, call: ToolCallInput, output: ToolOutput) -> ToolDigest:
         """Store the output as the call's tool message, with its two events."""
@@ -217,9 +199,7 @@ class ToolActivities:
                 await self._interactions.mark(
                     call.run_id, call.interaction_id, final, when="approved"
                 )
-        if call.lean:
-            return ToolDigest(is_error=output.is_error, stale=repeats)
-        return digest_of(output)
+        return ToolDigest(is_error=output.is_error, stale=repeats)
 
     async def _execute_once(self, call: ToolCallInput, *, acting: bool) -> ToolOutput:
         """Run the call; an acting call that may already have run is not run again."""

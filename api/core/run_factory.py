@@ -23,7 +23,6 @@ from worker.settings import Settings
 from workflows import timeouts
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import (
-    RUN_FORMAT,
     AgentSpec,
     RunInput,
     SessionState,
@@ -245,7 +244,8 @@ async def as_started(store: Store, run: RunInput) -> RunInput:
     fast = await store.model_is_fast(run.model, timeouts.LLM_LOCAL_BELOW_MS)
     # The workflow never reads the agent's description either.
     agent = run.agent.model_copy(update={"system_prompt": "", "description": ""})
-    return run.model_copy(update={"agent": agent, "input": "", "texts": key, "fast_model": fast})
+    update = {"agent": agent, "input": "", "texts_key": key, "fast_model": fast}
+    return run.model_copy(update=update)
 
 
 def run_input(
@@ -280,6 +280,5 @@ def run_input(
             "approval_expires_after_s": approval_expires_after_s,
             "webhook_url": webhook_url,
             "schedule_id": schedule_id,
-            "format": RUN_FORMAT,
         }
     )

@@ -37,7 +37,7 @@ from worker.runtime import build_worker
 from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RUN_FORMAT, AgentSpec, Limits, RunInput
+from workflows.models import AgentSpec, Limits, RunInput
 
 BASE_AGENT = "review"
 TOOL = "read_file"
@@ -101,7 +101,6 @@ async def keel_peer(args: PeerArgs) -> AsyncIterator[Peer]:
                         model=settings.model,
                         workspace=str(workspace),
                         llm_max_attempts=settings.llm_max_attempts,
-                        format=RUN_FORMAT,
                     )
                     handle = await client.start_workflow(
                         AgentRunWorkflow.run,

@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowHandle
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RUN_FORMAT, AgentSpec, Limits, RunInput, RunResult
+from workflows.models import AgentSpec, Limits, RunInput, RunResult
 
 READ_TOOLS = ["list_files", "read_file", "search_code"]
 
@@ -32,7 +32,6 @@ async def start_run(
     spec: AgentSpec | None = None,
     prompt: str = "Review this project.",
     run_id: str | None = None,
-    format: int = RUN_FORMAT,
     fast_model: bool = False,
 ) -> WorkflowHandle[AgentRunWorkflow, RunResult]:
     run_id = run_id or f"run-test-{uuid.uuid4().hex[:10]}"
@@ -45,7 +44,6 @@ async def start_run(
             model=settings.model,
             workspace=str(workspace),
             llm_max_attempts=settings.llm_max_attempts,
-            format=format,
             fast_model=fast_model,
         ),
         id=run_id,

@@ -15,7 +15,7 @@ from tests.integration.runs import agent, start_run
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RUN_FORMAT, RunInput
+from workflows.models import RunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -217,23 +217,20 @@ async def test_max_steps_forces_a_final_answer(
     assert run is not None and run.report == "Looking at line 3."
 
 
-# Format 3 asks the store whether an output repeats an earlier one; format 0 keeps
-# hashes and paths in the workflow. Both see the same progress.
-@pytest.mark.parametrize("format", [RUN_FORMAT, 0], ids=["format-3", "format-0"])
+# The store says whether an output repeats an earlier one: the workflow keeps no hashes.
 async def test_no_progress_nudges_then_forces_an_answer(
     temporal_client: Client,
     store: Store,
     workspace: Path,
     scripted: StartLLM,
     settings_for: MakeSettings,
-    format: int,
 ) -> None:
     same = [call("read_file", {"path": "README.md"})]
     llm = scripted(Script(turns=[Turn(tool_calls=same)] * 6 + [Turn(content="final")]))
     settings = settings_for(llm, workspace)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(
-            temporal_client, settings, workspace, spec=agent(max_stale_rounds=2), format=format
+            temporal_client, settings, workspace, spec=agent(max_stale_rounds=2)
         )
         result = await handle.result()
 
@@ -353,10 +350,9 @@ async def test_a_run_whose_stored_texts_are_missing_fails_clearly(
         run_id="run-test-no-texts",
         agent=spec.model_copy(update={"system_prompt": ""}),
         input="",
-        texts=key,
+        texts_key=key,
         model=settings.model,
         workspace=str(workspace),
-        format=RUN_FORMAT,
     )
     # Recorded as queued first, as the API does.
     await store.create_run(

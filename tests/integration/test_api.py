@@ -108,7 +108,7 @@ async def test_post_a_run_follow_its_events_and_read_the_report(
     history = await temporal_client.get_workflow_handle("api-run-1").fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes
     recorded = started.input.payloads[0].data
-    assert b'"texts":"' in recorded
+    assert b'"texts_key":"' in recorded
     assert b"Review it." not in recorded and prompt.system_prompt[:40].encode() not in recorded
 
 

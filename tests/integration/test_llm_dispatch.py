@@ -1,7 +1,7 @@
 """Where model calls run: fast models in the worker, slow ones through the server.
 
-A run's first call is a local activity (a regular one in runs of format 0); after
-a call that took under `LLM_LOCAL_BELOW_MS` the next runs as a local activity too,
+A run's first call is a local activity when its starter knows the model is fast;
+after a call that took under `LLM_LOCAL_BELOW_MS` the next runs as a local activity too,
 until `LLM_LOCAL_BUDGET_MS` of model time has passed since the last regular one.
 Both kinds show in the history, and a finished call is never made twice.
 """
@@ -30,7 +30,7 @@ from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Tur
 from worker.settings import Settings
 from workflows import timeouts
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RUN_FORMAT, LlmStepInput, RunInput, RunResult, StartRunInput
+from workflows.models import LlmStepInput, RunInput, RunResult, StartRunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -71,13 +71,13 @@ def play(
 ) -> Play:
     """Run the review agent on a script to its end, on an in-process worker."""
 
-    async def run(turns: list[Turn], format: int = RUN_FORMAT, fast: bool = False) -> Played:
+    async def run(turns: list[Turn], fast: bool = False) -> Played:
         llm = scripted(Script(turns=turns))
         settings = settings_for(llm, workspace)
         spec = agent(max_stale_rounds=10)
         async with in_process_worker(temporal_client, store, settings):
             handle = await start_run(
-                temporal_client, settings, workspace, spec=spec, format=format, fast_model=fast
+                temporal_client, settings, workspace, spec=spec, fast_model=fast
             )
             result = await asyncio.wait_for(handle.result(), timeout=60)
         assert result.status == "completed" and result.steps == len(turns)
@@ -87,21 +87,18 @@ def play(
 
 
 @pytest.mark.parametrize(
-    ("format", "fast", "first"),
-    [(RUN_FORMAT, True, "local"), (RUN_FORMAT, False, "regular"), (0, True, "regular")],
-    ids=["known-fast", "unknown", "format-0"],
+    ("fast", "first"), [(True, "local"), (False, "regular")], ids=["known-fast", "unknown"]
 )
 async def test_a_fast_model_is_called_in_the_worker(
-    play: Play, store: Store, format: int, fast: bool, first: str
+    play: Play, store: Store, fast: bool, first: str
 ) -> None:
     llm, handle, result = await play(
-        [listing(), listing(), listing(), Turn(content="done")], format=format, fast=fast
+        [listing(), listing(), listing(), Turn(content="done")], fast=fast
     )
     assert await llm_calls_by_kind(handle) == [first, "local", "local", "local"]
     assert llm.requests_by_turn == {0: 1, 1: 1, 2: 1, 3: 1}
     run = await store.get_run(handle.id)
     assert run is not None and run.prompt_tokens == 400
-    # Both digest forms add up the same tokens.
     assert result.usage.prompt_tokens == 400 and result.usage.completion_tokens == 80
 
 
@@ -179,11 +176,10 @@ async def test_a_run_starts_in_the_worker_once_its_model_has_been_fast(
                 input="Review this project.",
                 model=settings.model,
                 workspace=str(workspace),
-                format=RUN_FORMAT,
             )
             # As the API starts it: texts stored, and the model's speed looked up.
             started = await as_started(store, run)
-            assert started.input == "" and started.texts is not None
+            assert started.input == "" and started.texts_key is not None
             handle = await temporal_client.start_workflow(
                 AgentRunWorkflow.run, started, id=run_id, task_queue=settings.task_queue
             )

@@ -162,7 +162,7 @@ def test_a_loop_that_finds_nothing_new_is_nudged_then_forced() -> None:
         plans.append(plan)
         if plan.force_reason is not None:
             break
-        record_round(run, ["README.md", "sha:abc"], [False])
+        record_round(run, [False], fresh=run.step == 1)
 
     # Round 1 is new; rounds 2-3 are stale (nudge), round 4 stale again (forced).
     assert run.step == 5
@@ -170,40 +170,21 @@ def test_a_loop_that_finds_nothing_new_is_nudged_then_forced() -> None:
     assert plans[-1].force_reason == "no_progress"
 
 
-def test_a_round_with_something_new_resets_staleness() -> None:
-    run = state(seen=["a.py"], stale_rounds=2)
+def test_a_round_with_a_fresh_output_resets_staleness() -> None:
+    run = state(stale_rounds=2)
 
-    record_round(run, ["a.py", "b.py"], [])
+    record_round(run, [False], fresh=True)
     assert run.stale_rounds == 0
-    assert run.seen == ["a.py", "b.py"]
 
 
-@pytest.mark.parametrize(
-    "found", [[], ["a.py"], ["a.py", "a.py"]], ids=["nothing", "seen", "seen-twice"]
-)
-def test_a_round_with_nothing_new_is_stale(found: list[str]) -> None:
-    run = state(seen=["a.py"], stale_rounds=1)
+def test_a_round_with_nothing_fresh_is_stale() -> None:
+    run = state(stale_rounds=1)
 
-    record_round(run, found, [])
+    record_round(run, [False], fresh=False)
     assert run.stale_rounds == 2
-    assert run.seen == ["a.py"]
-
-
-def test_a_fresh_lean_output_is_progress_and_keeps_nothing() -> None:
-    run = state(seen=["a.py"], stale_rounds=2)
-
-    record_round(run, [], [False], fresh=True)
-    assert run.stale_rounds == 0 and run.seen == ["a.py"]
-    record_round(run, [], [False], fresh=False)
-    assert run.stale_rounds == 1
-
-
-def test_seen_keeps_first_seen_order_without_duplicates() -> None:
-    run = RunState()
-    record_round(run, ["b", "a", "b", "sha:1"], [])
-    record_round(run, ["a", "c", "sha:1", "c"], [])
-    assert run.seen == ["b", "a", "sha:1", "c"]
-    assert run.stale_rounds == 0
+    # A round whose calls all came from the gate (errors, denials, cached) is stale too.
+    record_round(run, [True], fresh=False)
+    assert run.stale_rounds == 3
 
 
 # -- failure streak ------------------------------------------------------------------
@@ -223,16 +204,16 @@ def test_seen_keeps_first_seen_order_without_duplicates() -> None:
 )
 def test_failure_streak(before: int, failures: list[bool], after: int) -> None:
     run = state(consecutive_failures=before)
-    record_round(run, ["new"], failures)
+    record_round(run, failures, fresh=True)
     assert run.consecutive_failures == after
 
 
 def test_failure_streak_carries_across_rounds_until_a_success() -> None:
     limits = Limits(max_consecutive_failures=3)
     run = RunState()
-    record_round(run, [], [True, True])
+    record_round(run, [True, True], fresh=False)
     assert hard_limit(run, limits) is None
-    record_round(run, [], [False, True])
+    record_round(run, [False, True], fresh=True)
     assert run.consecutive_failures == 1
-    record_round(run, [], [True, True])
+    record_round(run, [True, True], fresh=False)
     assert hard_limit(run, limits) == "max_consecutive_failures"

@@ -7,33 +7,53 @@ import json
 from temporalio.converter import DataConverter
 
 from worker.temporal_client import DATA_CONVERTER
-from workflows.models import LlmStepResult, RunState, ToolCallRequest, ToolDigest, Usage
+from workflows.models import (
+    LlmStepResult,
+    MessageRef,
+    RunState,
+    ToolCallInput,
+    ToolCallRequest,
+    ToolDigest,
+    Usage,
+)
 
 converter = DATA_CONVERTER.payload_converter
 
 
 def test_fields_at_their_defaults_are_left_out() -> None:
-    digest = ToolDigest(size=62, sha256="8e1dda13fe90a3ee", seen=["notes.txt"])
-    [payload] = converter.to_payloads([digest])
+    call = ToolCallInput(
+        run_id="r1",
+        step=2,
+        ord=2,
+        call_id="c1",
+        name="read_file",
+        arguments="{}",
+        workspace="/w",
+        event_seq=5,
+        allowed_by="read * allow",
+    )
+    [payload] = converter.to_payloads([call])
     written = json.loads(payload.data)
-    assert written == {"size": 62, "sha256": "8e1dda13fe90a3ee", "seen": ["notes.txt"]}
-    assert converter.from_payloads([payload], [ToolDigest]) == [digest]
+    assert "tenant_id" not in written and "interaction_id" not in written
+    assert written["allowed_by"] == "read * allow" and written["step"] == 2
+    assert converter.from_payloads([payload], [ToolCallInput]) == [call]
 
 
 def test_values_changed_in_place_survive_the_round_trip() -> None:
     state = RunState()
     state.step = 3
-    state.seen.append("README.md")  # mutated, never assigned: still written
+    state.answered["fp"] = MessageRef(step=1, ord=2)  # mutated, never assigned: still written
     state.usage = state.usage.plus(Usage(prompt_tokens=10))
     [payload] = converter.to_payloads([state])
     [back] = converter.from_payloads([payload], [RunState])
-    assert back == state and back.seen == ["README.md"] and back.usage.prompt_tokens == 10
+    assert back == state and back.answered == {"fp": MessageRef(step=1, ord=2)}
+    assert back.usage.prompt_tokens == 10
 
 
 def test_payloads_written_in_full_still_decode() -> None:
     result = LlmStepResult(
         tool_calls=[ToolCallRequest(call_id="c1", name="read_file", arguments="{}")],
-        usage=Usage(prompt_tokens=5, completion_tokens=1),
+        tokens=[5, 1],
         latency_ms=7,
     )
     # As the stock pydantic converter wrote it, with fields this version dropped.
@@ -45,12 +65,11 @@ def test_payloads_written_in_full_still_decode() -> None:
     assert len(compact.data) < len(full[0].data)
 
 
-def test_lean_digests_are_small_and_read_like_full_ones() -> None:
-    full = LlmStepResult(usage=Usage(prompt_tokens=100, completion_tokens=20), latency_ms=9)
-    lean = LlmStepResult(tokens=[100, 20], latency_ms=9)
-    assert lean.spent() == full.spent() == Usage(prompt_tokens=100, completion_tokens=20)
-    [lean_payload] = converter.to_payloads([lean])
-    assert json.loads(lean_payload.data) == {"latency_ms": 9, "tokens": [100, 20]}
+def test_step_digests_are_small() -> None:
+    step = LlmStepResult(tokens=[100, 20], latency_ms=9)
+    assert step.spent() == Usage(prompt_tokens=100, completion_tokens=20)
+    [payload] = converter.to_payloads([step])
+    assert json.loads(payload.data) == {"latency_ms": 9, "tokens": [100, 20]}
     # A fresh, successful tool output is the empty digest.
     [fresh] = converter.to_payloads([ToolDigest()])
     assert fresh.data == b"{}"
