@@ -13,6 +13,7 @@ from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, T
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from workflows.activity_refs import A2ADelegation
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
 
 CARD_PATH = "/.well-known/agent-card.json"
@@ -33,7 +34,7 @@ FINISHED = {"completed", "failed", "canceled", "rejected", "input-required", "au
 TokenSource = Callable[[str, str, str], str | None]
 
 
-class A2AClientActivities:
+class A2AClientActivities(A2ADelegation):
     """An A2A client as activities; tokens come from the worker, never from history."""
 
     def __init__(self, tokens: TokenSource) -> None:

@@ -6,6 +6,7 @@ from temporalio import activity
 
 from activities.store.audit import AuditEntry, AuditLog
 from activities.store.interaction_store import InteractionStore
+from workflows.activity_refs import InteractionRecords
 from workflows.models import (
     Interaction,
     OpenInteractionsInput,
@@ -27,7 +28,7 @@ def _detail(ia: Interaction) -> dict[str, object]:
     }
 
 
-class InteractionActivities:
+class InteractionActivities(InteractionRecords):
     """`open_interactions` and `resolve_interaction`, idempotent on their keys."""
 
     def __init__(self, interactions: InteractionStore, audit: AuditLog) -> None:

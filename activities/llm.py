@@ -27,6 +27,7 @@ from activities.store.audit import AuditEntry, AuditLog
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.records import MessageRecord
 from activities.store.run_store import Store
+from workflows.activity_refs import LlmCalls
 from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRequest, Usage
 from workflows.tool_specs import TOOL_SPECS
 
@@ -46,7 +47,7 @@ log = logging.getLogger("keel.llm")
 T = TypeVar("T")
 
 
-class LlmActivities:
+class LlmActivities(LlmCalls):
     """Chat completions through the `openai` client; retries belong to Temporal."""
 
     def __init__(

@@ -6,6 +6,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.store.run_store import MissingRunTexts, Store
+from workflows.activity_refs import RunRecords
 from workflows.models import FinishRunInput, FinishRunResult, StartRunInput
 
 REPORT_PREVIEW_CHARS = 200
@@ -21,7 +22,7 @@ async def open_run(store: Store, start: StartRunInput) -> None:
         raise ApplicationError(str(err), type="MissingRunTexts", non_retryable=True) from err
 
 
-class RunRecordActivities:
+class RunRecordActivities(RunRecords):
     """`start_run` and `finish_run`, idempotent on the run id and event seq."""
 
     def __init__(self, store: Store) -> None:

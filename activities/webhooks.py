@@ -17,13 +17,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.webhook_signature import SIGNATURE_HEADER, signature_header, tenant_signing_secret
+from workflows.activity_refs import WebhookDeliveries
 from workflows.models import WebhookDelivery, WebhookReceipt
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_RETRY_AFTER_S = 600
 
 
-class WebhookActivities:
+class WebhookActivities(WebhookDeliveries):
     """Signs with per-tenant secrets derived from the server's secret."""
 
     def __init__(

@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -26,19 +25,25 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from workflows import convergence, timeouts
+    from workflows.activity_call import run_activity
+    from workflows.activity_refs import (
+        InteractionRecords,
+        LlmCalls,
+        McpDiscovery,
+        RunRecords,
+        ToolCalls,
+    )
     from workflows.gate import GateDecision, ToolGate
     from workflows.mcp_tools import McpToolset
     from workflows.models import (
         DecisionOutcome,
         FinishRunInput,
-        FinishRunResult,
         GateResult,
         Interaction,
         InteractionDecision,
         LlmStepInput,
         LlmStepResult,
         McpDiscoveryInput,
-        McpDiscoveryResult,
         MessageRef,
         OpenInteractionsInput,
         ResolveInteractionInput,
@@ -57,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.permissions import PermissionRule
     from workflows.tool_specs import Risk, ToolSpec
+    from workflows.webhook_delivery import WebhookDeliveryWorkflow
 
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
@@ -166,12 +172,7 @@ class AgentRunWorkflow:
             # call's input is in the history, so it would carry all of this again.)
             self._opening = opening
             return
-        await self._record(
-            "start_run",
-            opening,
-            start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
-            retry_policy=timeouts.STORE_RETRY,
-        )
+        await run_activity(RunRecords.start_run, opening, timeouts.STORE_WRITE, local=True)
 
     async def _discover_mcp_tools(self, run: RunInput) -> None:
         """List the agent's MCP servers' tools; only their names enter the history.
@@ -179,12 +180,10 @@ class AgentRunWorkflow:
         Their descriptions and schemas are stored in Postgres for the model calls. A
         server that stays down is left out, and the gate says so if the model calls it.
         """
-        found: McpDiscoveryResult = await workflow.execute_activity(
-            "discover_mcp_tools",
+        found = await run_activity(
+            McpDiscovery.discover_mcp_tools,
             McpDiscoveryInput(run_id=run.run_id, servers=run.agent.mcp_servers),
-            result_type=McpDiscoveryResult,
-            start_to_close_timeout=timeouts.MCP_DISCOVERY_START_TO_CLOSE,
-            retry_policy=timeouts.MCP_DISCOVERY_RETRY,
+            timeouts.MCP_DISCOVERY,
         )
         self._state.mcp_tools = list(found.tools)
         self._state.mcp_unavailable = list(found.unavailable)
@@ -209,25 +208,12 @@ class AgentRunWorkflow:
         )
         self._opening = None
         local = self._llm_runs_local()
+        result = await run_activity(
+            LlmCalls.llm_step, step_input, timeouts.llm_call(run.llm_max_attempts), local=local
+        )
         if local:
-            result: LlmStepResult = await workflow.execute_local_activity(
-                "llm_step",
-                step_input,
-                result_type=LlmStepResult,
-                start_to_close_timeout=timeouts.LLM_START_TO_CLOSE,
-                retry_policy=timeouts.llm_retry(run.llm_max_attempts),
-                local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
-            )
             state.local_llm_ms += result.latency_ms
         else:
-            result = await workflow.execute_activity(
-                "llm_step",
-                step_input,
-                result_type=LlmStepResult,
-                start_to_close_timeout=timeouts.LLM_START_TO_CLOSE,
-                heartbeat_timeout=timeouts.LLM_HEARTBEAT,
-                retry_policy=timeouts.llm_retry(run.llm_max_attempts),
-            )
             state.local_llm_ms = 0
         state.last_llm_ms = result.latency_ms
         state.pending_results = []
@@ -339,8 +325,8 @@ class AgentRunWorkflow:
             )
             self._state.interactions[interaction.id] = interaction
             created.append(interaction)
-        await self._record(
-            "open_interactions",
+        await run_activity(
+            InteractionRecords.open_interactions,
             OpenInteractionsInput(
                 run_id=run.run_id,
                 tenant_id=run.tenant_id,
@@ -348,8 +334,8 @@ class AgentRunWorkflow:
                 interactions=created,
                 event_seq=self._take_seqs(len(created)),
             ),
-            start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
-            retry_policy=timeouts.STORE_RETRY,
+            timeouts.STORE_WRITE,
+            local=True,
         )
         await self._notify(run, "waiting", interactions=created)
         return created
@@ -385,8 +371,8 @@ class AgentRunWorkflow:
                 action="allow",
             )
             self._state.session_rules.append(new_rule)
-        await self._record(
-            "resolve_interaction",
+        await run_activity(
+            InteractionRecords.resolve_interaction,
             ResolveInteractionInput(
                 run_id=run.run_id,
                 tenant_id=run.tenant_id,
@@ -395,8 +381,8 @@ class AgentRunWorkflow:
                 new_session_rule=new_rule,
                 event_seq=self._take_seqs(1),
             ),
-            start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
-            retry_policy=timeouts.STORE_RETRY,
+            timeouts.STORE_WRITE,
+            local=True,
         )
         if interaction.status == "approved":
             interaction.status = "executing"
@@ -530,52 +516,10 @@ class AgentRunWorkflow:
         )
         if decision.spec is not None and decision.spec.group == "mcp":
             # A call to another service: on record before the run goes on.
-            return await workflow.execute_activity(
-                "run_mcp_tool",
-                call,
-                result_type=ToolDigest,
-                start_to_close_timeout=timeouts.MCP_TOOL_START_TO_CLOSE,
-                retry_policy=timeouts.TOOL_RETRY,
-            )
-        if decision.spec is not None and self._tool_runs_local(decision.spec):
-            # Short calls run in the worker that holds the workflow: one marker, no round trip.
-            return await workflow.execute_local_activity(
-                "run_tool",
-                call,
-                result_type=ToolDigest,
-                start_to_close_timeout=timeouts.TOOL_START_TO_CLOSE,
-                retry_policy=timeouts.TOOL_RETRY,
-                local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
-            )
-        return await workflow.execute_activity(
-            "run_tool",
-            call,
-            result_type=ToolDigest,
-            start_to_close_timeout=timeouts.TOOL_START_TO_CLOSE,
-            retry_policy=timeouts.TOOL_RETRY,
-        )
-
-    async def _record(
-        self,
-        name: str,
-        payload: object,
-        *,
-        result_type: type | None = None,
-        start_to_close_timeout: timedelta,
-        retry_policy: RetryPolicy,
-    ) -> Any:
-        """A Postgres write of the run's record: idempotent, so a local activity will do.
-
-        Local: no round trip through the server for a few milliseconds of work.
-        """
-        return await workflow.execute_local_activity(
-            name,
-            payload,
-            result_type=result_type,
-            start_to_close_timeout=start_to_close_timeout,
-            retry_policy=retry_policy,
-            local_retry_threshold=timeouts.LOCAL_RETRY_THRESHOLD,
-        )
+            return await run_activity(ToolCalls.run_mcp_tool, call, timeouts.MCP_TOOL_CALL)
+        # Short calls run in the worker that holds the workflow: one marker, no round trip.
+        local = decision.spec is not None and self._tool_runs_local(decision.spec)
+        return await run_activity(ToolCalls.run_tool, call, timeouts.TOOL_CALL, local=local)
 
     def _llm_runs_local(self) -> bool:
         """A fast model's next call runs as a local activity, a slow one's as a regular one.
@@ -616,8 +560,8 @@ class AgentRunWorkflow:
         final_step: int | None = None,
     ) -> RunResult:
         state = self._state
-        finished: FinishRunResult = await self._record(
-            "finish_run",
+        finished = await run_activity(
+            RunRecords.finish_run,
             FinishRunInput(
                 run_id=run.run_id,
                 status=status,
@@ -631,9 +575,8 @@ class AgentRunWorkflow:
                 # Only a webhook notice needs the report's first characters.
                 preview=bool(run.webhook_url),
             ),
-            result_type=FinishRunResult,
-            start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
-            retry_policy=timeouts.STORE_RETRY,
+            timeouts.STORE_WRITE,
+            local=True,
         )
         # Terminal only once Postgres has the outcome, so readers never see it early.
         self._status = status
@@ -694,7 +637,7 @@ class AgentRunWorkflow:
         )
         try:
             await workflow.start_child_workflow(
-                "WebhookDeliveryWorkflow",
+                WebhookDeliveryWorkflow.run,
                 WebhookDelivery(url=run.webhook_url, notice=notice),
                 id=f"{run.run_id}-webhook-{state.webhooks_sent}",
                 parent_close_policy=ParentClosePolicy.ABANDON,

@@ -8,13 +8,14 @@ reached or runs out of time leaves its section marked; the others stand.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import timeouts
+    from workflows.activity_call import run_activity
+    from workflows.activity_refs import A2ADelegation
     from workflows.coordination import (
         AgentOutcome,
         CoordinatorInput,
@@ -24,21 +25,6 @@ with workflow.unsafe.imports_passed_through():
         FollowInput,
         RemoteAgent,
     )
-
-SEND_TIMEOUT = timedelta(seconds=60)
-SEND_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=3,
-)
-FOLLOW_HEARTBEAT = timedelta(seconds=30)
-FOLLOW_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
-)
 
 
 @workflow.defn(name="CoordinatorWorkflow")
@@ -54,8 +40,8 @@ class CoordinatorWorkflow:
         self, request: CoordinatorInput, index: int, agent: RemoteAgent
     ) -> AgentOutcome:
         try:
-            handle: DelegateHandle = await workflow.execute_activity(
-                "a2a_send",
+            handle = await run_activity(
+                A2ADelegation.a2a_send,
                 DelegateInput(
                     url=agent.url,
                     text=request.task,
@@ -63,9 +49,7 @@ class CoordinatorWorkflow:
                     tenant_id=request.tenant_id,
                     requester=request.requester,
                 ),
-                result_type=DelegateHandle,
-                start_to_close_timeout=SEND_TIMEOUT,
-                retry_policy=SEND_RETRY,
+                timeouts.A2A_SEND,
             )
         except ActivityError as err:
             return AgentOutcome(
@@ -78,18 +62,15 @@ class CoordinatorWorkflow:
         if handle.state in ("completed", "failed", "canceled", "rejected", "input-required"):
             return _outcome(agent, name, handle)
         try:
-            final: DelegateHandle = await workflow.execute_activity(
-                "a2a_follow",
+            final = await run_activity(
+                A2ADelegation.a2a_follow,
                 FollowInput(
                     handle=handle,
                     tenant_id=request.tenant_id,
                     requester=request.requester,
                     deadline_s=request.timeout_s,
                 ),
-                result_type=DelegateHandle,
-                start_to_close_timeout=timedelta(seconds=request.timeout_s + 60),
-                heartbeat_timeout=FOLLOW_HEARTBEAT,
-                retry_policy=FOLLOW_RETRY,
+                timeouts.a2a_follow(request.timeout_s),
             )
         except ActivityError as err:
             return AgentOutcome(

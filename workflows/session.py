@@ -14,13 +14,13 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from workflows import timeouts
+    from workflows.activity_call import run_activity
+    from workflows.activity_refs import InteractionRecords, RunRecords
     from workflows.agent_run import AgentRunWorkflow
     from workflows.models import (
         FinishRunInput,
-        FinishRunResult,
         RunResult,
         SessionRulesInput,
-        SessionRulesResult,
         SessionState,
         SessionSubmission,
         SubmitOutcome,
@@ -53,12 +53,10 @@ class SessionWorkflow:
     async def _run_one(self, submission: SessionSubmission) -> None:
         run = submission.run
         self._state.active = run.run_id
-        rules: SessionRulesResult = await workflow.execute_activity(
-            "session_rules",
+        rules = await run_activity(
+            InteractionRecords.session_rules,
             SessionRulesInput(session_id=self._state.session_id),
-            result_type=SessionRulesResult,
-            start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
-            retry_policy=timeouts.STORE_RETRY,
+            timeouts.STORE_WRITE,
         )
         run = run.model_copy(update={"session_rules": rules.rules})
         try:
@@ -121,8 +119,8 @@ class SessionWorkflow:
         for index, queued in enumerate(self._state.queue):
             if queued.run.run_id == run_id:
                 self._state.queue.pop(index)
-                await workflow.execute_activity(
-                    "finish_run",
+                await run_activity(
+                    RunRecords.finish_run,
                     FinishRunInput(
                         run_id=run_id,
                         status="cancelled",
@@ -132,9 +130,7 @@ class SessionWorkflow:
                         usage=Usage(),
                         event_seq=1,
                     ),
-                    result_type=FinishRunResult,
-                    start_to_close_timeout=timeouts.STORE_START_TO_CLOSE,
-                    retry_policy=timeouts.STORE_RETRY,
+                    timeouts.STORE_WRITE,
                 )
                 return WithdrawOutcome(run_id=run_id, was="queued")
         if self._state.active == run_id:

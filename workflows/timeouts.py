@@ -1,12 +1,39 @@
-"""Timeouts and retry policies of every activity the workflows call, in one place."""
+"""Timeouts and retry policies of every activity the workflows call, in one place.
 
+Each kind of call has a named `ActivityOptions` bundle; `workflows.activity_call`
+runs a reference with one, as a local or a regular activity. Every number says why
+it is what it is.
+"""
+
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from temporalio.common import RetryPolicy
 
+
+@dataclass(frozen=True)
+class ActivityOptions:
+    """How one kind of activity is called: its timeouts and its retry policy."""
+
+    start_to_close: timedelta
+    """One attempt's limit."""
+    retry: RetryPolicy
+    heartbeat: timedelta | None = None
+    """Regular activities only: a worker that dies mid-call is noticed this soon."""
+    schedule_to_close: timedelta | None = None
+    """All attempts together, when the attempts alone do not bound them."""
+
+
+# Local activities retry in the worker up to this long, then by durable timer.
+LOCAL_RETRY_THRESHOLD = timedelta(seconds=30)
+
+# -- model calls ---------------------------------------------------------------------
+
+# A long completion streams for minutes; ten bounds a hung provider.
 LLM_START_TO_CLOSE = timedelta(minutes=10)
+# The activity heartbeats every 2 s while it streams (`activities.llm`).
 LLM_HEARTBEAT = timedelta(seconds=10)
-LLM_DEFAULT_ATTEMPTS = 6
 # A model that answered the last call this fast gets the next one as a local
 # activity (no round trip through the server), until this much model time has
 # passed since the last regular activity: then one regular call checkpoints the
@@ -26,53 +53,116 @@ def llm_retry(max_attempts: int) -> RetryPolicy:
     )
 
 
-TOOL_START_TO_CLOSE = timedelta(seconds=90)
-TOOL_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=4,
+@lru_cache(maxsize=8)
+def llm_call(max_attempts: int) -> ActivityOptions:
+    """A model call, with the run's attempts (`RunInput.llm_max_attempts`)."""
+    return ActivityOptions(
+        start_to_close=LLM_START_TO_CLOSE, heartbeat=LLM_HEARTBEAT, retry=llm_retry(max_attempts)
+    )
+
+
+# -- tools ---------------------------------------------------------------------------
+
+# Built-in tools: reads are quick; `bash` has its own limit within this.
+TOOL_CALL = ActivityOptions(
+    start_to_close=timedelta(seconds=90),
+    # A read is safe to repeat and an acting call is claimed first, so a few quick
+    # retries cost nothing and ride out a database blip.
+    retry=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=4,
+    ),
 )
 
 # Tools of external MCP servers. Discovery tries a server that is down a few times
 # over a few seconds, then the run goes on without its tools. A call is claimed
 # before it runs, so a retry never calls the server twice; the client's own timeout
 # (`KEEL_MCP_TIMEOUT_S`, at most 240 s) ends a call well within the activity's.
-MCP_DISCOVERY_START_TO_CLOSE = timedelta(minutes=2)
 MCP_DISCOVERY_ATTEMPTS = 3
-MCP_DISCOVERY_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=MCP_DISCOVERY_ATTEMPTS,
+MCP_DISCOVERY = ActivityOptions(
+    start_to_close=timedelta(minutes=2),
+    retry=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=MCP_DISCOVERY_ATTEMPTS,
+    ),
 )
-MCP_TOOL_START_TO_CLOSE = timedelta(minutes=5)
+MCP_TOOL_CALL = ActivityOptions(start_to_close=timedelta(minutes=5), retry=TOOL_CALL.retry)
 
-STORE_START_TO_CLOSE = timedelta(seconds=30)
-STORE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=20,
+# -- records in Postgres -------------------------------------------------------------
+
+# Idempotent writes of a few milliseconds, so the workflows run them as local
+# activities; retried for about three minutes, so a database restart delays a run
+# and never fails it.
+STORE_WRITE = ActivityOptions(
+    start_to_close=timedelta(seconds=30),
+    retry=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=20,
+    ),
 )
 
-# Webhooks: a down receiver delays a notice but loses nothing for three days.
-WEBHOOK_ATTEMPT_TIMEOUT = timedelta(seconds=15)
-WEBHOOK_DELIVERY_WINDOW = timedelta(days=3)
+# -- webhooks ------------------------------------------------------------------------
+
+# A down receiver delays a notice but loses nothing for three days.
 WEBHOOK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(minutes=10),
-    maximum_attempts=0,  # bounded by WEBHOOK_DELIVERY_WINDOW instead
+    maximum_attempts=0,  # bounded by the delivery window instead
     non_retryable_error_types=["WebhookRejected"],
 )
+WEBHOOK_DELIVERY = ActivityOptions(
+    # One POST; the activity's client gives up after 10 s.
+    start_to_close=timedelta(seconds=15),
+    retry=WEBHOOK_RETRY,
+    schedule_to_close=timedelta(days=3),
+)
+
+# -- A2A delegation (the coordinator) ------------------------------------------------
+
+# Sending a task answers at once (the agent works on it afterwards); three tries
+# over a few seconds tell an unreachable agent from a blip.
+A2A_SEND = ActivityOptions(
+    start_to_close=timedelta(seconds=60),
+    retry=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=3,
+    ),
+)
+# Following polls every second and heartbeats each time; a minute past the
+# coordinator's deadline lets the last poll answer "timed out" instead of failing.
+A2A_FOLLOW_GRACE = timedelta(seconds=60)
+A2A_FOLLOW_HEARTBEAT = timedelta(seconds=30)
+A2A_FOLLOW_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+)
+
+
+def a2a_follow(deadline_s: int) -> ActivityOptions:
+    """Following a task for up to `deadline_s` (`CoordinatorInput.timeout_s`)."""
+    return ActivityOptions(
+        start_to_close=timedelta(seconds=deadline_s) + A2A_FOLLOW_GRACE,
+        heartbeat=A2A_FOLLOW_HEARTBEAT,
+        retry=A2A_FOLLOW_RETRY,
+    )
+
+
+# -- workflow waits ------------------------------------------------------------------
 
 # A decision for an interaction the run has not opened (yet): how long it waits for
 # a replay to open it, within the API's 15 s wait for the `decide` update.
 DECISION_WAITS_FOR_INTERACTION = timedelta(seconds=10)
-
-# Local activities retry in the worker up to this long, then by durable timer.
-LOCAL_RETRY_THRESHOLD = timedelta(seconds=30)
 
 # Continue-as-new well before Temporal's 50k-event / 50 MB history limits.
 MAX_HISTORY_EVENTS = 2_000

@@ -10,6 +10,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import timeouts
+    from workflows.activity_call import run_activity
+    from workflows.activity_refs import WebhookDeliveries
     from workflows.models import WebhookDelivery, WebhookReceipt
 
 
@@ -17,11 +19,6 @@ with workflow.unsafe.imports_passed_through():
 class WebhookDeliveryWorkflow:
     @workflow.run
     async def run(self, delivery: WebhookDelivery) -> WebhookReceipt:
-        return await workflow.execute_activity(
-            "deliver_webhook",
-            delivery,
-            result_type=WebhookReceipt,
-            start_to_close_timeout=timeouts.WEBHOOK_ATTEMPT_TIMEOUT,
-            schedule_to_close_timeout=timeouts.WEBHOOK_DELIVERY_WINDOW,
-            retry_policy=timeouts.WEBHOOK_RETRY,
+        return await run_activity(
+            WebhookDeliveries.deliver_webhook, delivery, timeouts.WEBHOOK_DELIVERY
         )

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.store.mcp_tool_store import McpToolRecord, McpToolStore
 from activities.tools.mcp_client import McpClient, McpUnavailable
+from workflows.activity_refs import McpDiscovery
 from workflows.mcp_tools import mcp_tool_name
 from workflows.models import McpDiscoveryInput, McpDiscoveryResult, McpServerSpec
 from workflows.timeouts import MCP_DISCOVERY_ATTEMPTS
@@ -27,7 +28,7 @@ MAX_MCP_TOOLS = 100
 MAX_DESCRIPTION_CHARS = 4_000
 
 
-class McpDiscoveryActivities:
+class McpDiscoveryActivities(McpDiscovery):
     """Lists servers' tools with the MCP client and stores what the model calls need."""
 
     def __init__(self, client: McpClient, tools: McpToolStore) -> None:

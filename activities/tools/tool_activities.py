@@ -21,6 +21,7 @@ from activities.tools import acting_tools
 from activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
 from activities.tools.mcp_client import McpClient
 from activities.tools.workspace import Workspace
+from workflows.activity_refs import ToolCalls
 from workflows.models import ToolCallInput, ToolDigest
 from workflows.tool_specs import (
     TOOL_SPECS,
@@ -85,7 +86,7 @@ UNKNOWN_OUTCOME = (
 )
 
 
-class ToolActivities:
+class ToolActivities(ToolCalls):
     """Runs tools inside workspaces under one allowed root."""
 
     def __init__(

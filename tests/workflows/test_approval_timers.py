@@ -17,6 +17,7 @@ from temporalio.worker import Worker
 
 from tests.integration.runs import agent
 from worker.temporal_client import DATA_CONVERTER
+from workflows.activity_refs import InteractionRecords, LlmCalls, RunRecords, ToolCalls
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import (
     ApprovalPolicy,
@@ -46,7 +47,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield environment
 
 
-class StandIns:
+class StandIns(RunRecords, LlmCalls, ToolCalls, InteractionRecords):
     """Activities with the real names and signatures, recording what they were given."""
 
     def __init__(self) -> None:

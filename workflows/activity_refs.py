@@ -1,0 +1,136 @@
+"""The activities the workflows call, declared where the workflows can see them.
+
+Workflows may not import `activities/` (dependencies point api -> worker ->
+activities -> workflows), so each activity is declared here: a protocol per
+implementation class, whose methods carry the activity's name and its one model
+in and one model out. Workflows call them by reference
+(`run_activity(LlmCalls.llm_step, ...)`), never by a string; the classes in
+`activities/` subclass these protocols and register their methods under the same
+names. `tests/unit/test_activity_refs.py` fails if a name, an argument model or a
+result model drifts apart.
+
+A declaration's body never runs: a worker registers the implementation.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from temporalio import activity
+
+from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
+from workflows.models import (
+    FinishRunInput,
+    FinishRunResult,
+    LlmStepInput,
+    LlmStepResult,
+    McpDiscoveryInput,
+    McpDiscoveryResult,
+    OpenInteractionsInput,
+    ResolveInteractionInput,
+    SessionRulesInput,
+    SessionRulesResult,
+    StartRunInput,
+    ToolCallInput,
+    ToolDigest,
+    WebhookDelivery,
+    WebhookReceipt,
+)
+
+__all__ = [
+    "A2ADelegation",
+    "InteractionRecords",
+    "LlmCalls",
+    "McpDiscovery",
+    "RunRecords",
+    "ToolCalls",
+    "WebhookDeliveries",
+]
+
+
+class LlmCalls(Protocol):
+    """Model calls over the conversation stored in Postgres (`activities.llm`)."""
+
+    @activity.defn(name="llm_step")
+    async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
+        """One chat completion; the message goes to the store, a digest comes back."""
+        ...
+
+
+class ToolCalls(Protocol):
+    """Tool calls that store their output and answer with a digest (`activities.tools`)."""
+
+    @activity.defn(name="run_tool")
+    async def run_tool(self, call: ToolCallInput) -> ToolDigest:
+        """A built-in tool, in the run's workspace."""
+        ...
+
+    @activity.defn(name="run_mcp_tool")
+    async def run_mcp_tool(self, call: ToolCallInput) -> ToolDigest:
+        """A tool of an external MCP server, claimed before it is called."""
+        ...
+
+
+class McpDiscovery(Protocol):
+    """What the agent's MCP servers offer, at a run's start (`activities.tools`)."""
+
+    @activity.defn(name="discover_mcp_tools")
+    async def discover_mcp_tools(self, request: McpDiscoveryInput) -> McpDiscoveryResult:
+        """List the servers' tools; store their definitions, answer with their names."""
+        ...
+
+
+class RunRecords(Protocol):
+    """The run's row, opening messages and terminal event (`activities.run_records`)."""
+
+    @activity.defn(name="start_run")
+    async def start_run(self, start: StartRunInput) -> None:
+        """Record the run as running, with its opening messages."""
+        ...
+
+    @activity.defn(name="finish_run")
+    async def finish_run(self, finish: FinishRunInput) -> FinishRunResult:
+        """Record the outcome and the terminal event."""
+        ...
+
+
+class InteractionRecords(Protocol):
+    """Interactions mirrored in Postgres, with events and audit (`activities.interactions`)."""
+
+    @activity.defn(name="open_interactions")
+    async def open_interactions(self, request: OpenInteractionsInput) -> None:
+        """Persist new requests, emit and audit them."""
+        ...
+
+    @activity.defn(name="resolve_interaction")
+    async def resolve_interaction(self, request: ResolveInteractionInput) -> None:
+        """Persist a decision or an expiry, emit and audit it."""
+        ...
+
+    @activity.defn(name="session_rules")
+    async def session_rules(self, request: SessionRulesInput) -> SessionRulesResult:
+        """What `approve_always` granted in a session."""
+        ...
+
+
+class WebhookDeliveries(Protocol):
+    """Signed notices to a run's webhook (`activities.webhooks`)."""
+
+    @activity.defn(name="deliver_webhook")
+    async def deliver_webhook(self, delivery: WebhookDelivery) -> WebhookReceipt:
+        """POST one notice; a refusal no retry can change ends the delivery."""
+        ...
+
+
+class A2ADelegation(Protocol):
+    """Tasks sent to other agents over A2A (`activities.a2a_client`)."""
+
+    @activity.defn(name="a2a_send")
+    async def a2a_send(self, request: DelegateInput) -> DelegateHandle:
+        """Send the task; answer with the agent's task as it first stands."""
+        ...
+
+    @activity.defn(name="a2a_follow")
+    async def a2a_follow(self, request: FollowInput) -> DelegateHandle:
+        """Follow the task until it finishes or its deadline passes."""
+        ...
