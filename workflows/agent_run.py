@@ -172,7 +172,7 @@ class AgentRunWorkflow:
             # call's input is in the history, so it would carry all of this again.)
             self._opening = opening
             return
-        await run_activity(RunRecords.start_run, opening, timeouts.STORE_WRITE, local=True)
+        await run_activity(RunRecords.start_run, opening, timeouts.STORE_CALL, local=True)
 
     async def _discover_mcp_tools(self, run: RunInput) -> None:
         """List the agent's MCP servers' tools; only their names enter the history.
@@ -334,7 +334,7 @@ class AgentRunWorkflow:
                 interactions=created,
                 event_seq=self._take_seqs(len(created)),
             ),
-            timeouts.STORE_WRITE,
+            timeouts.STORE_CALL,
             local=True,
         )
         await self._notify(run, "waiting", interactions=created)
@@ -381,7 +381,7 @@ class AgentRunWorkflow:
                 new_session_rule=new_rule,
                 event_seq=self._take_seqs(1),
             ),
-            timeouts.STORE_WRITE,
+            timeouts.STORE_CALL,
             local=True,
         )
         if interaction.status == "approved":
@@ -449,7 +449,7 @@ class AgentRunWorkflow:
         }[decision.decision]  # type: ignore[assignment]
         return interaction
 
-    @workflow.update(name="decide")
+    @workflow.update  # named after the method; bare, so a reference to it types its result
     async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
         await self._opened(decision.interaction_id)
         problem = self._problem_with(decision)
@@ -575,7 +575,7 @@ class AgentRunWorkflow:
                 # Only a webhook notice needs the report's first characters.
                 preview=bool(run.webhook_url),
             ),
-            timeouts.STORE_WRITE,
+            timeouts.STORE_CALL,
             local=True,
         )
         # Terminal only once Postgres has the outcome, so readers never see it early.

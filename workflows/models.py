@@ -510,6 +510,12 @@ class SubmitOutcome(BaseModel):
     interrupted: str | None = Field(default=None, description="The run it cancelled, if any.")
 
 
+class Withdrawal(BaseModel):
+    """Input of the session's `withdraw` update: the run to cancel."""
+
+    run_id: str
+
+
 class WithdrawOutcome(BaseModel):
     """Result of the session's `withdraw` update."""
 

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         SessionSubmission,
         SubmitOutcome,
         Usage,
+        Withdrawal,
         WithdrawOutcome,
     )
 
@@ -56,7 +57,7 @@ class SessionWorkflow:
         rules = await run_activity(
             InteractionRecords.session_rules,
             SessionRulesInput(session_id=self._state.session_id),
-            timeouts.STORE_WRITE,
+            timeouts.STORE_CALL,
         )
         run = run.model_copy(update={"session_rules": rules.rules})
         try:
@@ -76,7 +77,7 @@ class SessionWorkflow:
             self._cancel_active = False
             self._state.active = None
 
-    @workflow.update(name="submit")
+    @workflow.update  # named after the method; bare, so a reference to it types its result
     async def submit(self, submission: SessionSubmission) -> SubmitOutcome:
         interrupted = None
         if submission.on_busy == "interrupt" and self._state.active is not None:
@@ -113,9 +114,10 @@ class SessionWorkflow:
                 non_retryable=True,
             )
 
-    @workflow.update(name="withdraw")
-    async def withdraw(self, run_id: str) -> WithdrawOutcome:
+    @workflow.update
+    async def withdraw(self, withdrawal: Withdrawal) -> WithdrawOutcome:
         """Cancel a run of this session: drop it from the queue, or cancel it if active."""
+        run_id = withdrawal.run_id
         for index, queued in enumerate(self._state.queue):
             if queued.run.run_id == run_id:
                 self._state.queue.pop(index)
@@ -130,7 +132,7 @@ class SessionWorkflow:
                         usage=Usage(),
                         event_seq=1,
                     ),
-                    timeouts.STORE_WRITE,
+                    timeouts.STORE_CALL,
                 )
                 return WithdrawOutcome(run_id=run_id, was="queued")
         if self._state.active == run_id:

@@ -94,10 +94,10 @@ MCP_TOOL_CALL = ActivityOptions(start_to_close=timedelta(minutes=5), retry=TOOL_
 
 # -- records in Postgres -------------------------------------------------------------
 
-# Idempotent writes of a few milliseconds, so the workflows run them as local
-# activities; retried for about three minutes, so a database restart delays a run
-# and never fails it.
-STORE_WRITE = ActivityOptions(
+# Reads and idempotent writes of a few milliseconds, so the run records them as
+# local activities; retried for about three minutes, so a database restart delays
+# a run and never fails it.
+STORE_CALL = ActivityOptions(
     start_to_close=timedelta(seconds=30),
     retry=RetryPolicy(
         initial_interval=timedelta(milliseconds=200),

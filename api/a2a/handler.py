@@ -67,7 +67,8 @@ from api.core.run_factory import (
 )
 from api.identity.auth import Principal
 from api.identity.config import user_ref
-from workflows.models import DecisionOutcome, InteractionDecision, WithdrawOutcome
+from workflows.models import DecisionOutcome, InteractionDecision, Withdrawal, WithdrawOutcome
+from workflows.session import SessionWorkflow
 
 POLL_S = 0.5
 BLOCKING_LIMIT_S = 600.0
@@ -163,7 +164,7 @@ class KeelA2AHandler(RequestHandler):
         if run.status == "queued" and run.session_id:
             handle = temporal.get_workflow_handle(session_workflow_id(run.session_id))
             outcome: WithdrawOutcome = await handle.execute_update(
-                "withdraw", run.id, result_type=WithdrawOutcome
+                SessionWorkflow.withdraw, Withdrawal(run_id=run.id)
             )
             withdrawn = outcome.was != "unknown"
         if not withdrawn:

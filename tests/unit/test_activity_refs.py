@@ -3,7 +3,8 @@
 Workflows call activities through the protocols of `workflows.activity_refs`; the
 classes in `activities/` subclass them. A name, an argument model or a result
 model that drifts between the two would fail only at run time, in a workflow
-task, so it fails here first.
+task, so it fails here first. Updates, signals and queries are referenced by
+their methods too, and keep the names running workflows know them by.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 import pytest
-from temporalio import activity
+from temporalio import activity, workflow
 
 from activities.a2a_client import A2AClientActivities
 from activities.interactions import InteractionActivities
@@ -24,7 +25,9 @@ from activities.tools.mcp_discovery import McpDiscoveryActivities
 from activities.tools.tool_activities import ToolActivities
 from activities.webhooks import WebhookActivities
 from workflows import activity_refs
+from workflows.agent_run import AgentRunWorkflow
 from workflows.models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
+from workflows.session import SessionWorkflow
 
 IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.LlmCalls: LlmActivities,
@@ -154,3 +157,21 @@ def test_workflows_call_activities_by_reference_only() -> None:
         "activity_call.py execute_activity_method",
         "activity_call.py execute_local_activity_method",
     ]
+
+
+@pytest.mark.parametrize(
+    ("workflow_class", "updates", "signals", "queries"),
+    [
+        (AgentRunWorkflow, {"decide"}, {"resolve_interaction"}, {"progress", "interactions"}),
+        (SessionWorkflow, {"submit", "withdraw"}, set(), {"state"}),
+    ],
+    ids=["agent-run", "session"],
+)
+def test_workflow_handlers_keep_their_names_on_the_wire(
+    workflow_class: type, updates: set[str], signals: set[str], queries: set[str]
+) -> None:
+    """The API references handlers by method; running workflows know them by name."""
+    definition = workflow._Definition.must_from_class(workflow_class)
+    assert set(definition.updates) == updates
+    assert set(definition.signals) == signals
+    assert set(definition.queries) == queries

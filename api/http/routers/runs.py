@@ -22,7 +22,7 @@ from api.http.deps import (
     TemporalDep,
 )
 from api.http.errors import AUTHENTICATED, documented
-from workflows.models import WithdrawOutcome
+from workflows.models import Withdrawal, WithdrawOutcome
 from workflows.session import SessionWorkflow
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
@@ -72,7 +72,7 @@ async def cancel_run(
         )
         try:
             outcome: WithdrawOutcome = await session.execute_update(
-                "withdraw", run_id, result_type=WithdrawOutcome
+                SessionWorkflow.withdraw, Withdrawal(run_id=run_id)
             )
         except RPCError:
             outcome = WithdrawOutcome(run_id=run_id, was="unknown")  # no session workflow
