@@ -519,7 +519,8 @@ class AgentRunWorkflow:
             return await run_activity(ToolCalls.run_mcp_tool, call, timeouts.MCP_TOOL_CALL)
         # Short calls run in the worker that holds the workflow: one marker, no round trip.
         local = decision.spec is not None and self._tool_runs_local(decision.spec)
-        return await run_activity(ToolCalls.run_tool, call, timeouts.TOOL_CALL, local=local)
+        options = timeouts.tool_call(decision.run_limit_s)
+        return await run_activity(ToolCalls.run_tool, call, options, local=local)
 
     def _llm_runs_local(self) -> bool:
         """A fast model's next call runs as a local activity, a slow one's as a regular one.

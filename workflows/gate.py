@@ -35,6 +35,8 @@ class GateDecision:
     spec: ToolSpec | None = None
     subject: str = ""
     rule: PermissionRule | None = None
+    run_limit_s: int | None = None
+    """How long the call may run, if its arguments say (`ToolSpec.run_limit_of`)."""
 
     @property
     def payload_hash(self) -> str:
@@ -165,4 +167,5 @@ class ToolGate:
             subject=subject,
             rule=rule,
             message=message,
+            run_limit_s=spec.run_limit_s(args),
         )

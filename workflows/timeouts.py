@@ -63,7 +63,7 @@ def llm_call(max_attempts: int) -> ActivityOptions:
 
 # -- tools ---------------------------------------------------------------------------
 
-# Built-in tools: reads are quick; `bash` has its own limit within this.
+# Built-in tools: reads and quick writes take milliseconds, searches a few seconds.
 TOOL_CALL = ActivityOptions(
     start_to_close=timedelta(seconds=90),
     # A read is safe to repeat and an acting call is claimed first, so a few quick
@@ -75,6 +75,21 @@ TOOL_CALL = ActivityOptions(
         maximum_attempts=4,
     ),
 )
+
+# A command (`bash`) runs for up to its own `timeout_s` (at most 30 min) and is then
+# killed; the attempt gets a minute more to kill it, collect its output and store it.
+# No heartbeat: the call is claimed, so a retry after a lost worker says the outcome
+# is unknown rather than run it again.
+COMMAND_GRACE = timedelta(seconds=60)
+
+
+def tool_call(run_limit_s: int | None) -> ActivityOptions:
+    """A built-in tool call; one whose arguments set how long it may run gets that long."""
+    if run_limit_s is None:
+        return TOOL_CALL
+    limit = max(timedelta(seconds=run_limit_s) + COMMAND_GRACE, TOOL_CALL.start_to_close)
+    return ActivityOptions(start_to_close=limit, retry=TOOL_CALL.retry)
+
 
 # Tools of external MCP servers. Discovery tries a server that is down a few times
 # over a few seconds, then the run goes on without its tools. A call is claimed

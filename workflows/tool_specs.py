@@ -111,6 +111,9 @@ class ToolSpec(BaseModel):
     subject_of: Callable[[ToolArgs], str]
     permission: str = ""
     """An MCP tool's permission name, `mcp:<server>:<tool>`; rules match it as a glob."""
+    run_limit_of: Callable[[ToolArgs], int] | None = None
+    """Seconds a call may run, by its arguments (a command's own `timeout_s`); None: the
+    tools' default. The activity's timeout follows it, so a long command is not cut off."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -123,9 +126,17 @@ class ToolSpec(BaseModel):
         """What permission patterns match against: a path or a command line."""
         return self.subject_of(args)
 
+    def run_limit_s(self, args: ToolArgs) -> int | None:
+        return self.run_limit_of(args) if self.run_limit_of is not None else None
+
 
 def _path(args: ToolArgs) -> str:
     return str(getattr(args, "path", "."))
+
+
+def _timeout(args: ToolArgs) -> int:
+    assert isinstance(args, BashArgs)
+    return args.timeout_s
 
 
 def _command_line(args: ToolArgs) -> str:
@@ -210,6 +221,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             read_only=False,
             args_model=BashArgs,
             subject_of=_command_line,
+            run_limit_of=_timeout,
         ),
         ToolSpec(
             name="ask_user",

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio import activity
@@ -37,6 +38,9 @@ from workflows.models import (
 )
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
+WRITE_A = ToolCallRequest(
+    call_id="c1", name="write_file", arguments='{"path": "a.txt", "content": "A"}'
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +54,11 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 class StandIns(RunRecords, LlmCalls, ToolCalls, InteractionRecords):
     """Activities with the real names and signatures, recording what they were given."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_call: ToolCallRequest = WRITE_A) -> None:
+        self.first_call = first_call
         self.llm_inputs: list[LlmStepInput] = []
         self.tools_run: list[ToolCallInput] = []
+        self.tool_timeouts: list[timedelta | None] = []
         self.resolved: list[ResolveInteractionInput] = []
         self.finished: list[FinishRunInput] = []
 
@@ -64,20 +70,13 @@ class StandIns(RunRecords, LlmCalls, ToolCalls, InteractionRecords):
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
         self.llm_inputs.append(step)
         if step.step == 1:
-            return LlmStepResult(
-                tool_calls=[
-                    ToolCallRequest(
-                        call_id="c1",
-                        name="write_file",
-                        arguments='{"path": "a.txt", "content": "A"}',
-                    )
-                ]
-            )
+            return LlmStepResult(tool_calls=[self.first_call])
         return LlmStepResult()
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolDigest:
         self.tools_run.append(call)
+        self.tool_timeouts.append(activity.info().start_to_close_timeout)
         return ToolDigest(is_error=False)
 
     @activity.defn(name="open_interactions")
@@ -221,3 +220,54 @@ async def test_a_decision_inside_the_window_runs_the_approved_payload(
     [ran] = stand_ins.tools_run
     assert ran.interaction_id == ia_id
     assert ran.arguments == '{"content":"A","path":"a.txt"}'
+
+
+async def approve_the_pending_call(env: WorkflowEnvironment, handle: Any) -> None:
+    [ia_id] = await wait_pending(env, handle)
+    [ia] = await handle.query(AgentRunWorkflow.list_interactions)
+    await handle.execute_update(
+        AgentRunWorkflow.decide,
+        InteractionDecision(
+            interaction_id=ia_id,
+            decision="approve",
+            approver="user:alice",
+            payload_hash=ia.payload_hash,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "limit"),
+    [
+        pytest.param(WRITE_A, timedelta(seconds=90), id="write"),
+        pytest.param(
+            ToolCallRequest(
+                call_id="c1", name="bash", arguments='{"command": ["make"], "timeout_s": 1200}'
+            ),
+            timedelta(seconds=1200 + 60),
+            id="long-command",
+        ),
+        pytest.param(
+            ToolCallRequest(call_id="c1", name="bash", arguments='{"command": ["make"]}'),
+            timedelta(seconds=120 + 60),
+            id="command-default",
+        ),
+    ],
+)
+async def test_a_command_gets_as_long_as_its_own_timeout(
+    env: WorkflowEnvironment, call: ToolCallRequest, limit: timedelta
+) -> None:
+    stand_ins = StandIns(first_call=call)
+    queue = f"ts-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[AgentRunWorkflow], activities=stand_ins.all()
+    ):
+        inp = run_input()
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, inp, id=inp.run_id, task_queue=queue
+        )
+        await approve_the_pending_call(env, handle)
+        result = await handle.result()
+    assert result.status == "completed"
+    assert [c.name for c in stand_ins.tools_run] == [call.name]
+    assert stand_ins.tool_timeouts == [limit]
