@@ -99,7 +99,7 @@ async def test_a_malformed_chunk_is_a_retryable_failure() -> None:
     ],
     ids=["spaced", "unicode-and-escapes", "broken", "not-an-object", "empty"],
 )
-def test_lean_digests_carry_compact_arguments_the_gate_reads_alike(raw: str, digested: str) -> None:
+def test_digests_carry_compact_arguments_the_gate_reads_alike(raw: str, digested: str) -> None:
     assert _compact(raw) == digested
     if digested.startswith("{") and digested.endswith("}"):
         assert json.loads(digested) == json.loads(raw)
