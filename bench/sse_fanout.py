@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
+from activities.store.records import NewRun
 from activities.store.run_store import Store, StoreUnavailable
 from api.cli.local_stack import serve_api
 from api.identity.auth import dev_token
@@ -142,14 +143,16 @@ async def create_run(store: Store, settings: Settings, workspace: Path) -> str:
     """The run's row, as the API writes it before starting the workflow."""
     run_id = f"run-bench-{uuid.uuid4().hex[:10]}"
     await store.create_run(
-        run_id=run_id,
-        tenant_id="default",
-        agent="review",
-        model=settings.model,
-        requester="anonymous",
-        trigger="api",
-        workspace=str(workspace),
-        input=PROMPT,
+        NewRun(
+            run_id=run_id,
+            tenant_id="default",
+            agent="review",
+            model=settings.model,
+            requester="anonymous",
+            trigger="api",
+            workspace=str(workspace),
+            input=PROMPT,
+        )
     )
     return run_id
 

@@ -38,7 +38,7 @@ from temporalio.client import Client
 from activities.store.run_store import Store, StoreUnavailable
 from activities.tools.file_tools import read_file
 from activities.tools.workspace import Workspace
-from api.core.run_factory import as_started
+from api.core.runs import as_started
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import StackError, TemporalDevServer, free_port
 from worker.runtime import build_worker, openai_client

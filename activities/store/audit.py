@@ -106,62 +106,65 @@ class AuditLog:
 
     async def append(self, entry: AuditEntry) -> AuditRecord:
         """Redact, chain and store one entry; returns the stored row."""
+        async with self._pool.connection() as conn, conn.transaction():
+            return await self.append_in(conn, entry)
+
+    @staticmethod
+    async def append_in(conn: AsyncConnection[Any], entry: AuditEntry) -> AuditRecord:
+        """Append inside a caller's transaction, so the entry commits with what it records."""
         detail = redact(entry.detail)
         subject = _redact_text(entry.subject) if entry.subject is not None else None
         chain, params = _chain_filter(entry.tenant_id)
-        async with self._pool.connection() as conn, conn.transaction():
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)", (AUDIT_LOCK_ID, _chain_key(entry.tenant_id))
-            )
-            await cur.execute(
-                f"SELECT hash, created_at FROM audit_log WHERE {chain} ORDER BY id DESC LIMIT 1",
-                params,
-            )
-            last = await cur.fetchone()
-            # The detail as Postgres will give it back, so verification hashes the same value.
-            await cur.execute(
-                "SELECT %s::jsonb AS detail, clock_timestamp() AS now", (Jsonb(detail),)
-            )
-            fresh = await cur.fetchone()
-            assert fresh is not None
-            created_at: datetime = fresh["now"]
-            prev_hash = GENESIS_HASH
-            if last is not None:
-                prev_hash = last["hash"]
-                # Keeps time monotone along the chain even if the clock steps back.
-                created_at = max(created_at, last["created_at"])
-            record = {
-                "tenant_id": entry.tenant_id,
-                "actor": entry.actor,
-                "category": entry.category,
-                "action": entry.action,
-                "severity": entry.severity,
-                "subject": subject,
-                "detail": fresh["detail"],
-                "created_at": created_at,
-                "prev_hash": prev_hash,
-            }
-            record["hash"] = _row_hash(record)
-            await cur.execute(
-                "INSERT INTO audit_log (created_at, tenant_id, actor, category, action,"
-                " severity, subject, detail, prev_hash, hash)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (
-                    created_at,
-                    entry.tenant_id,
-                    entry.actor,
-                    entry.category,
-                    entry.action,
-                    entry.severity,
-                    subject,
-                    Jsonb(fresh["detail"]),
-                    prev_hash,
-                    record["hash"],
-                ),
-            )
-            inserted = await cur.fetchone()
-            assert inserted is not None
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)", (AUDIT_LOCK_ID, _chain_key(entry.tenant_id))
+        )
+        await cur.execute(
+            f"SELECT hash, created_at FROM audit_log WHERE {chain} ORDER BY id DESC LIMIT 1",
+            params,
+        )
+        last = await cur.fetchone()
+        # The detail as Postgres will give it back, so verification hashes the same value.
+        await cur.execute("SELECT %s::jsonb AS detail, clock_timestamp() AS now", (Jsonb(detail),))
+        fresh = await cur.fetchone()
+        assert fresh is not None
+        created_at: datetime = fresh["now"]
+        prev_hash = GENESIS_HASH
+        if last is not None:
+            prev_hash = last["hash"]
+            # Keeps time monotone along the chain even if the clock steps back.
+            created_at = max(created_at, last["created_at"])
+        record = {
+            "tenant_id": entry.tenant_id,
+            "actor": entry.actor,
+            "category": entry.category,
+            "action": entry.action,
+            "severity": entry.severity,
+            "subject": subject,
+            "detail": fresh["detail"],
+            "created_at": created_at,
+            "prev_hash": prev_hash,
+        }
+        record["hash"] = _row_hash(record)
+        await cur.execute(
+            "INSERT INTO audit_log (created_at, tenant_id, actor, category, action,"
+            " severity, subject, detail, prev_hash, hash)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (
+                created_at,
+                entry.tenant_id,
+                entry.actor,
+                entry.category,
+                entry.action,
+                entry.severity,
+                subject,
+                Jsonb(fresh["detail"]),
+                prev_hash,
+                record["hash"],
+            ),
+        )
+        inserted = await cur.fetchone()
+        assert inserted is not None
         return AuditRecord.model_validate({**record, "id": inserted["id"]})
 
     async def exists(self, tenant_id: str | None, subject: str, action: str) -> bool:

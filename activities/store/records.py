@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from workflows.models import RunInput
+
 
 class RunRecord(BaseModel):
     """A run as Postgres knows it."""
@@ -34,6 +36,46 @@ class RunRecord(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     schedule_id: str | None = None
+    request_hash: str | None = None
+
+
+class NewRun(BaseModel):
+    """A run as recorded before its workflow starts: queued, with its texts."""
+
+    run_id: str
+    tenant_id: str
+    agent: str
+    model: str
+    requester: str
+    trigger: str
+    workspace: str
+    input: str
+    system_prompt: str | None = None
+    """With it, the system prompt and input are stored (as `run_texts`) with the row."""
+    session_id: str | None = None
+    parent_run_id: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    request_hash: str | None = None
+    """SHA-256 of the request that asked for the run; a retry must carry the same."""
+
+    @classmethod
+    def of(cls, run: RunInput, *, metadata: dict[str, str], request_hash: str | None) -> NewRun:
+        """The row for a run's input (with its texts still inline)."""
+        return cls(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            agent=run.agent.name,
+            model=run.model,
+            requester=run.requester,
+            trigger=run.trigger,
+            workspace=run.workspace,
+            input=run.input,
+            system_prompt=run.agent.system_prompt,
+            session_id=run.session_id,
+            parent_run_id=run.parent_run_id,
+            metadata=metadata,
+            request_hash=request_hash,
+        )
 
 
 class RecordedCall(BaseModel):

@@ -18,9 +18,16 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+from pydantic import JsonValue
 
-from activities.store.audit import redact
-from activities.store.records import EventRecord, MessageRecord, RecordedCall, RunRecord
+from activities.store.audit import AuditEntry, AuditLog, redact
+from activities.store.records import (
+    EventRecord,
+    MessageRecord,
+    NewRun,
+    RecordedCall,
+    RunRecord,
+)
 from workflows.models import StartRunInput
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
@@ -28,6 +35,18 @@ MIGRATION_LOCK_ID = 7_411_203
 # A model is taken to be fast when its latest calls, and at least a few, all were.
 FAST_MODEL_SAMPLE = 10
 FAST_MODEL_MIN_CALLS = 3
+
+
+INSERT_QUEUED_RUN_SQL = (
+    "INSERT INTO runs (id, tenant_id, session_id, agent, model, requester, trigger,"
+    " parent_run_id, workspace, input, status, metadata, request_hash)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s)"
+    " ON CONFLICT (id) DO NOTHING"
+)
+INSERT_RUN_TEXTS_SQL = (
+    "INSERT INTO run_texts (tenant_id, key, system_prompt, input)"
+    " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
 
 
 class StoreUnavailable(RuntimeError):
@@ -41,6 +60,26 @@ def sha256_text(text: str) -> str:
 def texts_key(system_prompt: str, input: str) -> str:
     """Content address of a run's texts: the same texts always get the same key."""
     return sha256_text(json.dumps([system_prompt, input]))
+
+
+def run_started_entry(start: StartRunInput) -> AuditEntry:
+    """What the audit log keeps of a run's start, whichever surface asked for it."""
+    detail: dict[str, JsonValue] = {
+        "agent": start.agent,
+        "model": start.model,
+        "trigger": start.trigger,
+        "session_id": start.session_id,
+        "parent_run_id": start.parent_run_id,
+        "schedule_id": start.schedule_id,
+    }
+    return AuditEntry(
+        tenant_id=start.tenant_id,
+        actor=start.requester.removeprefix("user:"),
+        category="run",
+        action="run.started",
+        subject=start.run_id,
+        detail=detail,
+    )
 
 
 class MissingRunTexts(LookupError):
@@ -125,53 +164,56 @@ class Store:
 
     # -- runs -------------------------------------------------------------
 
-    async def create_run(
-        self,
-        *,
-        run_id: str,
-        tenant_id: str,
-        agent: str,
-        model: str,
-        requester: str,
-        trigger: str,
-        workspace: str,
-        input: str,
-        session_id: str | None = None,
-        parent_run_id: str | None = None,
-        metadata: dict[str, str] | None = None,
-    ) -> bool:
-        """Record a queued run; False if a run with this id already exists."""
-        async with self._pool.connection() as conn:
+    async def create_run(self, run: NewRun) -> bool:
+        """Record a queued run, and its texts, in one transaction; False if a run with this
+        id already exists (then nothing is written)."""
+        async with self._pool.connection() as conn, conn.transaction():
             cur = await conn.execute(
-                "INSERT INTO runs (id, tenant_id, session_id, agent, model, requester, trigger,"
-                " parent_run_id, workspace, input, status, metadata)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', %s)"
-                " ON CONFLICT (id) DO NOTHING",
+                INSERT_QUEUED_RUN_SQL,
                 (
-                    run_id,
-                    tenant_id,
-                    session_id,
-                    agent,
-                    model,
-                    requester,
-                    trigger,
-                    parent_run_id,
-                    workspace,
-                    input,
-                    Jsonb(metadata or {}),
+                    run.run_id,
+                    run.tenant_id,
+                    run.session_id,
+                    run.agent,
+                    run.model,
+                    run.requester,
+                    run.trigger,
+                    run.parent_run_id,
+                    run.workspace,
+                    run.input,
+                    Jsonb(run.metadata),
+                    run.request_hash,
                 ),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            if run.system_prompt is not None:
+                await conn.execute(
+                    INSERT_RUN_TEXTS_SQL,
+                    (
+                        run.tenant_id,
+                        texts_key(run.system_prompt, run.input),
+                        run.system_prompt,
+                        run.input,
+                    ),
+                )
+            return True
+
+    async def forget_unstarted_run(self, run_id: str) -> None:
+        """Remove a queued run whose workflow could not be started, so none is left that
+        says it is waiting to run; a workflow that did start records its run again."""
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                "DELETE FROM runs WHERE id = %s AND status = 'queued' AND started_at IS NULL"
+                " AND NOT EXISTS (SELECT 1 FROM events WHERE run_id = %s)",
+                (run_id, run_id),
+            )
 
     async def put_run_texts(self, tenant_id: str, system_prompt: str, input: str) -> str:
         """Store a run's system prompt and input; returns the key a `RunInput` carries."""
         key = texts_key(system_prompt, input)
         async with self._pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO run_texts (tenant_id, key, system_prompt, input)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (tenant_id, key, system_prompt, input),
-            )
+            await conn.execute(INSERT_RUN_TEXTS_SQL, (tenant_id, key, system_prompt, input))
         return key
 
     async def run_texts(self, tenant_id: str, key: str) -> tuple[str, str] | None:
@@ -209,7 +251,7 @@ class Store:
                 )
             start = start.model_copy(update={"system_prompt": texts[0], "input": texts[1]})
         async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute(
+            cur = await conn.execute(
                 "INSERT INTO runs (id, tenant_id, session_id, agent, model, requester, trigger,"
                 " parent_run_id, workspace, input, status, started_at, schedule_id)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', now(), %s)"
@@ -241,6 +283,8 @@ class Store:
             if start.schedule_id:
                 started["schedule_id"] = start.schedule_id
             await self._put_event(conn, start.run_id, start.event_seq, "run_started", started)
+            if cur.rowcount == 1:  # this attempt started it: a retried one audits nothing
+                await AuditLog.append_in(conn, run_started_entry(start))
 
     async def finish_run(
         self,
@@ -329,13 +373,13 @@ class Store:
             rows = await cur.fetchall()
         return [RunRecord.model_validate(row) for row in rows]
 
-    async def session_busy(self, session_id: str) -> str | None:
-        """The id of a queued or running run of the session, if there is one."""
+    async def session_busy(self, session_id: str, *, besides: str = "") -> str | None:
+        """The id of a queued or running run of the session (other than `besides`)."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT id FROM runs WHERE session_id = %s AND status IN ('queued', 'running')"
-                " ORDER BY created_at LIMIT 1",
-                (session_id,),
+                " AND id <> %s ORDER BY created_at LIMIT 1",
+                (session_id, besides),
             )
             row = await cur.fetchone()
         return str(row["id"]) if row else None

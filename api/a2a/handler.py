@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +35,6 @@ from a2a.types import (
     SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
-    TaskNotCancelableError,
     TaskNotFoundError,
     TaskPushNotificationConfig,
     TaskState,
@@ -44,12 +43,10 @@ from a2a.types import (
 )
 from a2a.utils.errors import ExtendedAgentCardNotConfiguredError
 from google.protobuf.json_format import MessageToDict
-from starlette.datastructures import State
-from temporalio.client import WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from pydantic import ValidationError
 
 from activities.store.records import RunRecord
+from api.a2a.errors import a2a_error
 from api.a2a.tasks import (
     INPUT_MODES,
     INTERRUPTED_STATES,
@@ -59,16 +56,11 @@ from api.a2a.tasks import (
     report_artifact,
     task_of,
 )
-from api.core.run_factory import (
-    resolve_workspace,
-    run_input,
-    session_workflow_id,
-    submit_to_session,
-)
+from api.core.errors import Invalid, KeelError, NotFound
+from api.core.runs import RunOrder
+from api.core.schemas import InteractionDecisionCreate
+from api.core.service import KeelService
 from api.identity.auth import Principal
-from api.identity.config import user_ref
-from workflows.models import DecisionOutcome, InteractionDecision, Withdrawal, WithdrawOutcome
-from workflows.session import SessionWorkflow
 
 POLL_S = 0.5
 BLOCKING_LIMIT_S = 600.0
@@ -79,8 +71,14 @@ REJECT_WORDS = {"reject", "rejected", "no", "n", "deny"}
 class KeelA2AHandler(RequestHandler):
     """A2A operations on Keel runs; the task id is the run id, the context id the session."""
 
-    def __init__(self, state: State) -> None:
-        self._state = state
+    def __init__(self, service_of: Callable[[], KeelService], hub_of: Callable[[], Any]) -> None:
+        # The service is built in the app's lifespan, after the routes.
+        self._service_of = service_of
+        self._hub_of = hub_of
+
+    @property
+    def _service(self) -> KeelService:
+        return self._service_of()
 
     # -- reads ------------------------------------------------------------
 
@@ -104,8 +102,8 @@ class KeelA2AHandler(RequestHandler):
             except ValueError as exc:
                 raise InvalidParamsError(message="Malformed page_token.") from exc
         statuses = STATE_RUNS.get(params.status) if params.status else None
-        runs = await self._state.store.list_runs(
-            tenant_id=user.tenant_id,
+        runs = await self._service.runs.page(
+            user,
             limit=size,
             before=before,
             session_id=params.context_id or None,
@@ -157,21 +155,10 @@ class KeelA2AHandler(RequestHandler):
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
         run = await self._run(params.id, context)
-        if run.status in ("completed", "failed", "cancelled"):
-            raise TaskNotCancelableError(message=f"Task {run.id} is already {run.status}.")
-        temporal = self._state.temporal
-        withdrawn = False
-        if run.status == "queued" and run.session_id:
-            handle = temporal.get_workflow_handle(session_workflow_id(run.session_id))
-            outcome: WithdrawOutcome = await handle.execute_update(
-                SessionWorkflow.withdraw, Withdrawal(run_id=run.id)
-            )
-            withdrawn = outcome.was != "unknown"
-        if not withdrawn:
-            try:
-                await temporal.get_workflow_handle(run.id).cancel()
-            except RPCError as exc:
-                raise TaskNotCancelableError(message=f"Task {run.id} has finished.") from exc
+        try:
+            run = await self._service.runs.cancel(run.id, _principal(context))
+        except KeelError as exc:
+            raise a2a_error(exc, cancelling=True) from exc
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             run = await self._reload(run.id)
@@ -225,60 +212,36 @@ class KeelA2AHandler(RequestHandler):
     async def _start(
         self, params: SendMessageRequest, text: str, context: ServerCallContext
     ) -> RunRecord:
-        state = self._state
-        user = _principal(context)
+        service = self._service
+        settings = service.parts.settings
         # `/a2a` speaks for the configured default agent (KEEL_A2A_DEFAULT_AGENT).
-        agent_name = context.state.get("agent") or state.settings.a2a_default_agent
-        agent = state.catalog.get(agent_name)
-        if agent is None:
-            raise InvalidParamsError(message=f"Unknown agent '{agent_name}'.")
+        agent_name = context.state.get("agent") or settings.a2a_default_agent
         meta = {**MessageToDict(params.metadata), **MessageToDict(params.message.metadata)}
-        raw_workspace = str(meta.get("workspace") or state.settings.workspace_root)
-        try:
-            workspace = resolve_workspace(raw_workspace, state.settings.workspace_root)
-        except Exception as exc:  # an HTTPException naming the problem
-            raise InvalidParamsError(message=f"metadata.workspace: {_detail(exc)}") from exc
-        session_id = params.message.context_id or f"ctx-{uuid.uuid4().hex[:16]}"
-        session = await state.sessions.create(
-            session_id=session_id,
-            tenant_id=user.tenant_id,
-            agent=agent.name,
-            workspace=str(workspace),
-            model=None,
-            approver=None,
-            created_by=user_ref(user),
-            metadata={"origin": "a2a"},
-        )
-        if session.tenant_id != user.tenant_id:
-            raise InvalidParamsError(message="That contextId belongs to someone else.")
-        run_id = f"run-{uuid.uuid4().hex[:16]}"
-        run = run_input(
-            run_id=run_id,
-            agent=agent,
-            text=text,
-            model=agent.model or state.settings.model,
-            workspace=workspace,
-            user=user,
+        order = RunOrder(
+            agent=agent_name,
+            input=text,
+            workspace=str(meta.get("workspace") or settings.workspace_root),
             trigger="a2a",
-            settings=state.settings,
-            session_id=session_id,
-        )
-        await submit_to_session(
-            temporal=state.temporal,
-            store=state.store,
-            settings=state.settings,
-            user=user,
-            run=run,
+            session_id=params.message.context_id or f"ctx-{uuid.uuid4().hex[:16]}",
             on_busy="enqueue",
             metadata={"origin": "a2a"},
+            session_metadata={"origin": "a2a"},
         )
-        return await self._reload(run_id)
+        try:
+            return (await service.runs.start(order, _principal(context))).record
+        except Invalid as exc:
+            if exc.field == "workspace":
+                raise InvalidParamsError(message=f"metadata.workspace: {exc.message}") from exc
+            raise a2a_error(exc) from exc
+        except KeelError as exc:
+            raise a2a_error(exc) from exc
 
     async def _answer(
         self, run: RunRecord, text: str, message: Message, context: ServerCallContext
     ) -> None:
         """A message naming an input-required task decides what the task waits on."""
-        pending = await live_pending(self._state.temporal, self._state.interactions, run)
+        parts = self._service.parts
+        pending = await live_pending(parts.temporal, parts.interactions, run)
         if not pending:
             raise UnsupportedOperationError(
                 message=f"Task {run.id} is {run.status} and is not waiting for input."
@@ -303,23 +266,18 @@ class KeelA2AHandler(RequestHandler):
         payload_hash = data.get("payload_hash") or (
             target.payload_hash if decision.startswith("approve") else None
         )
-        request = InteractionDecision(
-            interaction_id=target.id,
-            decision=decision,  # type: ignore[arg-type]
-            approver=user_ref(user),
-            payload_hash=str(payload_hash) if payload_hash else None,
-            text=text or None,
-        )
         try:
-            await self._state.temporal.get_workflow_handle(run.id).execute_update(
-                "decide", request, result_type=DecisionOutcome
+            body = InteractionDecisionCreate(
+                decision=decision,  # type: ignore[arg-type]
+                payload_hash=str(payload_hash) if payload_hash else None,
+                text=text or None,
             )
-        except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            kind = cause.type if isinstance(cause, ApplicationError) else ""
-            if kind == "InteractionClosed":
-                raise UnsupportedOperationError(message=str(cause)) from err
-            raise InvalidParamsError(message=str(cause)) from err
+        except ValidationError as exc:
+            raise InvalidParamsError(message=_first_problem(exc)) from exc
+        try:
+            await self._service.decisions.decide(run.id, target.id, body, user)
+        except KeelError as exc:
+            raise a2a_error(exc) from exc
 
     async def _settled(self, run_id: str, history_length: int | None) -> Task:
         """Wait until the task finishes or needs input, then answer with it."""
@@ -361,24 +319,23 @@ class KeelA2AHandler(RequestHandler):
                 )
 
     def _subscription(self, run_id: str) -> Any:
-        hub = getattr(self._state, "event_hub", None)
-        return _Wake(hub, run_id)
+        return _Wake(self._hub_of(), run_id)
 
     async def _task(self, run: RunRecord, *, history_length: int | None = None) -> Task:
-        pending = await live_pending(self._state.temporal, self._state.interactions, run)
+        parts = self._service.parts
+        pending = await live_pending(parts.temporal, parts.interactions, run)
         return task_of(run, pending, history_length=history_length)
 
     async def _run(self, task_id: str, context: ServerCallContext) -> RunRecord:
-        user = _principal(context)
-        run = await self._state.store.get_run(task_id) if task_id else None
-        if run is None or run.tenant_id != user.tenant_id:
-            if run is not None:
-                await self._state.audit.cross_tenant(user, "a2a_task", task_id)
-            raise TaskNotFoundError(message=f"Task {task_id} was not found.")
-        return run
+        if not task_id:
+            raise TaskNotFoundError(message="Task  was not found.")
+        try:
+            return await self._service.runs.get(task_id, _principal(context), allow_admin=False)
+        except NotFound as exc:
+            raise TaskNotFoundError(message=f"Task {task_id} was not found.") from exc
 
     async def _reload(self, run_id: str) -> RunRecord:
-        run = await self._state.store.get_run(run_id)
+        run = await self._service.parts.store.get_run(run_id)
         assert run is not None
         return run
 
@@ -454,8 +411,7 @@ def _history_length(params: SendMessageRequest) -> int | None:
     return config.history_length if config.HasField("history_length") else None
 
 
-def _detail(exc: Exception) -> str:
-    detail = getattr(exc, "detail", None)
-    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        return str(detail[0].get("msg"))
-    return str(detail or exc)
+def _first_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"])
+    return f"{field}: {first['msg']}"

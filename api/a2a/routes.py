@@ -29,9 +29,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from api.a2a.errors import UNAVAILABLE_CODE
 from api.a2a.handler import KeelA2AHandler
 from api.a2a.tasks import INPUT_MODES
-from api.identity.auth import AuthError, principal_from_request
+from api.core.errors import Unauthenticated, Unavailable
+from api.core.service import KeelService
+from api.http.errors import headers_of
 from worker.agent_catalog import AgentCatalog
 from workflows.models import AgentSpec
 
@@ -164,7 +167,13 @@ def _v01_to_v03(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
-    handler = KeelA2AHandler(state)
+    """The A2A routes on the app's `state`, where its lifespan puts the service."""
+
+    def service() -> KeelService:
+        built: KeelService = state.service
+        return built
+
+    handler = KeelA2AHandler(service, lambda: getattr(state, "event_hub", None))
     dispatcher = JsonRpcDispatcher(
         request_handler=handler, context_builder=_PrincipalContext(), enable_v0_3_compat=True
     )
@@ -178,17 +187,29 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
                 f"Content type {content_type or '(none)'} is not supported; send application/json.",
             )
         try:
-            request.state.principal = principal_from_request(
-                request.headers.get("authorization"), state.verifier, state.auth_config.mode
+            request.state.principal = await service().authenticate(
+                request.headers.get("authorization"),
+                path=request.url.path,
+                client=request.client.host if request.client else None,
             )
-        except AuthError as exc:
+        except Unauthenticated as exc:
             return JSONResponse(
                 {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": exc.message}},
                 status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
+                headers=headers_of(exc),
+            )
+        except Unavailable as exc:
+            return JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": UNAVAILABLE_CODE, "message": exc.message},
+                },
+                status_code=503,
+                headers=headers_of(exc),
             )
         agent = request.path_params.get("agent")
-        if agent is not None and state.catalog.get(agent) is None:
+        if agent is not None and service().parts.catalog.get(agent) is None:
             return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
         raw = await request.body()
         try:
@@ -207,10 +228,11 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
 
     def built(request: Request) -> AgentCard | None:
         agent = request.path_params.get("agent")
-        if agent is not None and state.catalog.get(agent) is None:
+        catalog = service().parts.catalog
+        if agent is not None and catalog.get(agent) is None:
             return None
         root = str(request.base_url).rstrip("/") if not base_url else base_url
-        return agent_card(root, state.catalog, agent, auth=state.auth_config.mode != "off")
+        return agent_card(root, catalog, agent, auth=service().auth_mode != "off")
 
     async def card(request: Request) -> Response:
         """The domain's well-known card is read by v0.3 and v1.0 clients alike: both shapes.

@@ -1,97 +1,169 @@
 """Deciding what a run waits on: the checks, the `decide` update, and its answers.
 
-The REST endpoint and the MCP `decide` tool share this, so a decision takes (or is
-refused) the same way through either; refusals are audited.
+Every surface (REST, MCP, A2A, the CLI through REST) decides through here, so a
+decision takes, or is refused and audited, the same way whichever door it came in by.
+
+A decision goes to the run as the workflow's `decide` update, which answers at once
+whether it took. With no worker to run the update, the decision is sent as the
+`resolve_interaction` signal instead, which Temporal keeps until a worker takes it, and
+the caller hears `queued`. Sending the same decision again is idempotent: once it has
+taken, the answer is `accepted` again, not a conflict.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from fastapi import HTTPException
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.store.interaction_store import InteractionStore
-from activities.store.run_store import Store
-from api.core.audit_trail import ApiAudit
-from api.core.run_reads import run_for
+from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
+from api.core.errors import Conflict, Forbidden, Invalid, KeelError, NotFound, Unavailable
+from api.core.runs import RunService
 from api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import DecisionOutcome, InteractionDecision
+from workflows.models import Interaction, InteractionDecision
 
-DECIDE_TIMEOUT = timedelta(seconds=15)
-STATUS_OF_PROBLEM = {
-    "InteractionNotFound": 404,
-    "InteractionClosed": 409,
-    "NotAnApprover": 403,
-    "PayloadHashMismatch": 422,
-    "InvalidDecision": 422,
+# A worker runs the update in milliseconds; this long without an answer means none is
+# polling, and the decision is queued as a signal instead.
+DECIDE_WAIT = timedelta(seconds=3)
+READ_WAIT = timedelta(seconds=2)
+ERROR_OF_PROBLEM: dict[str, type[KeelError]] = {
+    "InteractionNotFound": NotFound,
+    "InteractionClosed": Conflict,
+    "NotAnApprover": Forbidden,
+    "PayloadHashMismatch": Invalid,
+    "InvalidDecision": Invalid,
 }
 
 
-async def decide_interaction(
-    run_id: str,
-    interaction_id: str,
-    body: InteractionDecisionCreate,
-    user: Principal,
-    *,
-    store: Store,
-    interactions: InteractionStore,
-    temporal: Client,
-    audit: ApiAudit,
-) -> DecisionResult:
-    """Hand the caller's decision to the run; an `HTTPException` says why it did not take."""
-    await run_for(run_id, user, store, audit, allow_admin=False)
-    # The store has every interaction a run opened; the run itself may be replaying.
-    if await interactions.get(run_id, interaction_id) is None:
-        raise HTTPException(404, detail=f"No interaction {interaction_id} in run {run_id}.")
-    decision = InteractionDecision(
-        interaction_id=interaction_id,
-        decision=body.decision,
-        approver=user_ref(user),
-        payload_hash=body.payload_hash,
-        text=body.text,
-    )
-    handle = temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
-    try:
-        outcome: DecisionOutcome = await handle.execute_update(
-            "decide", decision, result_type=DecisionOutcome, rpc_timeout=DECIDE_TIMEOUT
+class InteractionClosed(Conflict):
+    """The interaction was already decided (otherwise) or has expired."""
+
+
+class DecisionService:
+    """Decide interactions, within the caller's tenant, as the caller."""
+
+    def __init__(self, parts: CoreParts, runs: RunService) -> None:
+        self._parts = parts
+        self._runs = runs
+
+    async def decide(
+        self,
+        run_id: str,
+        interaction_id: str,
+        body: InteractionDecisionCreate,
+        user: Principal,
+    ) -> DecisionResult:
+        """Hand the caller's decision to the run; a `KeelError` says why it did not take."""
+        parts = self._parts
+        await self._runs.get(run_id, user, allow_admin=False)
+        # The store has every interaction a run opened; the run itself may be replaying.
+        stored = await parts.interactions.get(run_id, interaction_id)
+        if stored is None:
+            raise NotFound(f"No interaction {interaction_id} in run {run_id}.")
+        decision = InteractionDecision(
+            interaction_id=interaction_id,
+            decision=body.decision,
+            approver=user_ref(user),
+            payload_hash=body.payload_hash,
+            text=body.text,
         )
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        kind = cause.type if isinstance(cause, ApplicationError) else None
-        code = STATUS_OF_PROBLEM.get(kind or "", 422)
-        await audit.refused_decision(user, run_id, interaction_id, body.decision, str(cause))
-        raise HTTPException(code, detail=str(cause)) from err
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            # The run has finished: nothing it waited on can be decided any more.
-            known = await interactions.get(run_id, interaction_id)
-            if known is None:
-                raise HTTPException(404, detail=f"No interaction {interaction_id}.") from err
-            raise HTTPException(
-                409, detail=f"Interaction {interaction_id} is already {known.status}."
+        handle = parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+        try:
+            outcome = await handle.execute_update(
+                AgentRunWorkflow.decide, decision, rpc_timeout=DECIDE_WAIT
+            )
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            kind = cause.type if isinstance(cause, ApplicationError) else None
+            if kind == "InteractionClosed":
+                current = await self._current(run_id, interaction_id)
+                if current is not None and _repeats(current, decision):
+                    return _result("accepted", run_id, current)
+            await parts.audit.refused_decision(
+                user, run_id, interaction_id, body.decision, str(cause)
+            )
+            if kind == "InteractionClosed":
+                raise InteractionClosed(str(cause)) from err
+            raise ERROR_OF_PROBLEM.get(kind or "", Invalid)(str(cause)) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            return await self._queue(run_id, decision, stored)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return await self._after_the_run(run_id, decision, user)
+            raise Unavailable(
+                "Temporal did not answer, so the decision was not recorded; send it again shortly.",
+                retry_after_s=RETRY_AFTER_S,
             ) from err
-        raise HTTPException(
-            503,
-            detail="No worker answered in time, so the decision may not have been recorded; "
-            "check the interaction and try again.",
-        ) from err
-    ia = await interactions.get(run_id, interaction_id)
-    assert ia is not None
-    # The workflow has taken the decision; its mirror in Postgres follows a moment later.
-    ia = ia.model_copy(
-        update={
-            "status": outcome.status,
-            "decision": body.decision,
-            "decided_by": decision.approver,
-            "answer": body.text,
-        }
-    )
+        # The workflow has taken the decision; its mirror in Postgres follows a moment later.
+        taken = stored.model_copy(
+            update={
+                "status": outcome.status,
+                "decision": body.decision,
+                "decided_by": decision.approver,
+                "answer": body.text,
+            }
+        )
+        return _result("accepted", run_id, taken)
+
+    async def _queue(
+        self, run_id: str, decision: InteractionDecision, stored: Interaction
+    ) -> DecisionResult:
+        """No worker ran the update in time: leave the decision with Temporal as a signal,
+        which the run applies (with the same checks) when a worker takes it up."""
+        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+        try:
+            await handle.signal(
+                AgentRunWorkflow.resolve_interaction, decision, rpc_timeout=TEMPORAL_CALL_TIMEOUT
+            )
+        except RPCError as err:
+            raise Unavailable(
+                "No worker answered and Temporal did not take the decision; send it again shortly.",
+                retry_after_s=RETRY_AFTER_S,
+            ) from err
+        return _result("queued", run_id, stored)
+
+    async def _after_the_run(
+        self, run_id: str, decision: InteractionDecision, user: Principal
+    ) -> DecisionResult:
+        """The run has finished: nothing it waited on can be decided any more, but the
+        decision that took can be repeated and hear so."""
+        known = await self._parts.interactions.get(run_id, decision.interaction_id)
+        if known is None:
+            raise NotFound(f"No interaction {decision.interaction_id}.")
+        if _repeats(known, decision):
+            return _result("accepted", run_id, known)
+        reason = f"Interaction {decision.interaction_id} is already {known.status}."
+        await self._parts.audit.refused_decision(
+            user, run_id, decision.interaction_id, decision.decision, reason
+        )
+        raise InteractionClosed(reason)
+
+    async def _current(self, run_id: str, interaction_id: str) -> Interaction | None:
+        """The interaction as the run has it now (Postgres if the run cannot answer)."""
+        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+        try:
+            every = await handle.query(AgentRunWorkflow.list_interactions, rpc_timeout=READ_WAIT)
+            return next((i for i in every if i.id == interaction_id), None)
+        except RPCError:
+            return await self._parts.interactions.get(run_id, interaction_id)
+
+
+def _repeats(interaction: Interaction, decision: InteractionDecision) -> bool:
+    """Whether the decision is the one the interaction already took, from the same person."""
+    if interaction.decision != decision.decision or interaction.decided_by != decision.approver:
+        return False
+    if decision.decision.startswith("approve"):
+        return decision.payload_hash == interaction.payload_hash
+    return (interaction.answer or None) == (decision.text or None)
+
+
+def _result(status: str, run_id: str, interaction: Interaction) -> DecisionResult:
     return DecisionResult(
-        status="accepted", interaction=InteractionPublic.from_interaction(run_id, ia)
+        status=status,  # type: ignore[arg-type]
+        interaction=InteractionPublic.from_interaction(run_id, interaction),
     )

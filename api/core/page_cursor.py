@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 from datetime import datetime
 
+from api.core.errors import Invalid
 from api.core.schemas import storable
-from api.http.errors import problem
 
 
 def encode_cursor(created_at: datetime, row_id: str) -> str:
@@ -19,9 +19,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         stamp, row_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
         return datetime.fromisoformat(stamp), storable(row_id)
     except ValueError as exc:  # bad base64, bad UTF-8, no `|`, bad time, or unstorable
-        raise problem(
-            422,
-            "cursor",
+        raise Invalid(
             "Malformed cursor; pass back the `next_cursor` of the previous page unchanged.",
+            field="cursor",
             where="query",
         ) from exc

@@ -253,9 +253,13 @@ class InteractionPublic(BaseModel):
 
 
 class DecisionResult(BaseModel):
-    """The decision took."""
+    """The decision took (`accepted`), or waits with Temporal for a worker (`queued`)."""
 
-    status: Literal["accepted"]
+    status: Literal["accepted", "queued"] = Field(
+        description="`accepted`: the run took it (a repeat of a decision that took says so "
+        "too). `queued`: no worker answered, so Temporal keeps it for the run, which applies "
+        "it with the same checks when a worker is back; read the interaction to see it land."
+    )
     interaction: InteractionPublic
 
 

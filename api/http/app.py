@@ -14,6 +14,8 @@ from activities.store.run_store import Store
 from activities.store.session_store import SessionStore
 from api.a2a.routes import a2a_routes
 from api.core.audit_trail import ApiAudit
+from api.core.context import CoreParts
+from api.core.service import KeelService
 from api.events.hub import EventHub
 from api.events.stream import EventReads
 from api.http.body_limit import BodySizeLimit
@@ -28,6 +30,7 @@ from api.http.routers import (
     system,
     webhooks,
 )
+from api.identity.authenticate import Authenticator
 from api.identity.config import auth_config, build_verifier
 from api.mcp_server import McpEndpoint
 from worker.agent_catalog import AgentCatalog
@@ -45,23 +48,26 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.settings = settings
-        app.state.auth_config = config
-        app.state.verifier = build_verifier(config)
-        app.state.catalog = AgentCatalog.load(settings.agents_dir)
-        app.state.temporal = await connect(temporal_address, settings.temporal_namespace)
+        temporal = await connect(temporal_address, settings.temporal_namespace)
         store = await Store.open(database_url)
-        app.state.store = store
-        app.state.interactions = InteractionStore(store.pool)
-        app.state.sessions = SessionStore(store.pool)
-        app.state.audit = ApiAudit(AuditLog(store.pool))
+        audit = ApiAudit(AuditLog(store.pool))
+        parts = CoreParts(
+            temporal=temporal,
+            store=store,
+            interactions=InteractionStore(store.pool),
+            sessions=SessionStore(store.pool),
+            audit=audit,
+            catalog=AgentCatalog.load(settings.agents_dir),
+            settings=settings,
+        )
+        app.state.service = KeelService(parts, Authenticator(config, build_verifier(config), audit))
         hub = EventHub(database_url)
         app.state.event_hub = hub
         app.state.event_reads = EventReads(store)
         try:
             await store.migrate()
             await hub.start()
-            async with mcp.serving(app.state):
+            async with mcp.serving(app.state.service):
                 yield
         finally:
             await hub.stop()

@@ -14,6 +14,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from api.core.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    KeelError,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+)
 from api.core.schemas import Problem
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -84,6 +93,51 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": exc.detail}, status_code=405, headers=headers)
 
 
+STATUS_OF_ERROR: dict[type[KeelError], int] = {
+    Unauthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    Invalid: 422,
+    Unavailable: 503,
+}
+
+
+def status_of(exc: KeelError) -> int:
+    for kind in type(exc).__mro__:
+        if kind in STATUS_OF_ERROR:
+            return STATUS_OF_ERROR[kind]  # type: ignore[index]
+    return 500
+
+
+def detail_of(exc: KeelError) -> str | list[dict[str, Any]]:
+    """A sentence, or (naming the request field at fault) FastAPI's list of problems."""
+    if isinstance(exc, Invalid) and exc.problems:
+        return exc.problems
+    field = getattr(exc, "field", None)
+    if field is None:
+        return exc.message
+    where = exc.where if isinstance(exc, Invalid) else "body"
+    return [{"loc": [where, field], "msg": exc.message, "type": "value_error"}]
+
+
+def headers_of(exc: KeelError) -> dict[str, str]:
+    if isinstance(exc, Unauthenticated):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(exc, Unavailable) and exc.retry_after_s is not None:
+        return {"Retry-After": str(exc.retry_after_s)}
+    return {}
+
+
+async def _domain_error(request: Request, exc: Exception) -> Response:
+    """The service's refusals as Problem JSON, the shape every other error has."""
+    assert isinstance(exc, KeelError)
+    body = json.dumps({"detail": jsonable_encoder(detail_of(exc))}, ensure_ascii=True)
+    return Response(
+        body, status_code=status_of(exc), media_type="application/json", headers=headers_of(exc)
+    )
+
+
 async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     # As FastAPI's own, but ASCII: errors echo the input, and a lone surrogate in it
@@ -105,6 +159,7 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(KeelError, _domain_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -11,16 +11,16 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-from fastapi import HTTPException
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
-from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from api.http.deps import current_user
+from api.core.errors import KeelError
+from api.core.service import KeelService
+from api.http.errors import headers_of, status_of
 from api.mcp_server.server import keel_mcp_server
 from worker.settings import Settings
 
@@ -34,11 +34,13 @@ class McpEndpoint:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._manager: StreamableHTTPSessionManager | None = None
+        self._service: KeelService | None = None
 
     @asynccontextmanager
-    async def serving(self, state: State) -> AsyncIterator[None]:
-        """Serve MCP while the context is open; `state` holds the clients the tools use."""
-        server = keel_mcp_server(state)
+    async def serving(self, service: KeelService) -> AsyncIterator[None]:
+        """Serve MCP while the context is open; the tools call `service`."""
+        self._service = service
+        server = keel_mcp_server(service)
         # Builds the session manager; its Starlette app is not used, this endpoint is.
         server.streamable_http_app(
             streamable_http_path=PATH,
@@ -57,10 +59,20 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        service = self._service
+        if service is None:
+            await _refusal(503, "The MCP server is starting or stopping; try again shortly.")(
+                scope, receive, send
+            )
+            return
         try:
-            principal = await current_user(request)
-        except HTTPException as exc:
-            await _refusal(exc.status_code, str(exc.detail), exc.headers)(scope, receive, send)
+            principal = await service.authenticate(
+                request.headers.get("authorization"),
+                path=request.url.path,
+                client=request.client.host if request.client else None,
+            )
+        except KeelError as exc:
+            await _refusal(status_of(exc), exc.message, headers_of(exc))(scope, receive, send)
             return
         if request.method != "POST":
             # No server-initiated messages and no sessions: no stream to open (GET) and no

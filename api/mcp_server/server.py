@@ -9,12 +9,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
-from starlette.datastructures import State
 
+from api.core.service import KeelService
 from api.mcp_server.prompts import agent_prompt
 from api.mcp_server.tool_errors import invalid_arguments
 from api.mcp_server.tools import KeelTools
-from worker.agent_catalog import AgentCatalog
 
 INSTRUCTIONS = (
     "Keel runs LLM agents durably. Call list_agents to see them, start_run to start one on a "
@@ -44,8 +43,8 @@ class KeelMcpServer(MCPServer[Any]):
             ) from cause
 
 
-def keel_mcp_server(state: State) -> KeelMcpServer:
-    """The server for one app: its tools use the app's clients, its prompts the catalog."""
+def keel_mcp_server(service: KeelService) -> KeelMcpServer:
+    """The server for one app: its tools use the app's service, its prompts the catalog."""
     server = KeelMcpServer(
         name="keel",
         title="Keel",
@@ -55,7 +54,7 @@ def keel_mcp_server(state: State) -> KeelMcpServer:
         # MCPServer configures the root logger when nothing has; keep that to warnings.
         log_level="WARNING",
     )
-    tools = KeelTools(state)
+    tools = KeelTools(service)
     acting = ToolAnnotations(read_only_hint=False, destructive_hint=False)
     for tool, hints in (
         (tools.list_agents, READS),
@@ -68,7 +67,6 @@ def keel_mcp_server(state: State) -> KeelMcpServer:
         server.add_tool(
             tool, name=tool.__name__, description=inspect.getdoc(tool), annotations=hints
         )
-    catalog: AgentCatalog = state.catalog
-    for agent in catalog.all():
+    for agent in service.parts.catalog.all():
         server.add_prompt(agent_prompt(agent))
     return server

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import HTTPException
 from pydantic import ValidationError
+
+from api.core.errors import KeelError
+from api.http.errors import detail_of
 
 
 def invalid_arguments(tool: str, exc: ValidationError) -> str:
@@ -18,9 +20,9 @@ def invalid_arguments(tool: str, exc: ValidationError) -> str:
     return f"Invalid arguments: {'; '.join(problems)}. Correct them and call {tool} again."
 
 
-def refusal(exc: HTTPException) -> str:
+def refusal(exc: KeelError) -> str:
     """The sentence a REST caller would get in `detail`, for the same refusal."""
-    detail = exc.detail
+    detail = detail_of(exc)  # one rendering for both, so the sentences cannot drift apart
     if isinstance(detail, list):
         return "; ".join(
             f"`{item['loc'][-1]}`: {item['msg']}" if isinstance(item, dict) else str(item)

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import HTTPException
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
-from starlette.datastructures import State
 
-from api.core import run_factory
-from api.core.decisions import decide_interaction
-from api.core.run_reads import live_run, run_for
+from api.core.errors import KeelError
+from api.core.runs import RunOrder
 from api.core.schemas import (
     DecisionResult,
     InteractionDecisionCreate,
-    InteractionPublic,
     RunCreate,
     StoredText,
 )
+from api.core.service import KeelService
 from api.identity.auth import Principal
 from api.mcp_server.results import (
     AgentInfo,
@@ -35,7 +32,6 @@ from api.mcp_server.results import (
     StartedRun,
 )
 from api.mcp_server.tool_errors import invalid_arguments, refusal
-from worker.agent_catalog import AgentCatalog
 
 RunId = Annotated[StoredText, Field(min_length=1, max_length=200, description="The run's id.")]
 
@@ -51,14 +47,14 @@ def caller(ctx: Context) -> Principal:
 
 
 class KeelTools:
-    """The tools, bound to the API's clients and stores (the app's `state`)."""
+    """The tools, bound to the API's one service."""
 
-    def __init__(self, state: State) -> None:
-        self._state = state
+    def __init__(self, service: KeelService) -> None:
+        self._service = service
 
     async def list_agents(self) -> AgentList:
         """List the agents Keel can run: the name to pass to start_run and what each does."""
-        catalog: AgentCatalog = self._state.catalog
+        catalog = self._service.parts.catalog
         return AgentList(
             agents=[AgentInfo(name=a.name, description=a.description) for a in catalog.all()]
         )
@@ -112,19 +108,9 @@ class KeelTools:
             )
         except ValidationError as exc:
             raise ToolError(invalid_arguments("start_run", exc)) from None
-        state = self._state
         try:
-            record = await run_factory.start_run(
-                body,
-                user,
-                temporal=state.temporal,
-                store=state.store,
-                sessions=state.sessions,
-                settings=state.settings,
-                catalog=state.catalog,
-                audit=state.audit,
-            )
-        except HTTPException as exc:
+            record = (await self._service.runs.start(RunOrder.from_create(body), user)).record
+        except KeelError as exc:
             raise ToolError(refusal(exc)) from None
         return StartedRun(
             run_id=record.id, agent=record.agent, status=record.status, session_id=record.session_id
@@ -134,19 +120,14 @@ class KeelTools:
         """Read a run: its status, stop reason, report (once it has finished), token usage
         and cost, and the approvals or questions it waits on now (decide answers them)."""
         user = caller(ctx)
-        state = self._state
+        runs = self._service.runs
         try:
-            record = await run_for(run_id, user, state.store, state.audit)
-        except HTTPException as exc:
+            run = await runs.live(await runs.get(run_id, user))
+            waiting = set(run.pending_interactions)
+            # Only what the store mirrors can be decided yet; the next read shows the rest.
+            pending = [ia for ia in await runs.interactions(run.id, user) if ia.id in waiting]
+        except KeelError as exc:
             raise ToolError(refusal(exc)) from None
-        run = await live_run(record, state.temporal)
-        waiting = set(run.pending_interactions)
-        # Only what the store mirrors can be decided yet; the next read shows the rest.
-        pending = [
-            InteractionPublic.from_interaction(run.id, ia)
-            for ia in await state.interactions.for_run(run.id)
-            if ia.id in waiting
-        ]
         return RunDetail(run=run, pending_interactions=pending)
 
     async def list_runs(
@@ -156,7 +137,7 @@ class KeelTools:
     ) -> RunSummaries:
         """List your tenant's most recent runs, newest first; get_run has the details."""
         user = caller(ctx)
-        runs = await self._state.store.list_runs(tenant_id=user.tenant_id, limit=limit)
+        runs = await self._service.runs.page(user, limit=limit)
         return RunSummaries(runs=[RunSummary.from_record(run) for run in runs])
 
     async def decide(
@@ -194,17 +175,7 @@ class KeelTools:
             )
         except ValidationError as exc:
             raise ToolError(invalid_arguments("decide", exc)) from None
-        state = self._state
         try:
-            return await decide_interaction(
-                run_id,
-                interaction_id,
-                body,
-                user,
-                store=state.store,
-                interactions=state.interactions,
-                temporal=state.temporal,
-                audit=state.audit,
-            )
-        except HTTPException as exc:
+            return await self._service.decisions.decide(run_id, interaction_id, body, user)
+        except KeelError as exc:
             raise ToolError(refusal(exc)) from None

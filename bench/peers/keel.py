@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from activities.store.run_store import Store
-from api.core.run_factory import as_started
+from api.core.runs import as_started
 from bench.peers.agent import (
     API_KEY,
     INSTRUCTIONS,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
+from activities.store.records import NewRun
 from activities.store.run_store import Store
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
@@ -356,14 +357,16 @@ async def test_a_run_whose_stored_texts_are_missing_fails_clearly(
     )
     # Recorded as queued first, as the API does.
     await store.create_run(
-        run_id=run.run_id,
-        tenant_id=run.tenant_id,
-        agent=spec.name,
-        model=run.model,
-        requester=run.requester,
-        trigger=run.trigger,
-        workspace=run.workspace,
-        input="Review it.",
+        NewRun(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            agent=spec.name,
+            model=run.model,
+            requester=run.requester,
+            trigger=run.trigger,
+            workspace=run.workspace,
+            input="Review it.",
+        )
     )
     async with in_process_worker(temporal_client, store, settings):
         handle = await temporal_client.start_workflow(
@@ -389,14 +392,16 @@ async def test_stored_texts_are_kept_once_per_tenant(store: Store) -> None:
 async def test_a_model_is_fast_once_its_latest_calls_all_were(store: Store) -> None:
     model = "model-fast-check"
     await store.create_run(
-        run_id="run-test-fast",
-        tenant_id="default",
-        agent="review",
-        model=model,
-        requester="user:alice",
-        trigger="api",
-        workspace="/tmp",
-        input="hi",
+        NewRun(
+            run_id="run-test-fast",
+            tenant_id="default",
+            agent="review",
+            model=model,
+            requester="user:alice",
+            trigger="api",
+            workspace="/tmp",
+            input="hi",
+        )
     )
 
     async def called(step: int, latency_ms: int) -> None:

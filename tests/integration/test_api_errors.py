@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from activities.store.records import NewRun
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers
@@ -142,16 +143,16 @@ async def test_handlers_own_field_errors_have_the_documented_shape(
 
     run_id = f"errors-{uuid.uuid4().hex[:8]}"
     await store.create_run(
-        run_id=run_id,
-        tenant_id="default",
-        agent="review",
-        model="scripted",
-        requester="user:alice",
-        trigger="api",
-        workspace=str(workspace),
-        input="x",
-        session_id=None,
-        metadata={},
+        NewRun(
+            run_id=run_id,
+            tenant_id="default",
+            agent="review",
+            model="scripted",
+            requester="user:alice",
+            trigger="api",
+            workspace=str(workspace),
+            input="x",
+        )
     )
     stream = await http.get(f"/v1/runs/{run_id}/events/stream", headers={"last-event-id": "x"})
     assert field_error(stream)["loc"] == ["header", "Last-Event-ID"]

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
+from activities.store.records import NewRun
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from api.events import stream as event_stream
@@ -77,14 +78,16 @@ async def bare_run(store: Store, workspace: Path, prefix: str) -> str:
     """A run row with no workflow behind it; the test writes its events itself."""
     run_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
     await store.create_run(
-        run_id=run_id,
-        tenant_id="default",
-        agent="review",
-        model="scripted",
-        requester="user:alice",
-        trigger="api",
-        workspace=str(workspace),
-        input="x",
+        NewRun(
+            run_id=run_id,
+            tenant_id="default",
+            agent="review",
+            model="scripted",
+            requester="user:alice",
+            trigger="api",
+            workspace=str(workspace),
+            input="x",
+        )
     )
     return run_id
 

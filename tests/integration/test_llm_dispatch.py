@@ -22,7 +22,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.llm import LlmActivities
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
-from api.core.run_factory import as_started
+from api.core.runs import as_started
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from worker.runtime import openai_client

@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.core.run_reads import run_for
+from api.core.errors import Invalid
 from api.core.schemas import EventPage, EventPublic, StoredText
 from api.events.hub import EventHub
 from api.events.stream import FINISHED_STATUSES, EventReads, RunEventStream
-from api.http.deps import AuditDep, CurrentUser, StoreDep
-from api.http.errors import AUTHENTICATED, documented, problem
+from api.http.deps import CurrentUser, ServiceDep
+from api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)
 
@@ -66,14 +66,12 @@ SSE_EVENT = {
 @router.get("/{run_id}/events", response_model=EventPage, responses=documented(404))
 async def list_events(
     run_id: StoredText,
-    store: StoreDep,
+    service: ServiceDep,
     user: CurrentUser,
-    audit: AuditDep,
     after: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> EventPage:
-    await run_for(run_id, user, store, audit)
-    events = await store.list_events(run_id, after=after, limit=limit)
+    events = await service.runs.events(run_id, user, after=after, limit=limit)
     return EventPage(
         events=[EventPublic.from_record(e) for e in events],
         next_after=events[-1].seq if events else after,
@@ -106,9 +104,8 @@ async def list_events(
 )
 async def stream_events(
     run_id: StoredText,
-    store: StoreDep,
+    service: ServiceDep,
     user: CurrentUser,
-    audit: AuditDep,
     hub: EventHubDep,
     reads: EventReadsDep,
     after: Annotated[
@@ -119,20 +116,19 @@ async def stream_events(
         Header(description="The `id` of the last event received; overrides `after`."),
     ] = None,
 ) -> StreamingResponse:
-    record = await run_for(run_id, user, store, audit)
+    record = await service.runs.get(run_id, user)
     if last_event_id is not None and last_event_id.strip():
         try:
             after = int(last_event_id)
         except ValueError:
-            raise problem(
-                422,
-                "Last-Event-ID",
+            raise Invalid(
                 "Last-Event-ID must be the seq of an event this stream sent; "
                 "send it back unchanged or omit it to start over.",
+                field="Last-Event-ID",
                 where="header",
             ) from None
     stream = RunEventStream(
-        store,
+        service.parts.store,
         reads,
         hub,
         run_id,

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Response, status
 
-from api.core.decisions import decide_interaction
-from api.core.run_reads import run_for
 from api.core.schemas import (
     DecisionResult,
     InteractionDecisionCreate,
     InteractionPublic,
     StoredText,
 )
-from api.http.deps import AuditDep, CurrentUser, InteractionStoreDep, StoreDep, TemporalDep
+from api.http.deps import CurrentUser, ServiceDep
 from api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(
@@ -22,56 +20,37 @@ router = APIRouter(
 
 @router.get("", response_model=list[InteractionPublic], responses=documented(404))
 async def list_interactions(
-    run_id: StoredText,
-    user: CurrentUser,
-    store: StoreDep,
-    interactions: InteractionStoreDep,
-    audit: AuditDep,
+    run_id: StoredText, user: CurrentUser, service: ServiceDep
 ) -> list[InteractionPublic]:
-    await run_for(run_id, user, store, audit)
-    return [
-        InteractionPublic.from_interaction(run_id, ia) for ia in await interactions.for_run(run_id)
-    ]
+    return await service.runs.interactions(run_id, user)
 
 
 @router.get("/{interaction_id}", response_model=InteractionPublic, responses=documented(404))
 async def get_interaction(
-    run_id: StoredText,
-    interaction_id: StoredText,
-    user: CurrentUser,
-    store: StoreDep,
-    interactions: InteractionStoreDep,
-    audit: AuditDep,
+    run_id: StoredText, interaction_id: StoredText, user: CurrentUser, service: ServiceDep
 ) -> InteractionPublic:
-    await run_for(run_id, user, store, audit)
-    ia = await interactions.get(run_id, interaction_id)
-    if ia is None:
-        raise HTTPException(404, detail=f"No interaction {interaction_id} in run {run_id}.")
-    return InteractionPublic.from_interaction(run_id, ia)
+    return await service.runs.interaction(run_id, interaction_id, user)
 
 
 @router.post(
     "/{interaction_id}",
     response_model=DecisionResult,
-    responses=documented(403, 404, 409, 503),
+    responses={
+        202: {"model": DecisionResult, "description": "Queued: no worker answered in time."},
+        **documented(403, 404, 409, 503),
+    },
 )
 async def decide(
     run_id: StoredText,
     interaction_id: StoredText,
     body: InteractionDecisionCreate,
     user: CurrentUser,
-    store: StoreDep,
-    interactions: InteractionStoreDep,
-    temporal: TemporalDep,
-    audit: AuditDep,
+    service: ServiceDep,
+    response: Response,
 ) -> DecisionResult:
-    return await decide_interaction(
-        run_id,
-        interaction_id,
-        body,
-        user,
-        store=store,
-        interactions=interactions,
-        temporal=temporal,
-        audit=audit,
-    )
+    """Decide: 200 when the run took it (a repeat of the same decision answers 200 again),
+    202 when no worker answered and Temporal keeps the decision for the run."""
+    result = await service.decisions.decide(run_id, interaction_id, body, user)
+    if result.status == "queued":
+        response.status_code = status.HTTP_202_ACCEPTED
+    return result

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from activities.store.audit import AuditEntry
 from activities.webhook_signature import SIGNATURE_HEADER, tenant_signing_secret
 from api.core.schemas import WebhookSecretPublic
-from api.http.deps import AuditDep, CurrentUser, SettingsDep
+from api.http.deps import CurrentUser, ServiceDep
 from api.http.errors import AUTHENTICATED
 from worker.webhook_secret import webhook_server_secret
 
@@ -15,12 +15,10 @@ router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses=AUTHENTIC
 
 
 @router.get("/signing-secret", response_model=WebhookSecretPublic)
-async def signing_secret(
-    user: CurrentUser, settings: SettingsDep, audit: AuditDep
-) -> WebhookSecretPublic:
+async def signing_secret(user: CurrentUser, service: ServiceDep) -> WebhookSecretPublic:
     """The caller's tenant's signing secret: verify `X-Keel-Signature` with it."""
-    secret = tenant_signing_secret(webhook_server_secret(settings), user.tenant_id)
-    await audit.log.append(
+    secret = tenant_signing_secret(webhook_server_secret(service.parts.settings), user.tenant_id)
+    await service.parts.audit.log.append(
         AuditEntry(
             tenant_id=user.tenant_id,
             actor=user.subject,

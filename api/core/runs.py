@@ -1,0 +1,460 @@
+"""Runs: the one way a run starts (whichever surface asks), is read, and is cancelled.
+
+Starting is record-then-start, idempotent on the run id: the run's row and texts are
+written in one transaction with the hash of the request, then its workflow is started
+(or handed to its session). A retry of the same request finds the row and starts the
+workflow again if it is still queued, which Temporal's id policy makes harmless; the
+same run id with another request is a conflict. If Temporal does not answer, the row
+is removed again and the caller gets a 503 to retry, so no run says it is queued
+while nothing will ever run it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from activities.store.records import EventRecord, NewRun, RunRecord
+from activities.store.run_store import Store, texts_key
+from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
+from api.core.errors import Conflict, Invalid, NotFound, Unavailable
+from api.core.schemas import InteractionPublic, RunCreate, RunPublic
+from api.identity.auth import Principal
+from api.identity.config import user_ref
+from workflows import timeouts
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import (
+    AgentSpec,
+    RunInput,
+    RunProgress,
+    SessionState,
+    SessionSubmission,
+    SubmitOutcome,
+    Trigger,
+    Withdrawal,
+    WithdrawOutcome,
+)
+from workflows.session import SessionWorkflow
+
+OnBusy = Literal["reject", "enqueue", "interrupt"]
+CLOSED_ELSEWHERE = {
+    WorkflowExecutionStatus.TERMINATED: "failed",
+    WorkflowExecutionStatus.TIMED_OUT: "failed",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+}
+# A query needs a worker; without one, answer from Postgres rather than hang.
+PROGRESS_TIMEOUT = timedelta(seconds=3)
+FINISHED = ("completed", "failed", "cancelled")
+TEMPORAL_DOWN = (
+    "Temporal did not answer, so the run was not started; retry the same request "
+    "(with the same run_id) shortly."
+)
+
+
+class RunOrder(BaseModel):
+    """What a surface asks for when it starts a run; the service checks the rest."""
+
+    agent: str
+    input: str
+    workspace: str
+    trigger: Trigger
+    run_id: str | None = None
+    session_id: str | None = None
+    on_busy: OnBusy = "reject"
+    model: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    approver: str | None = None
+    approval_expires_after_s: int | None = None
+    webhook_url: str | None = None
+    session_metadata: dict[str, str] = Field(default_factory=dict)
+    """The metadata of the session, when this run creates it."""
+
+    @classmethod
+    def from_create(cls, body: RunCreate) -> RunOrder:
+        return cls.model_validate(body.model_dump(mode="json"))
+
+    def request_hash(self, user: Principal) -> str:
+        """The request as the run id's owner made it: a retry must hash the same."""
+        body = self.model_dump(mode="json", exclude={"run_id"})
+        body["requester"] = [user.tenant_id, user.subject]
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+class StartedRun(BaseModel):
+    """The run a start answered with; `position` and `interrupted` for session runs."""
+
+    record: RunRecord
+    position: int = 0
+    interrupted: str | None = None
+
+
+def resolve_workspace(raw: str, root: Path) -> Path:
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = root / path
+    path = path.resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise Invalid(
+            f"Workspace {path} is outside the allowed root {root.resolve()}; "
+            "choose a directory inside it or start Keel with KEEL_WORKSPACE_ROOT set.",
+            field="workspace",
+        )
+    if not path.is_dir():
+        raise Invalid(f"Workspace {path} is not an existing directory.", field="workspace")
+    return path
+
+
+def new_run_id(given: str | None) -> str:
+    return given or f"run-{uuid.uuid4().hex[:16]}"
+
+
+def session_workflow_id(session_id: str) -> str:
+    return f"session-{session_id}"
+
+
+def run_input(
+    *,
+    run_id: str,
+    agent: AgentSpec,
+    order: RunOrder,
+    model: str,
+    workspace: Path,
+    user: Principal,
+    llm_max_attempts: int,
+    schedule_id: str | None = None,
+) -> RunInput:
+    """The workflow's input for an order, with the texts still inline."""
+    return RunInput(
+        run_id=run_id,
+        agent=agent,
+        input=order.input,
+        model=model,
+        workspace=str(workspace),
+        tenant_id=user.tenant_id,
+        requester=user_ref(user),
+        trigger=order.trigger,
+        session_id=order.session_id,
+        llm_max_attempts=llm_max_attempts,
+        approver=order.approver,
+        approval_expires_after_s=order.approval_expires_after_s,
+        webhook_url=order.webhook_url,
+        schedule_id=schedule_id,
+    )
+
+
+def lean(run: RunInput, *, fast_model: bool) -> RunInput:
+    """The run as its workflow gets it: the system prompt and input travel as the key
+    they are stored under, so the history holds neither whatever their size, and the
+    workflow never reads the agent's description either."""
+    key = texts_key(run.agent.system_prompt, run.input)
+    agent = run.agent.model_copy(update={"system_prompt": "", "description": ""})
+    return run.model_copy(
+        update={"agent": agent, "input": "", "texts_key": key, "fast_model": fast_model}
+    )
+
+
+async def as_started(store: Store, run: RunInput) -> RunInput:
+    """The run as its workflow gets it, texts stored, for callers that start workflows
+    themselves (benchmarks and tests); users' runs start through `RunService.start`."""
+    await store.put_run_texts(run.tenant_id, run.agent.system_prompt, run.input)
+    return lean(run, fast_model=await store.model_is_fast(run.model, timeouts.LLM_LOCAL_BELOW_MS))
+
+
+class RunService:
+    """Start, read and cancel runs, within the caller's tenant."""
+
+    def __init__(self, parts: CoreParts) -> None:
+        self._parts = parts
+
+    # -- checks shared with sessions and schedules --------------------------
+
+    def agent(self, name: str) -> AgentSpec:
+        catalog = self._parts.catalog
+        agent = catalog.get(name)
+        if agent is None:
+            raise Invalid(
+                f"Unknown agent '{name}'. Known agents: {', '.join(catalog.names())}.",
+                field="agent",
+            )
+        return agent
+
+    def workspace(self, raw: str) -> Path:
+        return resolve_workspace(raw, self._parts.settings.workspace_root)
+
+    def template(
+        self, order: RunOrder, user: Principal, *, run_id: str = "", schedule_id: str | None = None
+    ) -> RunInput:
+        """The workflow input an order makes, checked (agent, workspace), texts inline."""
+        agent = self.agent(order.agent)
+        settings = self._parts.settings
+        return run_input(
+            run_id=run_id,
+            agent=agent,
+            order=order,
+            model=order.model or agent.model or settings.model,
+            workspace=self.workspace(order.workspace),
+            user=user,
+            llm_max_attempts=settings.llm_max_attempts,
+            schedule_id=schedule_id,
+        )
+
+    # -- starting -----------------------------------------------------------
+
+    async def start(self, order: RunOrder, user: Principal) -> StartedRun:
+        """Start the run an order asks for; with `session_id`, it joins that session
+        (created if new). A retried order with the same `run_id` answers with its run."""
+        parts = self._parts
+        run = self.template(order, user, run_id=new_run_id(order.run_id))
+        if order.session_id is not None:
+            await self._join_session(order, run, user)
+        request_hash = order.request_hash(user)
+        existing = await parts.store.get_run(run.run_id)
+        if existing is None:
+            if order.session_id is not None and order.on_busy == "reject":
+                await self._refuse_if_busy(order.session_id, run.run_id)
+            row = NewRun.of(run, metadata=order.metadata, request_hash=request_hash)
+            if await parts.store.create_run(row):
+                return await self._launch(run, order, fresh=True)
+            existing = await parts.store.get_run(run.run_id)  # a concurrent twin won
+            assert existing is not None
+        await self._same_request(existing, user, request_hash)
+        if existing.status == "queued" and existing.started_at is None:
+            # Recorded, perhaps never started (an earlier attempt may have failed half-way):
+            # start it; Temporal's id policy makes a second start of a started run a no-op.
+            return await self._launch(run, order, fresh=False)
+        return StartedRun(record=existing)
+
+    async def _join_session(self, order: RunOrder, run: RunInput, user: Principal) -> None:
+        assert order.session_id is not None
+        session = await self._parts.sessions.create(
+            session_id=order.session_id,
+            tenant_id=user.tenant_id,
+            agent=run.agent.name,
+            workspace=run.workspace,
+            model=order.model,
+            approver=order.approver,
+            created_by=user_ref(user),
+            metadata=order.session_metadata,
+        )
+        if session.tenant_id != user.tenant_id:
+            await self._parts.audit.cross_tenant(user, "session", order.session_id)
+            raise Conflict("That session id is taken; choose another.", field="session_id")
+
+    async def _same_request(self, existing: RunRecord, user: Principal, request_hash: str) -> None:
+        if existing.tenant_id != user.tenant_id:
+            await self._parts.audit.cross_tenant(user, "run", existing.id)
+            raise Conflict("That run id is taken; choose another.", field="run_id")
+        if existing.request_hash is not None and existing.request_hash != request_hash:
+            raise Conflict(
+                f"Run {existing.id} was started by a different request; send exactly the "
+                "same request to retry it, or choose another run_id for a new run.",
+                field="run_id",
+            )
+
+    async def _refuse_if_busy(self, session_id: str, run_id: str) -> None:
+        # Postgres says when a run has finished, a moment before its session workflow knows.
+        busy = await self._parts.store.session_busy(session_id, besides=run_id)
+        if busy is not None:
+            raise Conflict(
+                f"Session {session_id} is busy with run {busy}; send on_busy=enqueue or "
+                "interrupt, or wait for it to finish."
+            )
+
+    async def _launch(self, run: RunInput, order: RunOrder, *, fresh: bool) -> StartedRun:
+        """Start the recorded run's workflow (or hand it to its session)."""
+        parts = self._parts
+        fast = await parts.store.model_is_fast(run.model, timeouts.LLM_LOCAL_BELOW_MS)
+        started = lean(run, fast_model=fast)
+        outcome = SubmitOutcome(run_id=run.run_id, position=0)
+        try:
+            if run.session_id is None:
+                await self._start_workflow(started)
+            else:
+                outcome = await self._submit(started, order.on_busy)
+        except (Conflict, Unavailable):
+            if fresh:
+                await parts.store.forget_unstarted_run(run.run_id)
+            raise
+        record = await parts.store.get_run(run.run_id)
+        if record is None:  # the session withdrew it already, or a failed twin forgot it
+            raise Unavailable(TEMPORAL_DOWN, retry_after_s=RETRY_AFTER_S)
+        return StartedRun(record=record, position=outcome.position, interrupted=outcome.interrupted)
+
+    async def _start_workflow(self, run: RunInput) -> None:
+        try:
+            await self._parts.temporal.start_workflow(
+                AgentRunWorkflow.run,
+                run,
+                id=run.run_id,
+                task_queue=self._parts.settings.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+            )
+        except WorkflowAlreadyStartedError:
+            pass  # a retried request: the run started the first time
+        except RPCError as err:
+            raise Unavailable(TEMPORAL_DOWN, retry_after_s=RETRY_AFTER_S) from err
+
+    async def _submit(self, run: RunInput, on_busy: OnBusy) -> SubmitOutcome:
+        """Hand the run to its session's workflow, which runs one at a time."""
+        assert run.session_id is not None
+        parts = self._parts
+        try:
+            handle = await parts.temporal.start_workflow(
+                SessionWorkflow.run,
+                SessionState(session_id=run.session_id, tenant_id=run.tenant_id),
+                id=session_workflow_id(run.session_id),
+                task_queue=parts.settings.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+            )
+            # The busy check was Postgres's; the session workflow queues the rest in order.
+            return await handle.execute_update(
+                SessionWorkflow.submit,
+                SessionSubmission(run=run, on_busy="enqueue" if on_busy == "reject" else on_busy),
+                rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+            )
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            kind = cause.type if isinstance(cause, ApplicationError) else None
+            if kind == "DuplicateRun":
+                return SubmitOutcome(run_id=run.run_id, position=0)  # a retry: it is there
+            if kind == "SessionBusy":
+                raise Conflict(str(cause)) from err
+            raise
+        except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as err:
+            raise Unavailable(
+                "Temporal (or a worker for the session) did not answer, so the message was "
+                "not queued; retry the same request (with the same run_id) shortly.",
+                retry_after_s=RETRY_AFTER_S,
+            ) from err
+
+    # -- reading ------------------------------------------------------------
+
+    async def get(self, run_id: str, user: Principal, *, allow_admin: bool = True) -> RunRecord:
+        """The run, if the caller's tenant owns it (admins may read any); 404 otherwise,
+        audited."""
+        parts = self._parts
+        record = await parts.store.get_run(run_id)
+        if record is None:
+            raise NotFound(f"No run {run_id}.")
+        if record.tenant_id != user.tenant_id and not (allow_admin and user.is_admin):
+            await parts.audit.cross_tenant(user, "run", run_id)
+            raise NotFound(f"No run {run_id}.")
+        return record
+
+    async def live(self, record: RunRecord) -> RunPublic:
+        """The run as clients see it; a live run's progress comes from the workflow itself."""
+        public = RunPublic.from_record(record)
+        if record.status in ("queued", "running"):
+            await self._overlay_live_state(public)
+        return public
+
+    async def _overlay_live_state(self, public: RunPublic) -> None:
+        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, public.id)
+        try:
+            description = await handle.describe(rpc_timeout=PROGRESS_TIMEOUT)
+            wf_status = description.status
+            closed_as = CLOSED_ELSEWHERE.get(wf_status) if wf_status is not None else None
+            if wf_status is not None and closed_as is not None:
+                public.status = closed_as
+                public.error = public.error or f"The workflow was {wf_status.name.lower()}."
+                return
+            progress: RunProgress = await handle.query(
+                AgentRunWorkflow.progress, rpc_timeout=PROGRESS_TIMEOUT
+            )
+        except RPCError:
+            return
+        if progress.status == "running":
+            public.status = "running"
+        public.pending_interactions = progress.pending_interactions
+        public.steps = max(public.steps, progress.step)
+        public.tool_calls = max(public.tool_calls, progress.tool_calls)
+
+    async def page(
+        self,
+        user: Principal,
+        *,
+        limit: int,
+        before: tuple[object, str] | None = None,
+        **filters: object,
+    ) -> list[RunRecord]:
+        return await self._parts.store.list_runs(
+            tenant_id=user.tenant_id,
+            limit=limit,
+            before=before,  # type: ignore[arg-type]
+            **filters,  # type: ignore[arg-type]
+        )
+
+    async def events(
+        self, run_id: str, user: Principal, *, after: int, limit: int
+    ) -> list[EventRecord]:
+        await self.get(run_id, user)
+        return await self._parts.store.list_events(run_id, after=after, limit=limit)
+
+    async def interactions(self, run_id: str, user: Principal) -> list[InteractionPublic]:
+        await self.get(run_id, user)
+        return [
+            InteractionPublic.from_interaction(run_id, ia)
+            for ia in await self._parts.interactions.for_run(run_id)
+        ]
+
+    async def interaction(
+        self, run_id: str, interaction_id: str, user: Principal
+    ) -> InteractionPublic:
+        await self.get(run_id, user)
+        ia = await self._parts.interactions.get(run_id, interaction_id)
+        if ia is None:
+            raise NotFound(f"No interaction {interaction_id} in run {run_id}.")
+        return InteractionPublic.from_interaction(run_id, ia)
+
+    # -- cancelling ---------------------------------------------------------
+
+    async def cancel(self, run_id: str, user: Principal) -> RunRecord:
+        """Cancel a run: a queued one leaves its session's queue, a live one is cancelled.
+        Answers with the run as it is now (a live one finishes cancelling shortly)."""
+        parts = self._parts
+        record = await self.get(run_id, user, allow_admin=False)
+        if record.status in FINISHED:
+            raise Conflict(f"Run {run_id} has already {record.status}.")
+        if record.status == "queued" and record.session_id is not None:
+            session = parts.temporal.get_workflow_handle_for(
+                SessionWorkflow.run, session_workflow_id(record.session_id)
+            )
+            try:
+                outcome: WithdrawOutcome = await session.execute_update(
+                    SessionWorkflow.withdraw,
+                    Withdrawal(run_id=run_id),
+                    rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+                )
+            except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError):
+                outcome = WithdrawOutcome(run_id=run_id, was="unknown")  # no session workflow
+            if outcome.was != "unknown":
+                return await self._reloaded(run_id)
+        try:
+            await parts.temporal.get_workflow_handle(run_id).cancel(
+                rpc_timeout=TEMPORAL_CALL_TIMEOUT
+            )
+        except RPCError as err:
+            raise Conflict(f"Run {run_id} can no longer be cancelled.") from err
+        return await self._reloaded(run_id)
+
+    async def _reloaded(self, run_id: str) -> RunRecord:
+        record = await self._parts.store.get_run(run_id)
+        assert record is not None
+        return record

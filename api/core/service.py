@@ -1,0 +1,37 @@
+"""`KeelService`: what users do, for every surface.
+
+REST routers, A2A, MCP and the CLI's local paths all call this one object, built once
+in the API's lifespan, so they cannot drift apart: a run starts, a decision takes, a
+refusal is audited and a caller is authenticated the same way whichever door it came
+in by. Its parts raise the domain errors of `api.core.errors`; each surface renders them.
+"""
+
+from __future__ import annotations
+
+from api.core.context import CoreParts
+from api.core.decisions import DecisionService
+from api.core.runs import RunService
+from api.core.schedules import ScheduleService
+from api.core.sessions import SessionService
+from api.identity.auth import Principal
+from api.identity.authenticate import Authenticator
+
+
+class KeelService:
+    """Runs, sessions, decisions and schedules, and who may use them."""
+
+    def __init__(self, parts: CoreParts, authenticator: Authenticator) -> None:
+        self.parts = parts
+        self.runs = RunService(parts)
+        self.sessions = SessionService(parts, self.runs)
+        self.decisions = DecisionService(parts, self.runs)
+        self.schedules = ScheduleService(parts, self.runs)
+        self._authenticator = authenticator
+
+    @property
+    def auth_mode(self) -> str:
+        return self._authenticator.config.mode
+
+    async def authenticate(self, header: str | None, *, path: str, client: str | None) -> Principal:
+        """The verified caller of a request; refusals are audited."""
+        return await self._authenticator(header, path=path, client=client)

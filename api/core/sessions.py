@@ -1,0 +1,117 @@
+"""Sessions: conversations with an agent, one active run at a time."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from temporalio.service import RPCError
+
+from activities.store.session_store import SessionRecord
+from api.core.context import CoreParts
+from api.core.errors import Conflict, NotFound
+from api.core.runs import RunOrder, RunService, StartedRun, session_workflow_id
+from api.core.schemas import SessionCreate, SessionMessage, SessionMessageCreate
+from api.identity.auth import Principal
+from api.identity.config import user_ref
+from workflows.models import SessionState
+from workflows.session import SessionWorkflow
+
+
+class SessionService:
+    """Create, read and talk to sessions, within the caller's tenant."""
+
+    def __init__(self, parts: CoreParts, runs: RunService) -> None:
+        self._parts = parts
+        self._runs = runs
+
+    async def create(self, body: SessionCreate, user: Principal) -> SessionRecord:
+        agent = self._runs.agent(body.agent)
+        workspace = self._runs.workspace(body.workspace)
+        session_id = body.session_id or f"ses-{uuid.uuid4().hex[:16]}"
+        session = await self._parts.sessions.create(
+            session_id=session_id,
+            tenant_id=user.tenant_id,
+            agent=agent.name,
+            workspace=str(workspace),
+            model=body.model,
+            approver=body.approver,
+            created_by=user_ref(user),
+            metadata=body.metadata,
+        )
+        if session.tenant_id != user.tenant_id:
+            await self._parts.audit.cross_tenant(user, "session", session_id)
+            raise Conflict("That session id is taken; choose another.", field="session_id")
+        return session
+
+    async def get(self, session_id: str, user: Principal) -> SessionRecord:
+        """The session, if the caller's tenant owns it; 404 otherwise, audited."""
+        session = await self._parts.sessions.get(session_id)
+        if session is None:
+            raise NotFound(f"No session {session_id}.")
+        if session.tenant_id != user.tenant_id:
+            await self._parts.audit.cross_tenant(user, "session", session_id)
+            raise NotFound(f"No session {session_id}.")
+        return session
+
+    async def page(
+        self, user: Principal, *, limit: int, before: tuple[datetime, str] | None
+    ) -> list[SessionRecord]:
+        return await self._parts.sessions.page(tenant_id=user.tenant_id, limit=limit, before=before)
+
+    async def history(
+        self, session_id: str, user: Principal
+    ) -> tuple[SessionRecord, list[SessionMessage], str | None, list[str]]:
+        """The session, its turns, its active run and its queue."""
+        session = await self.get(session_id, user)
+        messages: list[SessionMessage] = []
+        for run in await self._parts.sessions.runs(session_id):
+            messages.append(
+                SessionMessage(
+                    role="user",
+                    content=run.input,
+                    run_id=run.id,
+                    run_status=run.status,
+                    created_at=run.created_at,
+                )
+            )
+            if run.report:
+                messages.append(
+                    SessionMessage(
+                        role="assistant",
+                        content=run.report,
+                        run_id=run.id,
+                        run_status=run.status,
+                        created_at=run.finished_at or run.created_at,
+                    )
+                )
+        active, queued = None, []
+        try:
+            handle = self._parts.temporal.get_workflow_handle_for(
+                SessionWorkflow.run, session_workflow_id(session_id)
+            )
+            state: SessionState = await handle.query(SessionWorkflow.state)
+            active, queued = state.active, [s.run.run_id for s in state.queue]
+        except RPCError:
+            pass  # no message posted yet: no session workflow
+        return session, messages, active, queued
+
+    async def post_message(
+        self, session_id: str, body: SessionMessageCreate, user: Principal
+    ) -> StartedRun:
+        """Start a run in the session; `on_busy` says what happens if one is active. A
+        retry with the same `run_id` and message answers with the run it started."""
+        session = await self.get(session_id, user)
+        order = RunOrder(
+            agent=session.agent,
+            input=body.input,
+            workspace=session.workspace,
+            trigger="api",
+            run_id=body.run_id,
+            session_id=session_id,
+            on_busy=body.on_busy,
+            model=session.model,
+            approver=session.approver,
+            approval_expires_after_s=body.approval_expires_after_s,
+        )
+        return await self._runs.start(order, user)
