@@ -284,6 +284,14 @@ class Store:
                 started["schedule_id"] = start.schedule_id
             await self._put_event(conn, start.run_id, start.event_seq, "run_started", started)
             if cur.rowcount == 1:  # this attempt started it: a retried one audits nothing
+                if start.texts is None:
+                    # Texts that came inline (a schedule's, a child's) are kept as every
+                    # run's are, so each run's texts can be found the same way.
+                    key = texts_key(start.system_prompt, start.input)
+                    await conn.execute(
+                        INSERT_RUN_TEXTS_SQL,
+                        (start.tenant_id, key, start.system_prompt, start.input),
+                    )
                 await AuditLog.append_in(conn, run_started_entry(start))
 
     async def finish_run(

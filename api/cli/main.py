@@ -18,12 +18,13 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from api.cli.client import KeelApiError, KeelClient
+from api.cli.connection import keel_api
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.progress import Decider, follow_run, terminal_decider
 from api.cli.schedules import schedules_app
 from api.core.schemas import InteractionDecisionCreate, RunCreate, RunPublic
 from api.identity.auth import dev_token
-from api.identity.config import cli_token, local_secret
+from api.identity.config import local_secret
 from worker.dev_stack import StackError, free_port
 from worker.runtime import run_worker_forever
 from worker.settings import Settings
@@ -138,13 +139,12 @@ def _decider() -> Decider | None:
 async def _start_and_follow(
     settings: Settings, body: RunCreate, out: Path | None, *, ui: bool = False
 ) -> RunPublic:
-    async with local_stack(settings, ui=ui) as info:
+    async with keel_api(KeelClient, settings, ui=ui) as (client, info):
         if info.started_here:
             console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
-        async with KeelClient(info.api_url, token=cli_token(info.settings)) as client:
-            run = await client.create_run(body)
-            console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
-            run = await follow_run(client, run.id, console, _decider())
+        run = await client.create_run(body)
+        console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
+        run = await follow_run(client, run.id, console, _decider())
     _report(run, out, info.settings.data_dir)
     return run
 
@@ -201,10 +201,7 @@ def run_agent(
 
 
 async def _decide(run_id: str, interaction_id: str, body: InteractionDecisionCreate) -> None:
-    async with (
-        local_stack(Settings(), ui=False) as info,
-        KeelClient(info.api_url, token=cli_token(info.settings)) as client,
-    ):
+    async with keel_api(KeelClient) as (client, _):
         if body.decision.startswith("approve"):
             ia = await client.interaction(run_id, interaction_id)
             console.print(f"Approving {ia.tool} {ia.arguments} (hash {ia.payload_hash[:12]}…)")
@@ -249,10 +246,7 @@ def interactions(run_id: str) -> None:
     """List a run's approval requests and questions."""
 
     async def main() -> None:
-        async with (
-            local_stack(Settings(), ui=False) as info,
-            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
-        ):
+        async with keel_api(KeelClient) as (client, _):
             items = await client.interactions(run_id)
         table = Table("id", "status", "tool", "subject", "expires", "decided by")
         for ia in items:
@@ -338,10 +332,7 @@ def audit_verify(
     """Check that no audit row was edited, deleted or reordered."""
 
     async def main() -> bool:
-        async with (
-            local_stack(Settings(), ui=False) as info,
-            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
-        ):
+        async with keel_api(KeelClient) as (client, _):
             result = await client.verify_audit(tenant)
         colour = "green" if result.ok else "red"
         console.print(f"[{colour}]{result.message}[/{colour}]")
@@ -361,10 +352,7 @@ def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
     """List recent runs."""
 
     async def main() -> None:
-        async with (
-            local_stack(Settings(), ui=False) as info,
-            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
-        ):
+        async with keel_api(KeelClient) as (client, _):
             page = await client.list_runs(limit)
         table = Table("id", "agent", "status", "stop reason", "steps", "tools", "created")
         for run in page.runs:
@@ -387,10 +375,7 @@ def runs_cancel(run_id: str) -> None:
     """Cancel a run (a queued one leaves its session's queue)."""
 
     async def main() -> None:
-        async with (
-            local_stack(Settings(), ui=False) as info,
-            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
-        ):
+        async with keel_api(KeelClient) as (client, _):
             run = await client.cancel(run_id)
         console.print(f"{run.id}: {run.status}")
 
@@ -402,10 +387,7 @@ def runs_show(run_id: str) -> None:
     """Show one run and its report."""
 
     async def main() -> None:
-        async with (
-            local_stack(Settings(), ui=False) as info,
-            KeelClient(info.api_url, token=cli_token(info.settings)) as client,
-        ):
+        async with keel_api(KeelClient) as (client, _):
             run = await client.get_run(run_id)
         console.print_json(run.model_dump_json(exclude={"report"}))
         if run.report:
@@ -451,11 +433,10 @@ def demo(
         )
 
         async def main() -> None:
-            async with local_stack(settings, reuse_running=False, ui=False) as info:
-                async with KeelClient(info.api_url, token=cli_token(info.settings)) as client:
-                    run = await client.create_run(body)
-                    console.print(f"Run [bold]{run.id}[/bold] (review) on {run.workspace}")
-                    run = await follow_run(client, run.id, console)
+            async with keel_api(KeelClient, settings, reuse_running=False) as (client, _):
+                run = await client.create_run(body)
+                console.print(f"Run [bold]{run.id}[/bold] (review) on {run.workspace}")
+                run = await follow_run(client, run.id, console)
             _report(run, None, data_dir)
 
         _run(main())

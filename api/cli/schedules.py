@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli.client import KeelApiError
-from api.cli.local_stack import local_stack
+from api.cli.connection import keel_api
 from api.cli.schedule_client import ScheduleClient
 from api.core.schedule_specs import fire_times
 from api.core.schemas import (
@@ -27,9 +27,7 @@ from api.core.schemas import (
     ScheduleCreate,
     SchedulePublic,
 )
-from api.identity.config import cli_token
 from worker.dev_stack import StackError
-from worker.settings import Settings
 
 schedules_app = typer.Typer(
     help="Scheduled agent runs on Temporal Schedules: they fire while a worker runs.",
@@ -81,14 +79,13 @@ def _run(coro: Coroutine[Any, Any, None]) -> None:
 
 @asynccontextmanager
 async def _client() -> AsyncIterator[ScheduleClient]:
-    async with local_stack(Settings(), ui=False) as info:
+    async with keel_api(ScheduleClient) as (client, info):
         if info.started_here:
             console.print(
                 "[dim]No Keel API was running, so this command started one for itself; "
                 "schedules fire while `keel dev` (or a worker) runs.[/dim]"
             )
-        async with ScheduleClient(info.api_url, token=cli_token(info.settings)) as client:
-            yield client
+        yield client
 
 
 def _when(schedule: ScheduleCreate | SchedulePublic) -> str:

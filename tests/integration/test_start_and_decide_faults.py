@@ -1,0 +1,379 @@
+"""Starting and deciding under faults and races (issue 21, #5-#10), driven as found.
+
+- #5 Temporal down while a run starts: a quick 503 with Retry-After, no queued ghost,
+  and the same request retried after recovery starts the run.
+- #6 No worker while a decision is sent: an immediate 202 `queued`; the same decision
+  again is not a 409; the run applies it once when a worker is back.
+- #7 Concurrent starts with one run_id and different bodies: one body wins, the others
+  are told so (409), and the run records and executes the winner's input.
+- #8 Identical concurrent retries of a session message: all answer with the run.
+- #9/#10 A2A with a key server that refuses or never answers: 503 (not 401), and the
+  API stays responsive meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from temporalio.client import Client as TemporalClient
+
+from activities.store.run_store import Store, texts_key
+from api.cli.local_stack import serve_api
+from tests.conftest import auth_headers, in_process_worker
+from worker.agent_catalog import AgentCatalog
+from worker.dev_stack import TemporalDevServer, free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+from worker.temporal_client import connect
+from workflows.models import RunInput
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+ALICE = auth_headers("default", "alice")
+FINISHED = ("completed", "failed", "cancelled")
+
+
+async def finished(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    for _ in range(1200):
+        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
+        if run.get("status") in FINISHED:
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} did not finish")
+
+
+async def pending(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    for _ in range(600):
+        items = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
+        waiting = [i for i in items if i["status"] == "pending"]
+        if waiting:
+            return dict(waiting[0])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} never waited for a decision")
+
+
+async def executions(database_url: str, run_id: str) -> int:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM tool_executions WHERE run_id = %s", (run_id,)
+        )
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+# -- #5 -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_a_run_started_while_temporal_is_down_is_a_503_and_a_retry_starts_it(
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    server = TemporalDevServer(
+        db_file=tmp_path / "outage.sqlite", port=free_port(), log_file=tmp_path / "outage.log"
+    )
+    await server.start()
+    llm = scripted(Script(turns=[Turn(content="Started after all.")]))
+    settings = settings_for(llm, workspace, api_port=free_port(), temporal_address=server.address)
+    run_id = f"outage-{uuid.uuid4().hex[:8]}"
+    body = {"agent": "review", "input": "Review it.", "workspace": str(workspace), "run_id": run_id}
+    try:
+        async with (
+            serve_api(settings) as url,
+            httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+        ):
+            await server.stop()
+            began = time.monotonic()
+            refused = await http.post("/v1/runs", json=body)
+            took = time.monotonic() - began
+            assert refused.status_code == 503, refused.text
+            assert int(refused.headers["retry-after"]) > 0
+            assert "retry" in refused.json()["detail"].lower()
+            assert took < 12, f"the 503 took {took:.1f} s"
+            # No ghost: nothing says the run is queued while nothing will run it.
+            assert (await http.get(f"/v1/runs/{run_id}")).status_code == 404
+            assert await store.get_run(run_id) is None
+
+            await server.start()
+            client = await connect(server.address)
+            async with in_process_worker(client, store, settings):
+                for _ in range(30):
+                    retried = await http.post("/v1/runs", json=body)
+                    if retried.status_code != 503:
+                        break
+                    await asyncio.sleep(1)
+                assert retried.status_code == 201, retried.text
+                run = await finished(http, run_id)
+                assert run["status"] == "completed"
+                assert run["report"] == "Started after all."
+                # And again, once it has run: the same run, not a second one.
+                again = await http.post("/v1/runs", json=body)
+                assert again.status_code == 201 and again.json()["status"] == "completed"
+        assert llm.total_requests == 1
+    finally:
+        await server.stop()
+
+
+# -- #6 -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_a_decision_with_no_worker_is_queued_at_once_and_retries_are_idempotent(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(
+                            name="write_file", arguments={"path": "queued.txt", "content": "1"}
+                        )
+                    ]
+                ),
+                Turn(content="Wrote it."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+    ):
+        async with in_process_worker(temporal_client, store, settings):
+            created = await http.post(
+                "/v1/runs",
+                json={"agent": "build", "input": "Write it.", "workspace": str(workspace)},
+            )
+            run_id = created.json()["id"]
+            ia = await pending(http, run_id)
+        # No worker polls the run's task queue now.
+        url_ = f"/v1/runs/{run_id}/interactions/{ia['id']}"
+        approve = {"decision": "approve", "payload_hash": ia["payload_hash"]}
+        answers = []
+        for _ in range(2):
+            began = time.monotonic()
+            answer = await http.post(url_, json=approve)
+            answers.append(
+                (answer.status_code, answer.json().get("status"), time.monotonic() - began)
+            )
+        for code, state, took in answers:
+            assert (code, state) == (202, "queued"), answers
+            assert took < 8, answers
+        assert not (workspace / "queued.txt").exists()
+
+        async with in_process_worker(temporal_client, store, settings):
+            run = await finished(http, run_id)
+            assert run["status"] == "completed" and run["report"] == "Wrote it."
+            retried = await http.post(url_, json=approve)
+            assert retried.status_code == 200, retried.text
+            assert retried.json()["status"] == "accepted"
+        [decided] = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
+        assert decided["decided_by"] == "user:alice" and decided["status"] == "executed"
+    assert (workspace / "queued.txt").read_text() == "1"
+    assert await executions(database_url, run_id) == 1
+
+
+# -- #7 -------------------------------------------------------------------------------
+
+
+async def started_input(temporal_client: TemporalClient, run_id: str) -> RunInput:
+    """The input the run's workflow was started with: what it executes."""
+    history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    [run] = await temporal_client.data_converter.decode(list(started.input.payloads), [RunInput])
+    assert isinstance(run, RunInput)
+    return run
+
+
+async def test_concurrent_starts_with_one_run_id_and_different_bodies_never_contradict(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    settings_for: MakeSettings,
+) -> None:
+    # No worker: what matters is what is recorded and what the workflow is given.
+    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
+    prompt = AgentCatalog.load().get("review").system_prompt  # type: ignore[union-attr]
+    rounds, contradictions = 8, []
+    async with (
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+    ):
+        for round_ in range(rounds):
+            run_id = f"race-{round_}-{uuid.uuid4().hex[:8]}"
+            bodies = [
+                {"agent": "review", "input": f"Input {side}.", "workspace": str(workspace)}
+                | {"run_id": run_id}
+                for side in "ABABABAB"
+            ]
+            answers = await asyncio.gather(*(http.post("/v1/runs", json=b) for b in bodies))
+            won = {b["input"] for b, a in zip(bodies, answers, strict=True) if a.status_code == 201}
+            lost = [a for a in answers if a.status_code != 201]
+            record = await store.get_run(run_id)
+            run = await started_input(temporal_client, run_id)
+            problems = []
+            if len(won) != 1:
+                problems.append(f"{len(won)} bodies were accepted")
+            if any(a.status_code != 409 or "different request" not in a.text for a in lost):
+                problems.append(f"losers heard {[(a.status_code, a.text) for a in lost]}")
+            if len(lost) != 4:
+                problems.append(f"{len(lost)} requests were refused, not 4")
+            if record is None or {record.input} != won:
+                problems.append(f"the run shows {record and record.input!r}, accepted {won}")
+            if record is not None and run.texts != texts_key(prompt, record.input):
+                problems.append("the workflow executes another input than the run shows")
+            if problems:
+                contradictions.append((round_, problems))
+            await temporal_client.get_workflow_handle(run_id).terminate("test over")
+    assert contradictions == [], contradictions
+
+
+# -- #8 -------------------------------------------------------------------------------
+
+
+async def test_identical_retries_of_a_session_message_answer_with_the_run(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    rounds, copies = 3, 8
+    llm = scripted(Script(turns=[Turn(content=f"Answer {i}.") for i in range(rounds + 1)]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    contradictions: list[object] = []
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+    ):
+        session = await http.post(
+            "/v1/sessions", json={"agent": "review", "workspace": str(workspace)}
+        )
+        session_id = session.json()["id"]
+        for round_ in range(rounds):
+            run_id = f"retry-{round_}-{uuid.uuid4().hex[:8]}"
+            body = {"input": f"Question {round_}?", "run_id": run_id}
+            answers = await asyncio.gather(
+                *(
+                    http.post(f"/v1/sessions/{session_id}/messages", json=body)
+                    for _ in range(copies)
+                )
+            )
+            bad = [
+                (a.status_code, a.text)
+                for a in answers
+                if a.status_code != 202 or a.json()["run"]["id"] != run_id
+            ]
+            if bad:
+                contradictions.append((round_, bad))
+            assert (await finished(http, run_id))["status"] == "completed"
+        runs = await store.list_runs(tenant_id="default", session_id=session_id, limit=50)
+    assert contradictions == [], contradictions
+    assert sorted(r.input for r in runs) == [f"Question {i}?" for i in range(rounds)]
+    assert llm.total_requests == rounds
+
+
+# -- #9 and #10 -------------------------------------------------------------------------
+
+
+def rs256_token() -> str:
+    """A token that names a JWKS key: verifying it needs the key set."""
+
+    def part(data: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    header = part({"alg": "RS256", "kid": "key-1", "typ": "JWT"})
+    claims = part({"sub": "alice", "tenant_id": "default", "exp": int(time.time()) + 600})
+    return f"{header}.{claims}.c2lnbmF0dXJl"
+
+
+@asynccontextmanager
+async def silent_key_server() -> AsyncIterator[str]:
+    """Accepts connections and never answers: a key server that hangs."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        await reader.read(65536)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+
+
+async def a2a_send(http: httpx.AsyncClient, token: str) -> httpx.Response:
+    return await http.post(
+        "/a2a",
+        headers={"authorization": f"Bearer {token}", "A2A-Version": "1.0"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+            },
+        },
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key_server", ["refuses", "never answers"])
+async def test_a2a_answers_503_when_the_key_set_is_unavailable_and_the_api_stays_up(
+    key_server: str, workspace: Path, settings_for: MakeSettings
+) -> None:
+    async with silent_key_server() as silent:
+        jwks_url = (
+            f"http://127.0.0.1:{free_port()}/.well-known/jwks.json"
+            if key_server == "refuses"
+            else silent
+        )
+        settings = settings_for(
+            "http://127.0.0.1:9/v1",
+            workspace,
+            api_port=free_port(),
+            jwt_secret=None,
+            jwks_url=jwks_url,
+        )
+        async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+            token = rs256_token()
+            calls = [asyncio.create_task(a2a_send(http, token)) for _ in range(3)]
+            await asyncio.sleep(0.3)  # the three are waiting on the key server now
+            began = time.monotonic()
+            health = await http.get("/health")
+            health_took = time.monotonic() - began
+            answers = await asyncio.gather(*calls)
+            rest = await http.get("/v1/agents", headers={"authorization": f"Bearer {token}"})
+    assert health.status_code == 200 and health_took < 2, health_took
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert int(answer.headers["retry-after"]) > 0
+        error = answer.json()["error"]
+        assert "key set could not be fetched" in error["message"]
+        assert error["code"] != -32600  # not an authentication refusal
+    assert rest.status_code == 503 and "key set" in rest.text

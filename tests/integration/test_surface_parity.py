@@ -1,0 +1,396 @@
+"""Every surface starts a run the same way, and refuses the same way.
+
+One test per surface (REST, a session message, A2A, MCP, a schedule trigger) starts a
+run through its real client and checks that the same records appear: the run row, its
+stored texts (the conversation's system prompt and input, and the claim-checked texts),
+the `run_started` event and the `run.started` audit entry. Then the drift that was
+found: an A2A decision refused for a wrong hash or a wrong approver is audited exactly
+as the REST one, and a cross-tenant `contextId` is audited as a REST session id is.
+If a surface ever grows its own path again, one of these fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from temporalio.client import Client as TemporalClient
+
+from activities.store.audit import AuditLog, AuditRecord
+from activities.store.run_store import Store, texts_key
+from api.cli.local_stack import serve_api
+from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.integration.test_mcp import call, mcp_client
+from worker.agent_catalog import AgentCatalog
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+ALICE = auth_headers("default", "alice")
+BOB = auth_headers("default", "bob")
+MALLORY = auth_headers("other-tenant", "mallory")
+FINISHED = ("completed", "failed", "cancelled")
+
+
+@asynccontextmanager
+async def keel(
+    temporal_client: TemporalClient, store: Store, settings: Settings
+) -> AsyncIterator[httpx.AsyncClient]:
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+    ):
+        yield http
+
+
+async def finished(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    for _ in range(1200):
+        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
+        if run.get("status") in FINISHED:
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} did not finish")
+
+
+async def a2a(
+    http: httpx.AsyncClient, params: dict[str, Any], headers: dict[str, str] = ALICE
+) -> dict[str, Any]:
+    """A v1.0 SendMessage over raw JSON-RPC; the body of the answer."""
+    response = await http.post(
+        "/a2a",
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params},
+        headers={**headers, "A2A-Version": "1.0"},
+    )
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def text_message(text: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "message": {
+            "messageId": f"m-{uuid.uuid4().hex[:8]}",
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+            **fields,
+        },
+        "configuration": {"returnImmediately": True},
+    }
+
+
+async def assert_started_records(
+    store: Store, database_url: str, run_id: str, *, trigger: str, prompt: str
+) -> None:
+    """The records every started run has, whichever surface started it."""
+    record = await store.get_run(run_id)
+    assert record is not None, f"no run row for {run_id}"
+    assert (record.tenant_id, record.requester, record.trigger) == (
+        "default",
+        "user:alice",
+        trigger,
+    )
+    assert record.agent == "review" and record.input == prompt
+    system_prompt = AgentCatalog.load().get("review").system_prompt  # type: ignore[union-attr]
+    messages = await store.conversation(run_id, None)
+    assert [(m.role, m.content) for m in messages[:2]] == [
+        ("system", system_prompt),
+        ("user", prompt),
+    ]
+    assert await store.run_texts("default", texts_key(system_prompt, prompt)) == (
+        system_prompt,
+        prompt,
+    )
+    [started] = [e for e in await store.list_events(run_id) if e.type == "run_started"]
+    assert started.seq == 1 and started.data["trigger"] == trigger
+    assert started.data["input"] == prompt
+    audit = [
+        e
+        for e in await AuditLog(store.pool).entries("default", limit=10_000)
+        if e.subject == run_id and e.action == "run.started"
+    ]
+    assert len(audit) == 1, audit
+    assert audit[0].actor == "alice" and audit[0].detail["trigger"] == trigger
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute("SELECT count(*) FROM runs WHERE id = %s", (run_id,))
+        row = await cur.fetchone()
+    assert row is not None and row[0] == 1
+
+
+async def test_rest_starts_a_run_with_every_record(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as http:
+        body = {"agent": "review", "input": "Parity via REST.", "workspace": str(workspace)}
+        created = await http.post("/v1/runs", json=body)
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        assert (await finished(http, run_id))["status"] == "completed"
+    await assert_started_records(
+        store, database_url, run_id, trigger="api", prompt="Parity via REST."
+    )
+
+
+async def test_a_session_message_starts_a_run_with_every_record(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as http:
+        session = await http.post(
+            "/v1/sessions", json={"agent": "review", "workspace": str(workspace)}
+        )
+        assert session.status_code == 201, session.text
+        sent = await http.post(
+            f"/v1/sessions/{session.json()['id']}/messages", json={"input": "Parity via a session."}
+        )
+        assert sent.status_code == 202, sent.text
+        run_id = sent.json()["run"]["id"]
+        assert (await finished(http, run_id))["status"] == "completed"
+    await assert_started_records(
+        store, database_url, run_id, trigger="api", prompt="Parity via a session."
+    )
+
+
+async def test_a2a_starts_a_run_with_every_record(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port(), a2a_default_agent="review")
+    async with keel(temporal_client, store, settings) as http:
+        answer = await a2a(
+            http, text_message("Parity via A2A.", metadata={"workspace": str(workspace)})
+        )
+        assert "result" in answer, answer
+        run_id = answer["result"]["task"]["id"]
+        assert (await finished(http, run_id))["status"] == "completed"
+    await assert_started_records(
+        store, database_url, run_id, trigger="a2a", prompt="Parity via A2A."
+    )
+
+
+async def test_mcp_starts_a_run_with_every_record(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        keel(temporal_client, store, settings) as http,
+        mcp_client(str(http.base_url).rstrip("/"), token_for("default", "alice")) as client,
+    ):
+        started = await call(
+            client,
+            "start_run",
+            agent="review",
+            input="Parity via MCP.",
+            workspace=str(workspace),
+        )
+        run_id = started["run_id"]
+        assert (await finished(http, run_id))["status"] == "completed"
+    await assert_started_records(
+        store, database_url, run_id, trigger="api", prompt="Parity via MCP."
+    )
+
+
+async def test_a_schedule_trigger_starts_a_run_with_every_record(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as http:
+        created = await http.post(
+            "/v1/schedules",
+            json={
+                "agent": "review",
+                "input": "Parity via a schedule.",
+                "workspace": str(workspace),
+                "cron_expressions": ["0 3 1 1 *"],
+            },
+        )
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        try:
+            triggered = await http.post(f"/v1/schedules/{sid}/trigger")
+            assert triggered.status_code == 202, triggered.text
+            run_id = triggered.json()["run_id"]
+            assert run_id is not None
+            for _ in range(400):
+                if await store.get_run(run_id) is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await finished(http, run_id))["status"] == "completed"
+        finally:
+            await http.delete(f"/v1/schedules/{sid}")
+    await assert_started_records(
+        store, database_url, run_id, trigger="schedule", prompt="Parity via a schedule."
+    )
+
+
+# -- refusals: audited the same through A2A as through REST -------------------------
+
+
+def refusals(entries: list[AuditRecord], run_id: str) -> list[tuple[object, ...]]:
+    """The refused decisions of a run, as the audit log keeps them (who, what, why)."""
+    return [
+        (e.actor, e.category, e.action, e.severity, e.subject, e.detail)
+        for e in entries
+        if e.action == "decision.refused" and (e.subject or "").startswith(f"{run_id}/")
+    ]
+
+
+async def test_a2a_decisions_are_refused_and_audited_as_rest_ones(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(
+                            name="write_file", arguments={"path": "n.txt", "content": "x"}
+                        )
+                    ]
+                ),
+                Turn(content="Wrote it."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    audit = AuditLog(store.pool)
+    async with keel(temporal_client, store, settings) as http:
+        created = await http.post(
+            "/v1/runs",
+            json={"agent": "build", "input": "Write n.txt.", "workspace": str(workspace)},
+        )
+        run_id = created.json()["id"]
+        for _ in range(600):
+            items = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
+            if items and items[0]["status"] == "pending":
+                break
+            await asyncio.sleep(0.05)
+        [ia] = items
+        url = f"/v1/runs/{run_id}/interactions/{ia['id']}"
+        wrong_hash = {"decision": "approve", "payload_hash": "0" * 64}
+
+        # Through REST: a wrong hash (alice) and a wrong approver (bob).
+        before = await audit.entries("default", limit=10_000)
+        assert (await http.post(url, json=wrong_hash)).status_code == 422
+        assert (await http.post(url, json=wrong_hash, headers=BOB)).status_code == 403
+        rest = refusals((await audit.entries("default", limit=10_000))[len(before) :], run_id)
+
+        # Through A2A: the same two decisions, as data parts naming the task.
+        before = await audit.entries("default", limit=10_000)
+        for headers in (ALICE, BOB):
+            answer = await a2a(
+                http,
+                {
+                    "message": {
+                        "messageId": f"m-{uuid.uuid4().hex[:8]}",
+                        "role": "ROLE_USER",
+                        "taskId": run_id,
+                        "parts": [{"data": {**wrong_hash, "interaction_id": ia["id"]}}],
+                    }
+                },
+                headers=headers,
+            )
+            assert answer["error"]["code"] == -32602, answer
+        through_a2a = refusals(
+            (await audit.entries("default", limit=10_000))[len(before) :], run_id
+        )
+
+        assert len(rest) == 2 and through_a2a == rest
+        assert rest[0][0] == "alice" and "does not match" in str(rest[0][5])
+        assert rest[1][0] == "bob" and "may not decide" in str(rest[1][5])
+        # The refusals took nothing: the interaction still waits, and approving works.
+        approved = await http.post(
+            url, json={"decision": "approve", "payload_hash": ia["payload_hash"]}
+        )
+        assert approved.status_code == 200, approved.text
+        assert (await finished(http, run_id))["status"] == "completed"
+    assert (workspace / "n.txt").read_text() == "x"
+
+
+async def test_a_cross_tenant_context_id_is_audited_as_a_rest_session_id(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port(), a2a_default_agent="review")
+    audit = AuditLog(store.pool)
+    context_id = f"ctx-parity-{uuid.uuid4().hex[:8]}"
+    async with keel(temporal_client, store, settings) as http:
+        mine = await a2a(http, text_message("Mine.", contextId=context_id))
+        assert "result" in mine, mine
+        assert (await finished(http, mine["result"]["task"]["id"]))["status"] == "completed"
+
+        theirs = await a2a(http, text_message("Theirs.", contextId=context_id), headers=MALLORY)
+        assert theirs["error"]["code"] == -32602, theirs
+        rest = await http.post(
+            "/v1/runs",
+            headers=MALLORY,
+            json={
+                "agent": "review",
+                "input": "Theirs.",
+                "workspace": str(workspace),
+                "session_id": context_id,
+            },
+        )
+        assert rest.status_code == 409, rest.text
+    denied = [
+        (e.actor, e.action, e.severity, e.subject, e.detail)
+        for e in await audit.entries("other-tenant", limit=10_000)
+        if e.subject == context_id
+    ]
+    expected = (
+        "mallory",
+        "session.cross_tenant_denied",
+        "warning",
+        context_id,
+        {"kind": "session"},
+    )
+    assert denied == [expected, expected]
+    # Mallory's attempts started nothing and left nothing in alice's session.
+    assert [r.input for r in await store.list_runs(tenant_id="default", session_id=context_id)] == [
+        "Mine."
+    ]
