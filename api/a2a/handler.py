@@ -56,7 +56,7 @@ from api.a2a.tasks import (
     report_artifact,
     task_of,
 )
-from api.core.errors import Invalid, KeelError, NotFound
+from api.core.errors import Conflict, Invalid, KeelError, NotFound
 from api.core.runs import RunOrder
 from api.core.schemas import InteractionDecisionCreate
 from api.core.service import KeelService
@@ -126,16 +126,16 @@ class KeelA2AHandler(RequestHandler):
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        run = await self._accept(params, context)
+        run, answered = await self._accept(params, context)
         if params.configuration.return_immediately:
             return await self._task(run)
-        return await self._settled(run.id, _history_length(params))
+        return await self._settled(run.id, _history_length(params), answered=answered)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        run = await self._accept(params, context)
-        async for event in self._follow(run.id):
+        run, answered = await self._accept(params, context)
+        async for event in self._follow(run.id, answered=answered):
             yield event
 
     async def on_subscribe_to_task(
@@ -196,18 +196,19 @@ class KeelA2AHandler(RequestHandler):
 
     # -- internals --------------------------------------------------------
 
-    async def _accept(self, params: SendMessageRequest, context: ServerCallContext) -> RunRecord:
-        """A new task, or the answer to a task that waits for input."""
+    async def _accept(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[RunRecord, str | None]:
+        """A new task, or the answer to a task that waits for input (and which one)."""
         message = params.message
         _check_media_types(message)
         text = _text_of(message)
         if message.task_id:
             run = await self._run(message.task_id, context)
-            await self._answer(run, text, message, context)
-            return run
+            return run, await self._answer(run, text, message, context)
         if not text.strip():
             raise InvalidParamsError(message="The message has no text part to act on.")
-        return await self._start(params, text, context)
+        return await self._start(params, text, context), None
 
     async def _start(
         self, params: SendMessageRequest, text: str, context: ServerCallContext
@@ -233,13 +234,21 @@ class KeelA2AHandler(RequestHandler):
             if exc.field == "workspace":
                 raise InvalidParamsError(message=f"metadata.workspace: {exc.message}") from exc
             raise a2a_error(exc) from exc
+        except Conflict as exc:
+            if exc.field == "session_id":  # another tenant's session: audited by the service
+                raise InvalidParamsError(
+                    message="contextId: that context belongs to someone else; start a new "
+                    "conversation without a contextId."
+                ) from exc
+            raise a2a_error(exc) from exc
         except KeelError as exc:
             raise a2a_error(exc) from exc
 
     async def _answer(
         self, run: RunRecord, text: str, message: Message, context: ServerCallContext
-    ) -> None:
-        """A message naming an input-required task decides what the task waits on."""
+    ) -> str:
+        """A message naming an input-required task decides what the task waits on; the
+        interaction it decided."""
         parts = self._service.parts
         pending = await live_pending(parts.temporal, parts.interactions, run)
         if not pending:
@@ -278,31 +287,41 @@ class KeelA2AHandler(RequestHandler):
             await self._service.decisions.decide(run.id, target.id, body, user)
         except KeelError as exc:
             raise a2a_error(exc) from exc
+        return target.id
 
-    async def _settled(self, run_id: str, history_length: int | None) -> Task:
-        """Wait until the task finishes or needs input, then answer with it."""
+    async def _settled(
+        self, run_id: str, history_length: int | None, *, answered: str | None = None
+    ) -> Task:
+        """Wait until the task finishes or needs input (other than what `answered`
+        decided: a decision queued for a worker still shows as pending), then answer."""
         deadline = time.monotonic() + BLOCKING_LIMIT_S
         async with self._subscription(run_id) as wake:
             while True:
-                task = await self._task(await self._reload(run_id), history_length=history_length)
-                if task.status.state in TERMINAL_STATES | INTERRUPTED_STATES:
+                run = await self._reload(run_id)
+                task, pending = await self._task_and_pending(run, history_length=history_length)
+                if _settles(task, pending, TERMINAL_STATES | INTERRUPTED_STATES, answered):
                     return task
                 if time.monotonic() > deadline:
                     return task  # still working: the client can poll GetTask
                 await wake(POLL_S)
 
     async def _follow(
-        self, run_id: str, until: set[TaskState] = TERMINAL_STATES | INTERRUPTED_STATES
+        self,
+        run_id: str,
+        until: set[TaskState] = TERMINAL_STATES | INTERRUPTED_STATES,
+        *,
+        answered: str | None = None,
     ) -> AsyncGenerator[Event]:
-        """The Task first, then each change of state, the report, and the end (`until`)."""
+        """The Task first, then each change of state, the report, and the end (`until`,
+        but not while the interaction `answered` still shows as pending)."""
         async with self._subscription(run_id) as wake:
-            task = await self._task(await self._reload(run_id))
+            task, pending = await self._task_and_pending(await self._reload(run_id))
             yield task
             last = (task.status.state, task.status.message.message_id)
-            while task.status.state not in until:
+            while not _settles(task, pending, until, answered):
                 await wake(POLL_S)
                 run = await self._reload(run_id)
-                task = await self._task(run)
+                task, pending = await self._task_and_pending(run)
                 now = (task.status.state, task.status.message.message_id)
                 if now == last:
                     continue
@@ -322,9 +341,14 @@ class KeelA2AHandler(RequestHandler):
         return _Wake(self._hub_of(), run_id)
 
     async def _task(self, run: RunRecord, *, history_length: int | None = None) -> Task:
+        return (await self._task_and_pending(run, history_length=history_length))[0]
+
+    async def _task_and_pending(
+        self, run: RunRecord, *, history_length: int | None = None
+    ) -> tuple[Task, set[str]]:
         parts = self._service.parts
         pending = await live_pending(parts.temporal, parts.interactions, run)
-        return task_of(run, pending, history_length=history_length)
+        return task_of(run, pending, history_length=history_length), {i.id for i in pending}
 
     async def _run(self, task_id: str, context: ServerCallContext) -> RunRecord:
         if not task_id:
@@ -365,6 +389,14 @@ class _Wake:
     async def __aexit__(self, *exc: object) -> None:
         if self._context is not None:
             await self._context.__aexit__(*exc)
+
+
+def _settles(task: Task, pending: set[str], until: set[TaskState], answered: str | None) -> bool:
+    """Whether a send or stream ends here: at a state in `until`, unless that state is
+    still the wait on the interaction the message just answered (a queued decision)."""
+    if task.status.state not in until:
+        return False
+    return task.status.state in TERMINAL_STATES or answered not in pending
 
 
 def _principal(context: ServerCallContext) -> Principal:

@@ -81,7 +81,7 @@ async def live_pending(
     if run.status not in ("queued", "running"):
         return []
     try:
-        handle = temporal.get_workflow_handle(run.id)
+        handle = temporal.get_workflow_handle_for(AgentRunWorkflow.run, run.id)
         progress: RunProgress = await handle.query(
             AgentRunWorkflow.progress, rpc_timeout=QUERY_TIMEOUT
         )

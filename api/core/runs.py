@@ -60,6 +60,9 @@ CLOSED_ELSEWHERE = {
 # A query needs a worker; without one, answer from Postgres rather than hang.
 PROGRESS_TIMEOUT = timedelta(seconds=3)
 FINISHED = ("completed", "failed", "cancelled")
+# The session workflow takes a message through an update, which a worker runs: long
+# enough for a worker that is starting up; Temporal itself being down shows sooner.
+SUBMIT_WAIT = timedelta(seconds=30)
 TEMPORAL_DOWN = (
     "Temporal did not answer, so the run was not started; retry the same request "
     "(with the same run_id) shortly."
@@ -89,8 +92,9 @@ class RunOrder(BaseModel):
         return cls.model_validate(body.model_dump(mode="json"))
 
     def request_hash(self, user: Principal) -> str:
-        """The request as the run id's owner made it: a retry must hash the same."""
-        body = self.model_dump(mode="json", exclude={"run_id"})
+        """The request as the run id's owner made it: a retry must hash the same. How to
+        deliver it to a busy session is not part of the run, so `on_busy` is left out."""
+        body = self.model_dump(mode="json", exclude={"run_id", "on_busy"})
         body["requester"] = [user.tenant_id, user.subject]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -222,7 +226,8 @@ class RunService:
         run = self.template(order, user, run_id=new_run_id(order.run_id))
         if order.session_id is not None:
             await self._join_session(order, run, user)
-        request_hash = order.request_hash(user)
+        # Hashed as checked (the workspace resolved), so spellings of one request agree.
+        request_hash = order.model_copy(update={"workspace": run.workspace}).request_hash(user)
         existing = await parts.store.get_run(run.run_id)
         if existing is None:
             if order.session_id is not None and order.on_busy == "reject":
@@ -327,7 +332,7 @@ class RunService:
             return await handle.execute_update(
                 SessionWorkflow.submit,
                 SessionSubmission(run=run, on_busy="enqueue" if on_busy == "reject" else on_busy),
-                rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+                rpc_timeout=SUBMIT_WAIT,
             )
         except WorkflowUpdateFailedError as err:
             cause = err.cause
@@ -447,7 +452,7 @@ class RunService:
             if outcome.was != "unknown":
                 return await self._reloaded(run_id)
         try:
-            await parts.temporal.get_workflow_handle(run_id).cancel(
+            await parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id).cancel(
                 rpc_timeout=TEMPORAL_CALL_TIMEOUT
             )
         except RPCError as err:

@@ -4,9 +4,9 @@ for the cases FastAPI's defaults answer wrongly."""
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -45,19 +45,6 @@ def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
 AUTHENTICATED = documented(401, 413, 503)
 """What every operation behind a bearer token can answer: no valid token, a body over the
 limit (which applies to every request), or a key set that could not be fetched."""
-
-
-def problem(
-    code: int,
-    field: str,
-    message: str,
-    *,
-    where: Literal["body", "query", "path", "header"] = "body",
-) -> HTTPException:
-    """An error naming the request field at fault, in the shape of FastAPI's own 422s."""
-    return HTTPException(
-        status_code=code, detail=[{"loc": [where, field], "msg": message, "type": "value_error"}]
-    )
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +36,6 @@ MakeSettings = Callable[..., Settings]
 
 USER = auth_headers()
 ADMIN = auth_headers("default", "alice", "keel:admin")
-KNOWN_RUN = "fuzz-known-run"
 KNOWN_SESSION = "fuzz-known-session"
 FUZZ_SEED = 20_251_129
 STARTUP_TIMEOUT_S = 60.0
@@ -53,6 +53,9 @@ FUZZ_SETTINGS = settings(
 class KeelUnderFuzz:
     url: str
     workspace: Path
+    known_run: str
+    """A finished run of this test's: one id per test, since its request names the
+    test's own workspace (the same run id with another request is a 409)."""
 
 
 class StackThread:
@@ -123,13 +126,14 @@ def keel(
         created = http.post("/v1/sessions", json=session)
         assert created.status_code == 201, created.text
         run = {"agent": "review", "input": "Review it.", "workspace": str(workspace)}
-        started = http.post("/v1/runs", json={**run, "run_id": KNOWN_RUN})
+        known_run = f"fuzz-known-run-{uuid.uuid4().hex[:8]}"
+        started = http.post("/v1/runs", json={**run, "run_id": known_run})
         assert started.status_code == 201, started.text
         deadline = time.monotonic() + 20
-        while http.get(f"/v1/runs/{KNOWN_RUN}").json()["status"] != "completed":
+        while http.get(f"/v1/runs/{known_run}").json()["status"] != "completed":
             assert time.monotonic() < deadline, "the known run did not complete"
             time.sleep(0.05)
-        yield KeelUnderFuzz(url=url, workspace=workspace)
+        yield KeelUnderFuzz(url=url, workspace=workspace, known_run=known_run)
 
 
 def _load(keel: KeelUnderFuzz) -> schemathesis.BaseSchema:
@@ -177,7 +181,7 @@ def _aim_at_known_resources(case: schemathesis.Case, keel: KeelUnderFuzz) -> Non
 
     params = case.path_parameters or {}
     if "run_id" in params and chosen(params):
-        params["run_id"] = KNOWN_RUN
+        params["run_id"] = keel.known_run
     if "session_id" in params and chosen(params):
         params["session_id"] = KNOWN_SESSION
     body = case.body
