@@ -284,7 +284,7 @@ class Store:
                 started["schedule_id"] = start.schedule_id
             await self._put_event(conn, start.run_id, start.event_seq, "run_started", started)
             if cur.rowcount == 1:  # this attempt started it: a retried one audits nothing
-                if start.texts is None:
+                if start.texts_key is None:
                     # Texts that came inline (a schedule's, a child's) are kept as every
                     # run's are, so each run's texts can be found the same way.
                     key = texts_key(start.system_prompt, start.input)
