@@ -21,16 +21,15 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
-import psycopg
 import pytest
 from temporalio.client import Client as TemporalClient
 
 from activities.store.run_store import Store, texts_key
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
+from tests.integration.test_approvals import executions, finished, pending
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import TemporalDevServer, free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
@@ -41,35 +40,6 @@ from workflows.models import RunInput
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
 ALICE = auth_headers("default", "alice")
-FINISHED = ("completed", "failed", "cancelled")
-
-
-async def finished(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    for _ in range(1200):
-        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
-        if run.get("status") in FINISHED:
-            return run
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} did not finish")
-
-
-async def pending(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    for _ in range(600):
-        items = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
-        waiting = [i for i in items if i["status"] == "pending"]
-        if waiting:
-            return dict(waiting[0])
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} never waited for a decision")
-
-
-async def executions(database_url: str, run_id: str) -> int:
-    async with await psycopg.AsyncConnection.connect(database_url) as conn:
-        cur = await conn.execute(
-            "SELECT count(*) FROM tool_executions WHERE run_id = %s", (run_id,)
-        )
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
 
 
 # -- #5 -------------------------------------------------------------------------------
@@ -165,7 +135,7 @@ async def test_a_decision_with_no_worker_is_queued_at_once_and_retries_are_idemp
                 json={"agent": "build", "input": "Write it.", "workspace": str(workspace)},
             )
             run_id = created.json()["id"]
-            ia = await pending(http, run_id)
+            [ia] = await pending(http, run_id)
         # No worker polls the run's task queue now.
         url_ = f"/v1/runs/{run_id}/interactions/{ia['id']}"
         approve = {"decision": "approve", "payload_hash": ia["payload_hash"]}
@@ -240,7 +210,7 @@ async def test_concurrent_starts_with_one_run_id_and_different_bodies_never_cont
                 problems.append(f"{len(lost)} requests were refused, not 4")
             if record is None or {record.input} != won:
                 problems.append(f"the run shows {record and record.input!r}, accepted {won}")
-            if record is not None and run.texts != texts_key(prompt, record.input):
+            if record is not None and run.texts_key != texts_key(prompt, record.input):
                 problems.append("the workflow executes another input than the run shows")
             if problems:
                 contradictions.append((round_, problems))

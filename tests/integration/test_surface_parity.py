@@ -26,6 +26,7 @@ from activities.store.audit import AuditLog, AuditRecord
 from activities.store.run_store import Store, texts_key
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.integration.test_approvals import finished
 from tests.integration.test_mcp import call, mcp_client
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import free_port
@@ -37,7 +38,6 @@ MakeSettings = Callable[..., Settings]
 ALICE = auth_headers("default", "alice")
 BOB = auth_headers("default", "bob")
 MALLORY = auth_headers("other-tenant", "mallory")
-FINISHED = ("completed", "failed", "cancelled")
 
 
 @asynccontextmanager
@@ -50,15 +50,6 @@ async def keel(
         httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
     ):
         yield http
-
-
-async def finished(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    for _ in range(1200):
-        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
-        if run.get("status") in FINISHED:
-            return run
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} did not finish")
 
 
 async def a2a(
