@@ -140,6 +140,14 @@ class Store:
             ),
             key=lambda f: f.name,
         )
+        numbers = [int(f.name.split("_", 1)[0]) for f in files]
+        doubled = sorted({n for n in numbers if numbers.count(n) > 1})
+        if doubled:
+            # Two branches that each added "the next" migration: renumber one of them.
+            raise RuntimeError(
+                f"Migrations share a number: {', '.join(f'{n:03d}' for n in doubled)}; "
+                "give each SQL file in activities/store/migrations its own number."
+            )
         applied: list[str] = []
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_ID,))
