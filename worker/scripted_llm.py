@@ -70,6 +70,8 @@ class Turn(BaseModel):
     """Tool calls of the reply, in order."""
     delay_s: float = Field(default=0.0, ge=0.0)
     """Seconds to wait before answering."""
+    stream_pause_s: float = Field(default=0.0, ge=0.0)
+    """Seconds between streamed chunks, so a watcher sees the answer arrive piece by piece."""
     prompt_tokens: int = Field(default=100, ge=0)
     """Reported prompt token usage."""
     completion_tokens: int = Field(default=20, ge=0)
@@ -382,6 +384,8 @@ class _Reply:
 
     async def sse(self, include_usage: bool) -> AsyncIterator[str]:
         for item in self.chunks(include_usage):
+            if self.turn.stream_pause_s:
+                await asyncio.sleep(self.turn.stream_pause_s)
             yield f"data: {json.dumps(item)}\n\n"
         yield "data: [DONE]\n\n"
 

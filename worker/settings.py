@@ -151,6 +151,22 @@ class Settings(BaseSettings):
         ),
     )
 
+    console_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_CONSOLE_SECRET"),
+        description=(
+            "Secret the console's session cookies derive from; unset: the JWT secret, else a "
+            "file in the data directory. Give every API replica the same value."
+        ),
+    )
+    console_session_s: int = Field(
+        default=8 * 3600,
+        ge=60,
+        le=30 * 86_400,
+        validation_alias=_env("KEEL_CONSOLE_SESSION_S"),
+        description="How long a console sign-in lasts, in seconds (never past a pasted token).",
+    )
+
     @property
     def resolved_api_url(self) -> str:
         return self.api_url or f"http://{self.api_host}:{self.api_port}"

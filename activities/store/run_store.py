@@ -356,10 +356,14 @@ class Store:
         session_id: str | None = None,
         statuses: list[str] | None = None,
         schedule_id: str | None = None,
+        trigger: str | None = None,
     ) -> list[RunRecord]:
         """Newest first; `before` is the (created_at, id) of the last row already seen."""
         clauses = ["tenant_id = %s"]
         params: list[object] = [tenant_id]
+        if trigger:
+            clauses.append("trigger = %s")
+            params.append(trigger)
         if schedule_id:
             clauses.append("schedule_id = %s")
             params.append(schedule_id)

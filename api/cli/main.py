@@ -19,6 +19,7 @@ from rich.table import Table
 
 from api.cli.client import KeelApiError, KeelClient
 from api.cli.connection import keel_api
+from api.cli.console_link import console_link
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.progress import Decider, follow_run, terminal_decider
 from api.cli.schedules import schedules_app
@@ -66,6 +67,11 @@ def _print_stack(info: StackInfo) -> None:
     console.print(f"     Data dir   {s.data_dir}")
     console.print(f"     Workspaces under {s.workspace_root}")
     console.print(f"     LLM        {s.openai_base_url} (model {s.model})")
+    link = console_link(s, info.api_url)
+    # soft_wrap keeps the long link on one line, so it stays clickable.
+    console.print(f"     Console    {link}", soft_wrap=True, highlight=False)
+    if "#signin=" in link:
+        console.print("                (signs this browser in as the local user; valid 15 min)")
 
 
 @app.command()
@@ -89,6 +95,14 @@ def dev(
             console.print("Stopping…")
 
     _run(main())
+
+
+@app.command("console")
+def console_command() -> None:
+    """Print a link that opens the web console signed in as the local user."""
+    settings = Settings()
+    link = console_link(settings, settings.resolved_api_url)
+    console.print(link, soft_wrap=True, highlight=False)
 
 
 @app.command()

@@ -9,10 +9,12 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from activities.store.audit import AuditLog
+from activities.store.console_reads import ConsoleReads
 from activities.store.interaction_store import InteractionStore
 from activities.store.run_store import Store
 from activities.store.session_store import SessionStore
 from api.a2a.routes import a2a_routes
+from api.console import console_sessions, pages_router, sign_in_router
 from api.core.audit_trail import ApiAudit
 from api.core.context import CoreParts
 from api.core.service import KeelService
@@ -23,11 +25,15 @@ from api.http.errors import install_error_handlers
 from api.http.routers import (
     admin,
     events,
+    inbox,
     interactions,
     runs,
+    schedule_preview,
     schedules,
     sessions,
     system,
+    tool_outputs,
+    usage,
     webhooks,
 )
 from api.identity.authenticate import Authenticator
@@ -61,6 +67,12 @@ def create_app(settings: Settings) -> FastAPI:
             settings=settings,
         )
         app.state.service = KeelService(parts, Authenticator(config, build_verifier(config), audit))
+        # The console's sign-in exchanges tokens itself, then the cookie stands in for them.
+        app.state.auth_config = config
+        app.state.verifier = build_verifier(config)
+        app.state.audit = audit
+        app.state.console_sessions = console_sessions(settings, config)
+        app.state.console_reads = ConsoleReads(store.pool)
         hub = EventHub(database_url)
         app.state.event_hub = hub
         app.state.event_reads = EventReads(store)
@@ -85,10 +97,16 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(interactions.router)
     app.include_router(sessions.router)
     app.include_router(admin.router)
+    app.include_router(schedule_preview.router)
     app.include_router(schedules.router)
     app.include_router(webhooks.router)
+    app.include_router(inbox.router)
+    app.include_router(tool_outputs.router)
+    app.include_router(usage.router)
+    app.include_router(sign_in_router)
     app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
     app.router.routes.append(Route("/mcp", endpoint=mcp))
+    app.include_router(pages_router)  # last: its catch-all serves every console path
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     return app

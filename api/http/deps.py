@@ -6,9 +6,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from api.core.errors import Forbidden
+from activities.store.console_reads import ConsoleReads
+from api.core.errors import Forbidden, Unauthenticated
 from api.core.service import KeelService
-from api.identity.auth import Principal
+from api.identity.auth import AuthError, Principal
+from api.identity.console_session import COOKIE_NAME, CSRF_HEADER, ConsoleSessions
 
 
 def _service(request: Request) -> KeelService:
@@ -19,6 +21,17 @@ async def current_user(request: Request) -> Principal:
     """The verified caller of a request; 401 (audited) without a valid token, 503 when the
     key set cannot be fetched."""
     service: KeelService = request.app.state.service
+    header = request.headers.get("authorization")
+    cookie = request.cookies.get(COOKIE_NAME)
+    if header is None and cookie and service.auth_mode == "jwt":
+        # The console's browser: its session cookie, with a CSRF header on writes.
+        sessions: ConsoleSessions = request.app.state.console_sessions
+        try:
+            return sessions.principal_for(cookie, request.method, request.headers.get(CSRF_HEADER))
+        except AuthError as exc:
+            client = request.client.host if request.client else None
+            await service.parts.audit.auth_refused(exc.message, request.url.path, client)
+            raise Unauthenticated(exc.message) from exc
     return await service.authenticate(
         request.headers.get("authorization"),
         path=request.url.path,
@@ -32,6 +45,11 @@ async def _admin(user: Annotated[Principal, Depends(current_user)]) -> Principal
     return user
 
 
+def _console_reads(request: Request) -> ConsoleReads:
+    return request.app.state.console_reads  # type: ignore[no-any-return]
+
+
+ConsoleReadsDep = Annotated[ConsoleReads, Depends(_console_reads)]
 ServiceDep = Annotated[KeelService, Depends(_service)]
 CurrentUser = Annotated[Principal, Depends(current_user)]
 AdminUser = Annotated[Principal, Depends(_admin)]

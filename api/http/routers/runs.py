@@ -46,9 +46,20 @@ async def list_runs(
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     status_: Annotated[StoredText | None, Query(alias="status", max_length=32)] = None,
     agent: Annotated[StoredText | None, Query(max_length=64)] = None,
+    trigger: Annotated[StoredText | None, Query(max_length=32)] = None,
+    schedule: Annotated[StoredText | None, Query(max_length=200)] = None,
 ) -> RunList:
+    """Newest first; filter by status, agent, trigger (`api`, `schedule`, …) or schedule id."""
     before = decode_cursor(cursor) if cursor else None
-    runs = await service.runs.page(user, limit=limit, before=before, status=status_, agent=agent)
+    runs = await service.runs.page(
+        user,
+        limit=limit,
+        before=before,
+        status=status_,
+        agent=agent,
+        trigger=trigger,
+        schedule_id=schedule,
+    )
     next_cursor = encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
     return RunList(runs=[RunPublic.from_record(r) for r in runs], next_cursor=next_cursor)
 

@@ -1,0 +1,55 @@
+// Talking to Keel's REST API from the console: same origin, the session cookie, and the
+// CSRF header on every call that changes something.
+
+let csrf = "";
+
+export function setCsrf(token) {
+  csrf = token || "";
+}
+
+export class ApiError extends Error {
+  constructor(status, detail) {
+    super(detail);
+    this.status = status;
+    this.detail = detail;
+  }
+}
+
+function detailOf(body, status) {
+  if (!body) return `HTTP ${status}`;
+  if (typeof body.detail === "string") return body.detail;
+  if (Array.isArray(body.detail)) return body.detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
+  return `HTTP ${status}`;
+}
+
+/** JSON from the API; throws `ApiError` with the server's sentence on failure. */
+export async function api(method, path, body) {
+  const headers = { accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (method !== "GET" && method !== "HEAD") headers["x-keel-csrf"] = csrf;
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  if (response.status === 204) return null;
+  const text = await response.text();
+  let parsed = null;
+  try { parsed = text ? JSON.parse(text) : null; } catch { parsed = null; }
+  if (!response.ok) {
+    if (response.status === 401) window.dispatchEvent(new CustomEvent("keel:signed-out"));
+    throw new ApiError(response.status, detailOf(parsed, response.status));
+  }
+  return parsed;
+}
+
+export const get = (path) => api("GET", path);
+export const post = (path, body) => api("POST", path, body ?? {});
+
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}

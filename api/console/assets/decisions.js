@@ -1,0 +1,122 @@
+// One pending interaction as a card: the exact payload that will run, its hash (checked
+// again in the browser), time left, and the decisions — with the API's answer shown at once.
+
+import { api, ApiError } from "./api.js";
+import { h, replace, fmtLeft, fmtTime } from "./dom.js";
+
+/** Python's `json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)`. */
+export function canonicalJson(value) {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+async function sha256Hex(text) {
+  if (!globalThis.crypto?.subtle) return null; // only in secure contexts (https, localhost)
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+const OUTCOME = {
+  200: "accepted",
+  403: "not allowed",
+  404: "not found",
+  409: "already decided or expired",
+  422: "refused",
+};
+
+/** A card for an interaction (`InteractionPublic`, or the data of `interaction_pending`). */
+export function decisionCard(ia, { showRun = true, onDecided } = {}) {
+  const payload = canonicalJson({ tool: ia.tool, arguments: ia.arguments });
+  const check = h("span", { class: "hash-check muted" }, "checking…");
+  sha256Hex(payload).then((hex) => {
+    if (hex === null) replace(check, "not re-checked here (the browser needs https for SHA-256)");
+    else if (hex === ia.payload_hash) { check.className = "hash-check ok"; replace(check, "✓ matches the payload above"); }
+    else { check.className = "hash-check error"; replace(check, "✗ does not match the payload above"); }
+  });
+  const left = h("span", { class: "time-left" }, fmtLeft(ia.expires_at));
+  const timer = setInterval(() => {
+    if (!left.isConnected) { clearInterval(timer); return; }
+    replace(left, fmtLeft(ia.expires_at));
+  }, 1000);
+  const result = h("div", { class: "decision-result", "aria-live": "polite" });
+  const reason = h("textarea", { class: "reason", rows: 2, placeholder: ia.kind === "ask_user" ? "Your answer" : "Reason (the model is told)" });
+  const buttons = h("div", { class: "buttons" });
+
+  async function decide(decision) {
+    const body = { decision };
+    if (decision.startsWith("approve")) body.payload_hash = ia.payload_hash;
+    if (reason.value.trim()) body.text = reason.value.trim();
+    if (decision === "answer" && !body.text) {
+      replace(result, h("span", { class: "error" }, "Write the answer first."));
+      return;
+    }
+    for (const b of buttons.querySelectorAll("button")) b.disabled = true;
+    try {
+      const answer = await api("POST", `/v1/runs/${encodeURIComponent(ia.run_id)}/interactions/${encodeURIComponent(ia.id)}`, body);
+      result.dataset.outcome = "accepted";
+      replace(result, h("strong", { class: "ok" }, "Accepted"), ` — ${answer.interaction.decision} by ${answer.interaction.decided_by}`);
+      card.dataset.status = "decided";
+      onDecided?.(answer);
+    } catch (err) {
+      const status = err instanceof ApiError ? err.status : 0;
+      result.dataset.outcome = OUTCOME[status] || "error";
+      replace(result, h("strong", { class: "error" }, `${status || ""} ${OUTCOME[status] || "error"}`), ": ", err.detail || String(err));
+      for (const b of buttons.querySelectorAll("button")) b.disabled = false;
+    }
+  }
+
+  if (ia.kind === "ask_user") {
+    append(buttons, h("button", { class: "answer", onclick: () => decide("answer") }, "Answer"),
+      h("button", { class: "reject danger", onclick: () => decide("reject") }, "Decline"));
+  } else {
+    append(buttons,
+      h("button", { class: "approve", onclick: () => decide("approve") }, "Approve"),
+      h("button", { class: "approve-always", onclick: () => decide("approve_always") }, "Approve always"),
+      h("button", { class: "reject danger", onclick: () => decide("reject") }, "Reject"));
+  }
+
+  const card = h("article", { class: "card interaction", dataset: { interactionId: ia.id, runId: ia.run_id, status: ia.status } },
+    h("header", {},
+      h("strong", {}, ia.kind === "ask_user" ? "Question" : `${ia.tool}`),
+      ia.risk ? h("span", { class: `badge risk-${ia.risk}` }, ia.risk) : null,
+      showRun ? h("a", { href: `/console/runs/${encodeURIComponent(ia.run_id)}` }, ia.run_id) : null,
+      left),
+    ia.question ? h("p", { class: "question" }, ia.question) : null,
+    ia.subject ? h("p", { class: "muted" }, "subject: ", h("code", {}, ia.subject)) : null,
+    h("div", { class: "muted small" }, `asked ${fmtTime(ia.created_at)}`, ia.requester ? ` by ${ia.requester}` : "",
+      ia.approvers?.length ? ` · approvers: ${ia.approvers.join(", ")}` : ""),
+    ia.kind === "ask_user" ? null : h("div", {},
+      h("div", { class: "label" }, "Exact payload that will run"),
+      h("pre", { class: "payload" }, payload),
+      h("div", { class: "label" }, "SHA-256 ", check),
+      h("code", { class: "payload-hash" }, ia.payload_hash)),
+    ia.status === "pending" ? [reason, buttons] : h("p", { class: "muted" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`),
+    result);
+  return card;
+}
+
+function append(el, ...children) {
+  el.append(...children);
+}
+
+/** The `interaction_pending` event's data as an `InteractionPublic`-shaped object. */
+export function fromEvent(runId, data, createdAt) {
+  return {
+    id: data.interaction_id,
+    run_id: runId,
+    kind: data.kind,
+    status: data.status,
+    tool: data.tool,
+    subject: data.subject,
+    arguments: typeof data.arguments === "string" ? JSON.parse(data.arguments) : data.arguments,
+    payload_hash: data.payload_hash,
+    risk: data.risk,
+    question: data.question,
+    approvers: data.approvers || [],
+    created_at: createdAt,
+    expires_at: data.expires_at,
+  };
+}

@@ -1,0 +1,91 @@
+// Building the page from data without ever parsing it as HTML.
+//
+// Everything the console shows that came from a model, a tool or a user goes through
+// `h` as text nodes or attribute values set by name, so it can never become markup,
+// script or an event handler. There is no innerHTML anywhere in the console.
+
+const SAFE_URL = /^(https?:|mailto:|\/(?!\/)|#)/i;
+
+/** An element: `h("a", {href, class: "x", onclick: fn}, "text", child, [more])`. */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "class") {
+      el.className = value;
+    } else if (key === "dataset") {
+      Object.assign(el.dataset, value);
+    } else if (key === "href" || key === "src") {
+      el.setAttribute(key, safeUrl(String(value)));
+    } else if (key === "value") {
+      el.value = value;
+    } else if (key === "checked" || key === "disabled" || key === "selected") {
+      el[key] = Boolean(value);
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+/** Empty an element and fill it again. */
+export function replace(el, ...children) {
+  el.replaceChildren();
+  return append(el, children);
+}
+
+/** A URL that cannot run script: http(s), mailto, same-origin paths and fragments only. */
+export function safeUrl(url) {
+  const trimmed = url.trim();
+  return SAFE_URL.test(trimmed) ? trimmed : "#unsafe-link";
+}
+
+export function fmtTime(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return d.toISOString().replace("T", " ").slice(0, 19) + "Z";
+}
+
+export function fmtAgo(iso) {
+  if (!iso) return "";
+  const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+export function fmtLeft(iso) {
+  const s = Math.round((new Date(iso).getTime() - Date.now()) / 1000);
+  if (s <= 0) return "expired";
+  const d = Math.floor(s / 86400);
+  const hh = Math.floor((s % 86400) / 3600);
+  const mm = Math.floor((s % 3600) / 60);
+  const ss = s % 60;
+  if (d) return `${d}d ${hh}h left`;
+  if (hh) return `${hh}h ${mm}m left`;
+  return `${mm}m ${ss}s left`;
+}
+
+export function fmtCost(usd) {
+  return `$${Number(usd || 0).toFixed(4)}`;
+}
+
+export function json(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+export function statusBadge(status) {
+  return h("span", { class: `badge status-${status}`, "data-status": status }, status);
+}

@@ -1,0 +1,83 @@
+// One run: its header, running totals, live timeline, final report, stop reason, cancel.
+
+import { get, post, ApiError } from "./api.js";
+import { h, replace, fmtTime, fmtCost, statusBadge } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { onLeave } from "./nav.js";
+import { Timeline } from "./timeline.js";
+
+const FINISHED = new Set(["completed", "failed", "cancelled"]);
+
+export async function runPage(main, runId) {
+  let run = await get(`/v1/runs/${encodeURIComponent(runId)}`);
+  const header = h("div", { id: "run-header" });
+  const totals = h("div", { id: "run-totals", class: "totals" });
+  const report = h("section", { id: "run-report" });
+  const note = h("span", { class: "error", id: "cancel-result" });
+  const cancel = h("button", { id: "cancel-run", class: "danger", onclick: async () => {
+    cancel.disabled = true;
+    try {
+      run = await post(`/v1/runs/${encodeURIComponent(runId)}/cancel`);
+      drawHeader();
+    } catch (err) {
+      replace(note, err instanceof ApiError ? err.detail : String(err));
+      cancel.disabled = false;
+    }
+  } }, "Cancel run");
+
+  function drawHeader() {
+    replace(header,
+      h("h1", {}, "Run ", h("code", { id: "run-id" }, run.id), " ", statusBadge(run.status)),
+      h("dl", { class: "facts" },
+        fact("Agent", run.agent), fact("Model", run.model), fact("Trigger", run.trigger),
+        run.schedule_id ? fact("Schedule", run.schedule_id) : null,
+        run.session_id ? fact("Session", h("a", { href: `/console/sessions/${encodeURIComponent(run.session_id)}` }, run.session_id)) : null,
+        run.parent_run_id ? fact("Parent", h("a", { href: `/console/runs/${encodeURIComponent(run.parent_run_id)}` }, run.parent_run_id)) : null,
+        fact("Requester", run.requester), fact("Workspace", run.workspace),
+        fact("Created", fmtTime(run.created_at)), run.finished_at ? fact("Finished", fmtTime(run.finished_at)) : null,
+        run.stop_reason ? fact("Stop reason", h("code", { id: "run-stop-reason" }, run.stop_reason)) : null),
+      FINISHED.has(run.status) ? null : h("div", {}, cancel, note));
+    drawTotals();
+    if (run.report) replace(report, h("h2", {}, "Report"), h("div", { id: "report-body" }, renderMarkdown(run.report)));
+    if (run.error) report.append(h("p", { class: "error", id: "run-error" }, run.error));
+  }
+
+  let live = { prompt: 0, completion: 0, calls: 0, tools: 0 };
+  function drawTotals() {
+    const prompt = Math.max(live.prompt, run.usage.prompt_tokens);
+    const completion = Math.max(live.completion, run.usage.completion_tokens);
+    replace(totals,
+      total("Tokens in", prompt, "tokens-in"), total("Tokens out", completion, "tokens-out"),
+      total("Cost", fmtCost(run.usage.cost_usd), "cost"), total("Steps", Math.max(run.steps, live.calls), "steps"),
+      total("Tool calls", Math.max(run.tool_calls, live.tools), "tool-calls"));
+  }
+
+  let refreshing = null;
+  const refresh = () => {
+    refreshing ??= get(`/v1/runs/${encodeURIComponent(runId)}`).then((r) => { run = r; drawHeader(); }).finally(() => { refreshing = null; });
+    return refreshing;
+  };
+  const timeline = new Timeline(runId, {
+    onUsage: (t) => { live = t; drawTotals(); refresh(); },
+    onTerminal: async () => {
+      // The terminal event is durable before the workflow closes: read until the run says so.
+      for (let i = 0; i < 40 && !FINISHED.has(run.status); i++) {
+        await refreshing;
+        await refresh();
+        if (!FINISHED.has(run.status)) await new Promise((r) => setTimeout(r, 250));
+      }
+    },
+  });
+  drawHeader();
+  replace(main, header, totals, h("h2", {}, "Timeline"), timeline.el, report);
+  timeline.start();
+  onLeave(() => timeline.stop());
+}
+
+function fact(label, value) {
+  return [h("dt", {}, label), h("dd", {}, value)];
+}
+
+function total(label, value, id) {
+  return h("div", { class: "total" }, h("div", { class: "muted small" }, label), h("div", { class: "value", id: `total-${id}` }, String(value)));
+}

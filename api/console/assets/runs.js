@@ -1,0 +1,97 @@
+// Runs: newest first, filtered by status, agent, trigger and schedule, paged by cursor,
+// refreshed every two seconds so status changes show without a reload.
+
+import { get, post, query, ApiError } from "./api.js";
+import { h, replace, fmtAgo, fmtCost, statusBadge } from "./dom.js";
+import { every, navigate } from "./nav.js";
+
+const STATUSES = ["", "queued", "running", "completed", "failed", "cancelled"];
+const TRIGGERS = ["", "api", "cli", "a2a", "schedule", "parent"];
+const PAGE = 50;
+
+export async function runsPage(main) {
+  const params = new URLSearchParams(location.search);
+  const filters = {
+    status: params.get("status") || "",
+    agent: params.get("agent") || "",
+    trigger: params.get("trigger") || "",
+    schedule: params.get("schedule") || "",
+  };
+  const cursors = [null]; // the cursor of each page seen, for going back
+  const agents = await get("/v1/agents");
+
+  const select = (name, options) => h("select", { name, id: `filter-${name}`, onchange: (e) => setFilter(name, e.target.value) },
+    options.map((o) => h("option", { value: o, selected: filters[name] === o }, o || `any ${name}`)));
+  const scheduleInput = h("input", { id: "filter-schedule", placeholder: "schedule id", value: filters.schedule,
+    onchange: (e) => setFilter("schedule", e.target.value.trim()) });
+  const body = h("tbody", { id: "runs-body" });
+  const pager = h("div", { class: "pager" });
+  const info = h("p", { class: "muted", id: "runs-info" });
+
+  function setFilter(name, value) {
+    filters[name] = value;
+    const q = query(filters);
+    history.replaceState({}, "", `/console/runs${q}`);
+    cursors.splice(0, cursors.length, null);
+    refresh();
+  }
+
+  async function refresh() {
+    const cursor = cursors[cursors.length - 1];
+    const page = await get(`/v1/runs${query({ ...filters, limit: PAGE, cursor })}`);
+    replace(body, page.runs.map(row));
+    if (!page.runs.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs match.")));
+    replace(info, `Page ${cursors.length} · ${page.runs.length} runs · live`);
+    replace(pager,
+      h("button", { id: "page-prev", disabled: cursors.length === 1, onclick: () => { cursors.pop(); refresh(); } }, "← Newer"),
+      h("button", { id: "page-next", disabled: !page.next_cursor, onclick: () => { cursors.push(page.next_cursor); refresh(); } }, "Older →"));
+  }
+
+  replace(main,
+    h("h1", {}, "Runs"),
+    startForm(agents),
+    h("div", { class: "filters" },
+      select("status", STATUSES),
+      select("agent", ["", ...agents.map((a) => a.name)]),
+      select("trigger", TRIGGERS),
+      scheduleInput),
+    info,
+    h("table", { class: "list", id: "runs-table" },
+      h("thead", {}, h("tr", {}, ["Run", "Agent", "Status", "Trigger", "Created", "Steps", "Tokens", "Cost"].map((c) => h("th", {}, c)))),
+      body),
+    pager);
+  every(2000, refresh);
+}
+
+function row(run) {
+  return h("tr", { dataset: { runId: run.id }, class: "run-row" },
+    h("td", {}, h("a", { href: `/console/runs/${encodeURIComponent(run.id)}` }, run.id),
+      run.parent_run_id ? h("div", { class: "muted small" }, `child of ${run.parent_run_id}`) : null),
+    h("td", {}, run.agent),
+    h("td", {}, statusBadge(run.status), run.pending_interactions?.length ? h("span", { class: "badge waiting" }, "waiting") : null),
+    h("td", {}, run.trigger, run.schedule_id ? h("div", { class: "muted small" }, run.schedule_id) : null),
+    h("td", { title: run.created_at }, fmtAgo(run.created_at)),
+    h("td", {}, String(run.steps)),
+    h("td", {}, String(run.usage.total_tokens)),
+    h("td", {}, fmtCost(run.usage.cost_usd)));
+}
+
+function startForm(agents) {
+  const agent = h("select", { id: "start-agent" }, agents.map((a) => h("option", { value: a.name }, a.name)));
+  const input = h("textarea", { id: "start-input", rows: 2, placeholder: "What should the agent do?" });
+  const workspace = h("input", { id: "start-workspace", placeholder: "workspace directory (inside the server's root)", value: localStorage.getItem("keel.workspace") || "" });
+  const note = h("span", { class: "error", id: "start-error" });
+  return h("details", { class: "card", id: "start-run" },
+    h("summary", {}, "Start a run"),
+    h("form", { onsubmit: async (e) => {
+      e.preventDefault();
+      replace(note);
+      try {
+        localStorage.setItem("keel.workspace", workspace.value);
+        const run = await post("/v1/runs", { agent: agent.value, input: input.value, workspace: workspace.value });
+        navigate(`/console/runs/${encodeURIComponent(run.id)}`);
+      } catch (err) {
+        replace(note, err instanceof ApiError ? err.detail : String(err));
+      }
+    } }, agent, input, workspace, h("button", { type: "submit", id: "start-submit" }, "Start"), note));
+}

@@ -1,0 +1,273 @@
+// A run's live timeline from its SSE stream.
+//
+// Durable events carry `id: <seq>`; the browser's EventSource sends the last one back as
+// `Last-Event-ID` when it reconnects, and the server resumes after it. Events are also
+// de-duplicated here by `seq`, so a resumed stream never shows one twice. `message_delta`
+// events (no id, never stored) stream the answer being written into a live box that the
+// durable `message` replaces. Rendering is batched per animation frame so a run with
+// thousands of events stays responsive.
+
+import { get } from "./api.js";
+import { h, replace, append, json, fmtTime } from "./dom.js";
+import { decisionCard, fromEvent } from "./decisions.js";
+import { renderMarkdown } from "./markdown.js";
+
+const TYPES = [
+  "run_started", "message", "usage", "tool_call", "tool_result", "interaction_pending",
+  "interaction_resolved", "child_run", "compaction", "route_decision", "done", "error",
+  "cancelled", "message_delta",
+];
+const TERMINAL = new Set(["done", "error", "cancelled"]);
+
+export class Timeline {
+  constructor(runId, { onTerminal, onUsage, depth = 0 } = {}) {
+    this.runId = runId;
+    this.depth = depth;
+    this.onTerminal = onTerminal;
+    this.onUsage = onUsage;
+    this.lastSeq = 0;
+    this.count = 0;
+    this.reconnects = 0;
+    this.totals = { prompt: 0, completion: 0, calls: 0, tools: 0 };
+    this.steps = new Map();
+    this.tools = new Map();
+    this.cards = new Map();
+    this.live = new Map();
+    this.queue = [];
+    this.scheduled = false;
+    this.ended = false;
+    this.status = h("span", { class: "stream-state", "data-state": "connecting" }, "connecting…");
+    this.list = h("ol", { class: "timeline", dataset: { runId } });
+    this.el = h("section", { class: "timeline-wrap" }, h("div", { class: "muted small" }, "Stream: ", this.status), this.list);
+  }
+
+  start() {
+    this.open();
+    return this;
+  }
+
+  open() {
+    const url = `/v1/runs/${encodeURIComponent(this.runId)}/events/stream${this.lastSeq ? `?after=${this.lastSeq}` : ""}`;
+    const source = new EventSource(url);
+    this.source = source;
+    source.addEventListener("open", () => this.setState("live"));
+    for (const type of TYPES) source.addEventListener(type, (e) => this.receive(type, e));
+    source.addEventListener("error", (e) => {
+      if (e instanceof MessageEvent && e.data) return; // the run's own `error` event, handled above
+      if (this.ended) return;
+      this.reconnects++;
+      this.list.dataset.reconnects = String(this.reconnects);
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (e.g. a 5xx while the API restarted): reopen after the last seq.
+        this.setState("reconnecting");
+        setTimeout(() => { if (!this.ended && this.source === source) this.open(); }, 1000);
+      } else {
+        this.setState("reconnecting"); // EventSource retries itself, sending Last-Event-ID
+      }
+    });
+  }
+
+  stop() {
+    this.ended = true;
+    this.source?.close();
+  }
+
+  setState(state) {
+    this.status.dataset.state = state;
+    replace(this.status, state);
+  }
+
+  receive(type, e) {
+    if (!e.data) return;
+    let event;
+    try { event = JSON.parse(e.data); } catch { return; }
+    if (type === "message_delta") { this.delta(event); return; }
+    if (typeof event.seq !== "number" || event.seq <= this.lastSeq) return; // already shown
+    this.lastSeq = event.seq;
+    this.queue.push(event);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      requestAnimationFrame(() => this.flush());
+    }
+    if (TERMINAL.has(event.type)) {
+      this.ended = true;
+      this.source.close();
+      this.setState("ended");
+    }
+  }
+
+  flush() {
+    this.scheduled = false;
+    const batch = this.queue.splice(0);
+    for (const event of batch) this.render(event);
+    this.list.dataset.count = String(this.count);
+    this.list.dataset.lastSeq = String(this.lastSeq);
+    for (const event of batch) if (TERMINAL.has(event.type)) this.onTerminal?.(event);
+  }
+
+  step(n) {
+    let section = this.steps.get(n);
+    if (!section) {
+      const body = h("ol", { class: "step-events" });
+      section = h("li", { class: "step", dataset: { step: String(n) } }, h("div", { class: "step-title" }, `Step ${n}`), body);
+      section.body = body;
+      this.steps.set(n, section);
+      this.list.append(section);
+    }
+    return section.body;
+  }
+
+  item(event, ...children) {
+    this.count++;
+    const li = h("li", { class: `event ev-${event.type}`, dataset: { seq: String(event.seq), type: event.type }, title: fmtTime(event.created_at) }, ...children);
+    const d = event.data || {};
+    (typeof d.step === "number" ? this.step(d.step) : this.list).append(li);
+    return li;
+  }
+
+  delta(d) {
+    const key = d.step;
+    let box = this.live.get(key);
+    if (!box || box.attempt !== d.attempt) {
+      box?.el.remove();
+      const text = h("div", { class: "live-text" });
+      box = { attempt: d.attempt, index: -1, text, el: h("li", { class: "event live-answer", dataset: { step: String(d.step) } }, h("div", { class: "label" }, "Writing…"), text) };
+      this.live.set(key, box);
+      this.step(d.step).append(box.el);
+    }
+    if (d.delta_index <= box.index) return;
+    box.index = d.delta_index;
+    box.text.append(d.delta);
+  }
+
+  render(event) {
+    const d = event.data || {};
+    switch (event.type) {
+      case "run_started":
+        this.item(event, h("strong", {}, "Started"), ` ${d.agent} · ${d.model} · trigger ${d.trigger}`,
+          d.schedule_id ? ` · schedule ${d.schedule_id}` : "",
+          h("pre", { class: "input" }, d.input ?? ""));
+        break;
+      case "message": {
+        this.live.get(d.step)?.el.remove();
+        this.live.delete(d.step);
+        const calls = d.tool_calls || [];
+        const usage = h("span", { class: "usage muted" });
+        this.cards.set(`usage:${d.step}`, usage);
+        this.item(event, h("strong", {}, "Model"), " ", usage,
+          d.content ? h("div", { class: "model-text" }, d.content) : null,
+          calls.length ? h("div", { class: "muted small" }, `asked for ${calls.map((c) => c.name).join(", ")}`) : null);
+        break;
+      }
+      case "usage": {
+        this.totals.prompt += d.prompt_tokens || 0;
+        this.totals.completion += d.completion_tokens || 0;
+        this.totals.calls++;
+        const text = `${d.prompt_tokens} in · ${d.completion_tokens} out · ${d.latency_ms} ms`;
+        const slot = this.cards.get(`usage:${d.step}`);
+        if (slot) replace(slot, text);
+        else this.item(event, "Usage ", text);
+        this.count += slot ? 1 : 0;
+        this.onUsage?.(this.totals);
+        break;
+      }
+      case "tool_call": {
+        this.totals.tools++;
+        const result = h("div", { class: "tool-result muted" }, "running…");
+        const li = this.item(event, h("strong", { class: "tool-name" }, d.name), " ",
+          h("pre", { class: "arguments" }, json(parsed(d.arguments))), result);
+        li.dataset.callId = d.call_id;
+        this.tools.set(`${d.step}:${d.call_id}`, result);
+        break;
+      }
+      case "tool_result": {
+        const slot = this.tools.get(`${d.step}:${d.call_id}`);
+        const body = this.toolResult(d);
+        if (slot) { replace(slot, body); slot.className = `tool-result${d.is_error ? " is-error" : ""}`; this.count++; }
+        else this.item(event, body);
+        break;
+      }
+      case "interaction_pending": {
+        const card = decisionCard(fromEvent(this.runId, d, event.created_at), { showRun: false });
+        this.cards.set(`ia:${d.interaction_id}`, card);
+        this.item(event, h("strong", {}, d.kind === "ask_user" ? "Waiting for an answer" : "Waiting for approval"), card);
+        break;
+      }
+      case "interaction_resolved": {
+        const card = this.cards.get(`ia:${d.interaction_id}`);
+        if (card) {
+          card.dataset.status = d.status;
+          for (const el of card.querySelectorAll("button, textarea")) el.remove();
+        }
+        this.item(event, h("strong", {}, "Decided"), ` ${d.decision || d.status}${d.decided_by ? ` by ${d.decided_by}` : ""}`);
+        break;
+      }
+      case "child_run":
+        this.item(event, this.child(d));
+        break;
+      case "compaction":
+        this.item(event, h("strong", {}, "Context compacted"), " ",
+          h("span", { class: "muted" }, Object.entries(d).filter(([k, v]) => k !== "step" && typeof v !== "object").map(([k, v]) => `${k}: ${v}`).join(" · ")),
+          d.summary ? h("details", {}, h("summary", {}, "summary"), h("pre", {}, typeof d.summary === "string" ? d.summary : json(d.summary))) : null);
+        break;
+      case "done":
+      case "error":
+      case "cancelled":
+        this.item(event, h("strong", {}, event.type === "done" ? "Finished" : event.type === "error" ? "Failed" : "Cancelled"),
+          ` · ${d.status} · stop reason: `, h("code", { class: "stop-reason" }, d.stop_reason ?? ""),
+          d.error ? h("div", { class: "error" }, d.error) : null);
+        break;
+      default:
+        this.item(event, h("strong", {}, event.type), h("pre", {}, json(d)));
+    }
+  }
+
+  toolResult(d) {
+    const out = h("div", {});
+    const full = h("pre", { class: "output full", hidden: true });
+    const button = h("button", { class: "link expand", onclick: async () => {
+      if (!full.hidden) { full.hidden = true; replace(button, "show full output"); return; }
+      try {
+        const stored = await get(`/v1/runs/${encodeURIComponent(this.runId)}/tool-outputs/${d.step}/${encodeURIComponent(d.call_id)}`);
+        replace(full, stored.content);
+      } catch (err) {
+        replace(full, `Could not load the stored output: ${err.detail || err}`);
+      }
+      full.hidden = false;
+      replace(button, "hide full output");
+    } }, "show full output");
+    append(out, [
+      h("span", { class: "muted small" }, d.is_error ? "error" : "ok", d.cached ? " · cached" : "", d.size !== undefined ? ` · ${d.size} bytes` : ""),
+      h("pre", { class: "output preview" }, d.preview ?? ""),
+      button, full,
+    ]);
+    return out;
+  }
+
+  child(d) {
+    const childId = d.child_run_id || d.run_id || d.child_id;
+    const nested = h("div", { class: "child-timeline" });
+    let timeline = null;
+    const toggle = h("button", { class: "link", onclick: () => {
+      if (timeline) { timeline.stop(); timeline = null; replace(nested); replace(toggle, "show its timeline"); return; }
+      timeline = new Timeline(childId, { depth: this.depth + 1 }).start();
+      replace(nested, timeline.el);
+      replace(toggle, "hide its timeline");
+    } }, "show its timeline");
+    return h("div", { class: "child-run", dataset: { childRunId: childId || "" } },
+      h("strong", {}, "Sub-agent "), d.agent ? `${d.agent} ` : "",
+      childId ? h("a", { href: `/console/runs/${encodeURIComponent(childId)}` }, childId) : "",
+      d.status ? ` · ${d.status}` : "", d.task || d.prompt ? h("div", { class: "muted" }, d.task || d.prompt) : null,
+      childId && this.depth < 4 ? toggle : null, nested);
+  }
+}
+
+/** Tool arguments arrive as canonical JSON text or as an object; show them pretty. */
+function parsed(value) {
+  if (typeof value !== "string") return value;
+  try { return JSON.parse(value); } catch { return value; }
+}
+
+export function renderReport(markdown) {
+  return renderMarkdown(markdown);
+}

@@ -1,0 +1,144 @@
+"""/console/session: sign the browser in (exchange a token for a cookie), say who it is,
+sign it out. See `api.identity.console_session` for why a cookie and how it is guarded."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+
+from api.identity.auth import LOCAL_PRINCIPAL, AuthConfig, AuthError
+from api.identity.console_session import COOKIE_NAME, ConsoleSessions
+from worker.local_secrets import local_secret
+from worker.settings import Settings
+
+router = APIRouter(prefix="/console/session", tags=["console"])
+
+CONSOLE_SECRET_FILE = "console-secret"
+
+
+def console_sessions(settings: Settings, config: AuthConfig) -> ConsoleSessions:
+    """KEEL_CONSOLE_SECRET, else the JWT secret, else a file in the data directory."""
+    secret = settings.console_secret or config.hs256_secret
+    if secret is None:
+        secret = local_secret(settings.data_dir, CONSOLE_SECRET_FILE)
+    return ConsoleSessions(secret, max_age_s=settings.console_session_s)
+
+
+class SignIn(BaseModel):
+    token: str = Field(min_length=1, max_length=16_384, description="A bearer token (JWT).")
+
+
+class ConsoleWhoAmI(BaseModel):
+    """What the console shows in its header, and the CSRF token its writes send."""
+
+    auth: Literal["jwt", "off"]
+    signed_in: bool
+    tenant_id: str | None = None
+    subject: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    is_admin: bool = False
+    expires_at: int | None = Field(default=None, description="Unix seconds; none with auth off.")
+    csrf: str | None = None
+
+
+def _same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True  # browsers send Origin on cross-site POSTs; its absence is not a forgery
+    return origin == f"{request.url.scheme}://{request.url.netloc}"
+
+
+@router.get("", response_model=ConsoleWhoAmI)
+async def who_am_i(request: Request) -> ConsoleWhoAmI:
+    state = request.app.state
+    if state.auth_config.mode == "off":
+        p = LOCAL_PRINCIPAL
+        return ConsoleWhoAmI(
+            auth="off",
+            signed_in=True,
+            tenant_id=p.tenant_id,
+            subject=p.subject,
+            scopes=p.scopes,
+            is_admin=p.is_admin,
+            csrf="",
+        )
+    cookie = request.cookies.get(COOKIE_NAME)
+    if not cookie:
+        return ConsoleWhoAmI(auth="jwt", signed_in=False)
+    sessions: ConsoleSessions = state.console_sessions
+    try:
+        session = sessions.read(cookie)
+    except AuthError:
+        return ConsoleWhoAmI(auth="jwt", signed_in=False)
+    p = session.principal
+    return ConsoleWhoAmI(
+        auth="jwt",
+        signed_in=True,
+        tenant_id=p.tenant_id,
+        subject=p.subject,
+        scopes=p.scopes,
+        is_admin=p.is_admin,
+        expires_at=session.expires_at,
+        csrf=session.csrf,
+    )
+
+
+@router.post("", response_model=ConsoleWhoAmI)
+async def sign_in(body: SignIn, request: Request) -> Response:
+    """Exchange a bearer token (pasted, or from `keel dev`'s link) for a session cookie."""
+    state = request.app.state
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        raise HTTPException(415, detail='Send the token as JSON: {"token": "…"}.')
+    if not _same_origin(request):
+        raise HTTPException(403, detail="Sign in from the console's own page.")
+    if state.auth_config.mode == "off":
+        raise HTTPException(409, detail="Authentication is off (KEEL_AUTH=off); no sign-in.")
+    sessions: ConsoleSessions = state.console_sessions
+    try:
+        cookie, session = sessions.exchange(body.token.strip(), state.verifier)
+    except AuthError as exc:
+        client = request.client.host if request.client else None
+        await state.audit.auth_refused(exc.message, request.url.path, client)
+        raise HTTPException(401, detail=exc.message) from exc
+    p = session.principal
+    answer = ConsoleWhoAmI(
+        auth="jwt",
+        signed_in=True,
+        tenant_id=p.tenant_id,
+        subject=p.subject,
+        scopes=p.scopes,
+        is_admin=p.is_admin,
+        expires_at=session.expires_at,
+        csrf=session.csrf,
+    )
+    response = JSONResponse(answer.model_dump(), headers={"Cache-Control": "no-store"})
+    response.set_cookie(
+        COOKIE_NAME,
+        cookie,
+        max_age=max(session.expires_at - _now(), 1),
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.delete("", status_code=204)
+async def sign_out(request: Request) -> Response:
+    """Forget the session here and in the browser; a copied cookie stops working too."""
+    cookie = request.cookies.get(COOKIE_NAME)
+    if cookie:
+        sessions: ConsoleSessions = request.app.state.console_sessions
+        sessions.sign_out(cookie)
+    response = Response(status_code=204)
+    response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
+    return response
+
+
+def _now() -> int:
+    return int(time.time())

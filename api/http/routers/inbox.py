@@ -1,0 +1,27 @@
+"""/v1/interactions: every pending approval and question of the caller's tenant, oldest
+first — the console's approvals inbox. Deciding stays on the run's interaction endpoint."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.core.schemas import InteractionPublic
+from api.http.deps import ConsoleReadsDep, CurrentUser
+from api.http.errors import AUTHENTICATED
+
+router = APIRouter(prefix="/v1/interactions", tags=["interactions"], responses=AUTHENTICATED)
+
+
+@router.get("", response_model=list[InteractionPublic])
+async def pending_interactions(
+    user: CurrentUser,
+    reads: ConsoleReadsDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 200,
+) -> list[InteractionPublic]:
+    """Pending interactions across the tenant's runs, the one expiring soonest-made first."""
+    return [
+        InteractionPublic.from_interaction(run_id, ia)
+        for run_id, ia in await reads.pending_interactions(user.tenant_id, limit)
+    ]

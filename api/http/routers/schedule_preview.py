@@ -1,0 +1,36 @@
+"""/v1/schedules/preview: when a schedule would fire, before it is created."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from api.core.errors import Invalid
+from api.core.schedule_specs import fire_times
+from api.core.schemas import ScheduleCreate
+from api.http.deps import CurrentUser
+from api.http.errors import AUTHENTICATED
+
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=AUTHENTICATED)
+
+
+class SchedulePreview(BaseModel):
+    next_fire_times: list[datetime] = Field(description="UTC, jitter aside, as Temporal fires.")
+
+
+@router.post("/preview", response_model=SchedulePreview)
+async def preview_schedule(
+    body: ScheduleCreate,
+    user: CurrentUser,
+    count: Annotated[int, Query(ge=1, le=50)] = 5,
+) -> SchedulePreview:
+    """The next fire times of a schedule with this spec; nothing is created."""
+    if bool(body.cron_expressions) == (body.interval_s is not None):
+        raise Invalid(
+            "Give either cron_expressions or interval_s: one says when the schedule fires.",
+            field="cron_expressions",
+        )
+    return SchedulePreview(next_fire_times=fire_times(body, datetime.now(UTC), limit=count))

@@ -1,0 +1,34 @@
+"""/v1/runs/{run_id}/tool-outputs/{step}/{call_id}: the whole stored output of one tool call,
+which events only preview."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from activities.store.console_reads import StoredToolOutput
+from api.core.errors import NotFound
+from api.core.schemas import StoredText
+from api.http.deps import ConsoleReadsDep, CurrentUser, ServiceDep
+from api.http.errors import AUTHENTICATED, documented
+
+router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)
+
+
+@router.get(
+    "/{run_id}/tool-outputs/{step}/{call_id}",
+    response_model=StoredToolOutput,
+    responses=documented(404),
+)
+async def tool_output(
+    run_id: StoredText,
+    step: int,
+    call_id: StoredText,
+    user: CurrentUser,
+    service: ServiceDep,
+    reads: ConsoleReadsDep,
+) -> StoredToolOutput:
+    record = await service.runs.get(run_id, user)
+    output = await reads.tool_output(record.tenant_id, run_id, step, call_id)
+    if output is None:
+        raise NotFound(f"No output of call {call_id} at step {step} of {run_id}.")
+    return output
