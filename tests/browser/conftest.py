@@ -3,6 +3,7 @@ real API, worker, Temporal dev server and Postgres with the scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import uuid
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -125,3 +127,25 @@ async def screenshot(page: object, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     await page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
     return path
+
+
+async def pending(
+    http: Any, run_id: str, *, headers: dict[str, str], seen: set[str] | None = None
+) -> list[dict[str, Any]]:
+    """Wait for a pending interaction of the run that is not among `seen`."""
+    for _ in range(600):
+        items = (await http.get(f"/v1/runs/{run_id}/interactions", headers=headers)).json()
+        waiting = [i for i in items if i["status"] == "pending" and i["id"] not in (seen or ())]
+        if waiting:
+            return waiting
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} never had a pending interaction")
+
+
+async def finished(http: Any, run_id: str, *, headers: dict[str, str]) -> dict[str, Any]:
+    for _ in range(1200):
+        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}", headers=headers)).json()
+        if run["status"] in ("completed", "failed", "cancelled"):
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} did not finish")

@@ -29,7 +29,8 @@ const OUTCOME = {
 
 /** A card for an interaction (`InteractionPublic`, or the data of `interaction_pending`). */
 export function decisionCard(ia, { showRun = true, onDecided } = {}) {
-  const payload = canonicalJson({ tool: ia.tool, arguments: ia.arguments });
+  // What Keel hashes (workflows/gate.py): the tool and its canonical arguments as a string.
+  const payload = canonicalJson({ tool: ia.tool, arguments: canonicalJson(ia.arguments) });
   const check = h("span", { class: "hash-check muted" }, "checking…");
   sha256Hex(payload).then((hex) => {
     if (hex === null) replace(check, "not re-checked here (the browser needs https for SHA-256)");
@@ -89,7 +90,9 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
     h("div", { class: "muted small" }, `asked ${fmtTime(ia.created_at)}`, ia.requester ? ` by ${ia.requester}` : "",
       ia.approvers?.length ? ` · approvers: ${ia.approvers.join(", ")}` : ""),
     ia.kind === "ask_user" ? null : h("div", {},
-      h("div", { class: "label" }, "Exact payload that will run"),
+      h("div", { class: "label" }, "Arguments"),
+      h("pre", { class: "arguments" }, JSON.stringify(ia.arguments, null, 2)),
+      h("div", { class: "label" }, "Exact payload that will run (canonical JSON, as hashed)"),
       h("pre", { class: "payload" }, payload),
       h("div", { class: "label" }, "SHA-256 ", check),
       h("code", { class: "payload-hash" }, ia.payload_hash)),
