@@ -9,8 +9,13 @@ export async function schedulesPage(main) {
   const list = h("div", { id: "schedules" });
   const info = h("p", { class: "muted" });
 
+  const fresh = new Map(); // created here: Temporal's list may not show them for a moment
   async function refresh() {
     const page = await get("/v1/schedules?limit=200");
+    const ids = new Set(page.schedules.map((s) => s.id));
+    for (const id of [...fresh.keys()]) if (ids.has(id)) fresh.delete(id);
+    const known = await Promise.all([...fresh.keys()].map((id) => get(`/v1/schedules/${encodeURIComponent(id)}`).catch(() => null)));
+    page.schedules.push(...known.filter(Boolean));
     replace(list, page.schedules.map((s) => card(s, refresh)));
     replace(info, page.schedules.length ? `${page.schedules.length} schedules` : "No schedules yet.");
   }
@@ -54,6 +59,7 @@ export async function schedulesPage(main) {
       try {
         localStorage.setItem("keel.workspace", f.workspace.value);
         const s = await post("/v1/schedules", spec());
+        fresh.set(s.id, true);
         replace(note, h("span", { class: "ok" }, `Created ${s.id}.`));
         await refresh();
       } catch (err) { replace(note, h("span", { class: "error" }, err instanceof ApiError ? err.detail : String(err))); }

@@ -1,0 +1,235 @@
+"""Sessions, schedules, usage, audit, paging and the event types not every run emits, in a
+real browser against the real API."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from playwright.async_api import Page, expect
+
+from activities.store.run_store import Store
+from tests.browser.conftest import finished, screenshot
+from tests.browser.test_console_runs import sign_in_with_link
+from tests.conftest import auth_headers
+from worker.scripted_llm import Script, Turn
+
+ANSWER = "## Answer\n\nThe retry policy is set in `activities/llm.py`; see **max_retries**."
+
+
+async def sign_in_as(page: Page, c: Any, tenant: str, sub: str, *scopes: str) -> None:
+    await page.goto(f"{c.url}/console/signin")
+    await page.fill("#token", c.token(tenant, sub, *scopes))
+    await page.click("#signin-form button[type=submit]")
+    await expect(page.locator("#who-name")).to_have_text(f"{sub} @ {tenant}")
+
+
+async def test_a_session_message_streams_its_answer_into_the_chat(
+    console_stack: Any, page: Page
+) -> None:
+    script = Script(
+        turns=[Turn(content=ANSWER, stream_pause_s=0.3, prompt_tokens=200, completion_tokens=40)]
+    )
+    async with console_stack(script) as c:
+        tenant = f"chat-{uuid.uuid4().hex[:6]}"
+        await sign_in_as(page, c, tenant, "sam")
+        await page.click("nav a[data-page=sessions]")
+        await page.select_option("#session-agent", "investigate")
+        await page.fill("#session-workspace", str(c.workspace))
+        await page.click("#new-session button[type=submit]")
+        await expect(page.locator("#chat-form")).to_be_visible()
+        await page.fill("#chat-input", "Where is the retry policy set?")
+        await page.select_option("#chat-on-busy", "enqueue")
+        await page.click("#chat-send")
+        await expect(page.locator(".bubble.user")).to_contain_text("Where is the retry policy")
+        streaming = page.locator(".bubble.streaming .bubble-text")
+        await expect(streaming).to_contain_text("Answer")
+        assert len(await streaming.inner_text()) < len(ANSWER)  # arrived in pieces
+        answer = page.locator(".bubble.assistant:not(.streaming)")
+        await expect(answer.locator("h3")).to_have_text("Answer", timeout=30_000)
+        await expect(answer.locator("code")).to_have_text("activities/llm.py")
+        await screenshot(page, "session")
+
+        # The tokens show on the usage page, per agent and per day.
+        await page.click("nav a[data-page=usage]")
+        row = page.locator("#usage-table tr[data-agent=investigate]")
+        await expect(row).to_contain_text("240")
+        assert await page.locator("svg.chart rect.bar").count() >= 2
+        await screenshot(page, "usage")
+
+
+async def test_create_pause_and_trigger_a_schedule(console_stack: Any, page: Page) -> None:
+    script = Script(turns=[Turn(content="Nightly review: nothing new.")])
+    async with console_stack(script) as c, httpx.AsyncClient(base_url=c.url, timeout=30) as http:
+        tenant = f"sched-{uuid.uuid4().hex[:6]}"
+        await sign_in_as(page, c, tenant, "sam")
+        await page.click("nav a[data-page=schedules]")
+        schedule_id = f"nightly-{uuid.uuid4().hex[:6]}"
+        await page.fill("#sched-id", schedule_id)
+        await page.select_option("#sched-agent", "investigate")
+        await page.fill("#sched-input", "Review what changed")
+        await page.fill("#sched-workspace", str(c.workspace))
+        await page.fill("#sched-when", "0 2 * * *")
+        fires = page.locator("#sched-preview .fire-time")
+        await expect(fires).to_have_count(5)
+        for text in await fires.all_inner_texts():
+            assert text.endswith("02:00:00Z")
+        await page.fill("#sched-when", "61 2 * * *")
+        await expect(page.locator("#sched-preview .error")).to_be_visible()
+        await page.fill("#sched-when", "0 2 * * *")
+        await expect(fires).to_have_count(5)
+        await page.click("#sched-create")
+        card = page.locator(f"article.schedule[data-schedule-id='{schedule_id}']")
+        await expect(card).to_have_attribute("data-paused", "false")
+        await expect(card).to_contain_text("next:")
+
+        await card.locator("button.pause").click()
+        await expect(card).to_have_attribute("data-paused", "true")
+        await card.locator("button.resume").click()
+        await expect(card).to_have_attribute("data-paused", "false")
+        await card.locator("button.trigger").click()
+        await expect(card.locator(".decision-result")).to_contain_text("Started")
+        await screenshot(page, "schedules")
+
+        await page.goto(f"{c.url}/console/runs?trigger=schedule")
+        row = page.locator("tr.run-row").first
+        await expect(row).to_contain_text(schedule_id, timeout=20_000)
+        run_id = await row.get_attribute("data-run-id")
+        assert run_id is not None
+        await finished(http, run_id, headers=auth_headers(tenant, "sam"))
+        await page.goto(f"{c.url}/console/runs?schedule={schedule_id}")
+        await expect(page.locator("tr.run-row")).to_have_count(1)
+        page.once("dialog", lambda dialog: dialog.accept())
+        await page.goto(f"{c.url}/console/schedules")
+        await card.locator("button.delete").click()
+        await expect(card).to_have_count(0)
+
+
+async def test_with_auth_off_every_page_says_so(console_stack: Any, page: Page) -> None:
+    async with console_stack(Script(turns=[Turn(content="unused")]), auth_mode="off") as c:
+        assert "#signin" not in c.link
+        for path in ("runs", "approvals", "sessions", "schedules", "usage", "audit"):
+            await page.goto(f"{c.url}/console/{path}")
+            banner = page.locator("#auth-banner")
+            await expect(banner).to_be_visible()
+            await expect(banner).to_contain_text("Authentication is OFF")
+        await screenshot(page, "auth-off")
+
+
+async def insert_runs(store: Store, tenant: str, count: int) -> list[str]:
+    """`count` finished runs of `tenant`, one a minute, newest last."""
+    start = datetime.now(UTC) - timedelta(minutes=count)
+    statuses = ["completed", "failed", "cancelled"]
+    rows = [
+        (
+            f"run-{tenant}-{i:05d}",
+            tenant,
+            "review",
+            "scripted",
+            "user:pat",
+            "schedule" if i % 10 == 0 else "api",
+            "/tmp",
+            f"task {i}",
+            statuses[i % 3],
+            start + timedelta(minutes=i),
+        )
+        for i in range(count)
+    ]
+    async with store.pool.connection() as conn, conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO runs (id, tenant_id, agent, model, requester, trigger, workspace,"
+            " input, status, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+    return [r[0] for r in rows]
+
+
+async def test_paging_through_thousands_of_runs_with_filters(
+    console_stack: Any, page: Page, store: Store
+) -> None:
+    tenant = f"many-{uuid.uuid4().hex[:6]}"
+    ids = await insert_runs(store, tenant, 2500)
+    async with console_stack(Script(turns=[Turn(content="unused")])) as c:
+        await sign_in_as(page, c, tenant, "pat")
+        rows = page.locator("tr.run-row")
+        await expect(rows).to_have_count(50)
+        await expect(rows.first).to_have_attribute("data-run-id", ids[-1])
+        for _ in range(3):
+            await page.click("#page-next")
+        await expect(page.locator("#runs-info")).to_contain_text("Page 4")
+        await expect(rows.first).to_have_attribute("data-run-id", ids[-151])
+        await page.click("#page-prev")
+        await expect(rows.first).to_have_attribute("data-run-id", ids[-101])
+
+        await page.select_option("#filter-status", "failed")
+        await expect(page.locator("#runs-info")).to_contain_text("Page 1")
+        statuses = await page.locator("tr.run-row [data-status]").all_inner_texts()
+        assert len(statuses) == 50 and set(statuses) == {"failed"}
+        await page.select_option("#filter-trigger", "schedule")
+        await expect(rows.first).to_contain_text("schedule")
+        assert re.search(r"status=failed", page.url) and "trigger=schedule" in page.url
+        first = await rows.first.get_attribute("data-run-id")
+        assert first is not None and int(first.rsplit("-", 1)[1]) % 30 == 10  # failed, scheduled
+        await screenshot(page, "runs")
+
+
+async def test_compactions_and_child_runs_render_as_a_tree(
+    console_stack: Any, page: Page, store: Store
+) -> None:
+    parent, child = f"run-tree-{uuid.uuid4().hex[:6]}", f"run-child-{uuid.uuid4().hex[:6]}"
+    async with store.pool.connection() as conn:
+        for run_id, agent, parent_id in ((parent, "review", None), (child, "explore", parent)):
+            await conn.execute(
+                "INSERT INTO runs (id, tenant_id, agent, model, requester, trigger, workspace,"
+                " input, status, stop_reason, report, parent_run_id)"
+                " VALUES (%s, 'default', %s, 'scripted', 'user:local', %s, '/tmp', 'go',"
+                " 'completed', 'final_answer', 'merged', %s)",
+                (run_id, agent, "parent" if parent_id else "api", parent_id),
+            )
+    events: list[tuple[str, int, str, dict[str, object]]] = [
+        (parent, 1, "run_started", {"agent": "review", "model": "scripted", "trigger": "api"}),
+        (parent, 2, "compaction", {"step": 3, "reason": "threshold", "tokens_before": 90000,
+                                   "tokens_after": 12000, "summary": "Task: review <b>x</b>"}),
+        (parent, 3, "child_run", {"step": 3, "call_id": "call_1", "child_run_id": child,
+                                  "agent": "explore", "status": "completed",
+                                  "task": "Explore pkg/"}),
+        (parent, 4, "done", {"status": "completed", "stop_reason": "final_answer"}),
+        (child, 1, "run_started", {"agent": "explore", "model": "scripted", "trigger": "parent"}),
+        (child, 2, "message", {"step": 1, "content": "pkg/ has one module", "tool_calls": []}),
+        (child, 3, "done", {"status": "completed", "stop_reason": "final_answer"}),
+    ]
+    for run_id, seq, type_, data in events:
+        await store.put_event(run_id, seq, type_, data)
+    async with console_stack(Script(turns=[Turn(content="unused")])) as c:
+        await sign_in_with_link(page, c.link)
+        await page.goto(f"{c.url}/console/runs/{parent}")
+        compaction = page.locator(".ev-compaction")
+        await expect(compaction).to_contain_text("tokens_before: 90000")
+        await expect(compaction).to_contain_text("tokens_after: 12000")
+        assert await compaction.locator("b").count() == 0  # the summary is text
+        node = page.locator(f".child-run[data-child-run-id='{child}']")
+        await expect(node).to_contain_text("explore")
+        await node.locator("button").click()
+        nested = node.locator(f"ol.timeline[data-run-id='{child}']")
+        await expect(nested.locator(".ev-message")).to_contain_text("pkg/ has one module")
+        await expect(nested.locator(".ev-done")).to_be_visible()
+        await screenshot(page, "run-tree")
+
+
+async def test_audit_page_lists_and_verifies_the_chain(console_stack: Any, page: Page) -> None:
+    async with console_stack(Script(turns=[Turn(content="unused")])) as c:
+        await sign_in_with_link(page, c.link)  # the local user holds keel:admin
+        await page.click("nav a[data-page=audit]")
+        await page.click("#audit-verify")
+        await expect(page.locator("#audit-verdict")).to_contain_text("Chain intact")
+        await screenshot(page, "audit")
+        # Without the admin scope the page is not offered and the API refuses it.
+        await page.click("#sign-out")
+        await sign_in_as(page, c, "default", "dora")
+        assert await page.locator("nav a[data-page=audit]").count() == 0
+        await page.goto(f"{c.url}/console/audit")
+        await expect(page.locator("#error-title")).to_have_text("Error 403")
+
