@@ -191,11 +191,31 @@ async def test_compactions_and_child_runs_render_as_a_tree(
             )
     events: list[tuple[str, int, str, dict[str, object]]] = [
         (parent, 1, "run_started", {"agent": "review", "model": "scripted", "trigger": "api"}),
-        (parent, 2, "compaction", {"step": 3, "reason": "threshold", "tokens_before": 90000,
-                                   "tokens_after": 12000, "summary": "Task: review <b>x</b>"}),
-        (parent, 3, "child_run", {"step": 3, "call_id": "call_1", "child_run_id": child,
-                                  "agent": "explore", "status": "completed",
-                                  "task": "Explore pkg/"}),
+        (
+            parent,
+            2,
+            "compaction",
+            {
+                "step": 3,
+                "reason": "threshold",
+                "tokens_before": 90000,
+                "tokens_after": 12000,
+                "summary": "Task: review <b>x</b>",
+            },
+        ),
+        (
+            parent,
+            3,
+            "child_run",
+            {
+                "step": 3,
+                "call_id": "call_1",
+                "child_run_id": child,
+                "agent": "explore",
+                "status": "completed",
+                "task": "Explore pkg/",
+            },
+        ),
         (parent, 4, "done", {"status": "completed", "stop_reason": "final_answer"}),
         (child, 1, "run_started", {"agent": "explore", "model": "scripted", "trigger": "parent"}),
         (child, 2, "message", {"step": 1, "content": "pkg/ has one module", "tool_calls": []}),
@@ -232,4 +252,3 @@ async def test_audit_page_lists_and_verifies_the_chain(console_stack: Any, page:
         assert await page.locator("nav a[data-page=audit]").count() == 0
         await page.goto(f"{c.url}/console/audit")
         await expect(page.locator("#error-title")).to_have_text("Error 403")
-

@@ -38,9 +38,7 @@ async def test_a_dropped_stream_resumes_without_duplicates(
     for i, name in enumerate(files):
         (workspace / name).write_text(f"file {i}\n")
     turns = [
-        Turn(
-            tool_calls=[ScriptedToolCall(name="read_file", arguments={"path": name})], delay_s=1.2
-        )
+        Turn(tool_calls=[ScriptedToolCall(name="read_file", arguments={"path": name})], delay_s=1.2)
         for name in files
     ]
     llm = scripted(Script(turns=[*turns, Turn(content="Read them all.")]))
@@ -60,9 +58,7 @@ async def test_a_dropped_stream_resumes_without_duplicates(
             await expect(timeline.locator(".ev-tool_call")).to_have_count(1, timeout=20_000)
             await expect(page.locator(".stream-state")).to_have_attribute("data-state", "live")
         # The API is gone: the stream drops while the worker carries on.
-        await expect(page.locator(".stream-state")).to_have_attribute(
-            "data-state", "reconnecting"
-        )
+        await expect(page.locator(".stream-state")).to_have_attribute("data-state", "reconnecting")
         await asyncio.sleep(1.5)
         async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
             await expect(timeline.locator(".ev-done")).to_be_visible(timeout=60_000)
