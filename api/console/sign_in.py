@@ -15,7 +15,8 @@ from api.identity.console_session import COOKIE_NAME, ConsoleSessions
 from worker.local_secrets import local_secret
 from worker.settings import Settings
 
-router = APIRouter(prefix="/console/session", tags=["console"])
+# Not in the OpenAPI document: the console's own plumbing, described in docs/console.md.
+router = APIRouter(prefix="/console/session", tags=["console"], include_in_schema=False)
 
 CONSOLE_SECRET_FILE = "console-secret"
 

@@ -176,3 +176,28 @@ async def test_another_tenants_run_is_not_reachable(console_stack: Any, page: Pa
         await http.post(f"/v1/runs/{theirs}/interactions/{ia['id']}", headers=LOCAL, json=body)
         await finished(http, theirs, headers=LOCAL)
         await asyncio.sleep(0)
+
+
+async def test_cancel_a_waiting_run_from_its_page(console_stack: Any, page: Page) -> None:
+    script = Script(
+        turns=[
+            Turn(
+                tool_calls=[
+                    ScriptedToolCall(name="write_file", arguments={"path": "c.txt", "content": "x"})
+                ]
+            ),
+            Turn(content="never"),
+        ]
+    )
+    async with console_stack(script) as c, httpx.AsyncClient(base_url=c.url, timeout=30) as http:
+        run_id = await start_build(http, c, LOCAL)
+        await pending(http, run_id, headers=LOCAL)
+        await sign_in_with_link(page, c.link)
+        await page.goto(f"{c.url}/console/runs/{run_id}")
+        await expect(page.locator(".ev-interaction_pending")).to_contain_text(
+            "Waiting for approval"
+        )
+        await page.click("#cancel-run")
+        await expect(page.locator(".ev-cancelled")).to_be_visible(timeout=30_000)
+        await expect(page.locator("#run-header [data-status]")).to_have_text("cancelled")
+        assert not (c.workspace / "c.txt").exists()

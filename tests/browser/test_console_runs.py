@@ -179,7 +179,11 @@ async def test_console_pages_carry_a_strict_content_security_policy(console_stac
                 assert response.headers["x-content-type-options"] == "nosniff"
             html = (await http.get("/console/")).text
             assert "<script>" not in html and "onload" not in html
-            assert (await http.get("/console/assets/..%2Fpages.py")).status_code == 404
+            # Only files of assets/ are served; anything else under /console is the page shell.
+            sneaky = await http.get("/console/assets/..%2Fpages.py")
+            assert "def _shell" not in sneaky.text and "<html" in sneaky.text
+            assert (await http.get("/console/assets/missing.js")).status_code == 404
+            assert (await http.get("/console/assets/.hidden.js")).status_code == 404
             # Signing in from another origin is refused (login CSRF).
             cross = await http.post(
                 "/console/session",

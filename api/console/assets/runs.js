@@ -36,9 +36,13 @@ export async function runsPage(main) {
     refresh();
   }
 
+  let latest = 0;
   async function refresh() {
+    // A poll and a click may overlap: only the newest request may draw.
+    const mine = ++latest;
     const cursor = cursors[cursors.length - 1];
     const page = await get(`/v1/runs${query({ ...filters, limit: PAGE, cursor })}`);
+    if (mine !== latest) return;
     replace(body, page.runs.map(row));
     if (!page.runs.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs match.")));
     replace(info, `Page ${cursors.length} · ${page.runs.length} runs · live`);

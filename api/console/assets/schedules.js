@@ -9,6 +9,7 @@ export async function schedulesPage(main) {
   const list = h("div", { id: "schedules" });
   const info = h("p", { class: "muted" });
 
+  const notes = new Map(); // the last action's answer per schedule, kept across redraws
   const fresh = new Map(); // created here: Temporal's list may not show them for a moment
   async function refresh() {
     const page = await get("/v1/schedules?limit=200");
@@ -16,7 +17,7 @@ export async function schedulesPage(main) {
     for (const id of [...fresh.keys()]) if (ids.has(id)) fresh.delete(id);
     const known = await Promise.all([...fresh.keys()].map((id) => get(`/v1/schedules/${encodeURIComponent(id)}`).catch(() => null)));
     page.schedules.push(...known.filter(Boolean));
-    replace(list, page.schedules.map((s) => card(s, refresh)));
+    replace(list, page.schedules.map((s) => card(s, refresh, notes)));
     replace(info, page.schedules.length ? `${page.schedules.length} schedules` : "No schedules yet.");
   }
 
@@ -44,7 +45,7 @@ export async function schedulesPage(main) {
     timer = setTimeout(async () => {
       if (!f.when.value.trim()) { replace(preview); return; }
       try {
-        const p = await post("/v1/schedules/preview?count=5", spec());
+        const p = await post("/v1/schedule-preview?count=5", spec());
         replace(preview, h("li", {}, "Next fires:"), p.next_fire_times.map((t) => h("li", { class: "fire-time" }, fmtTime(t))));
       } catch (err) { replace(preview, h("li", { class: "error" }, err.detail || String(err))); }
     }, 250);
@@ -70,10 +71,12 @@ export async function schedulesPage(main) {
   await refresh();
 }
 
-function card(s, refresh) {
-  const result = h("div", { class: "decision-result" });
+function card(s, refresh, notes) {
+  const result = h("div", { class: "decision-result" }, notes.get(s.id) ?? "");
   const act = (label, cls, fn) => h("button", { class: cls, onclick: async () => {
-    try { replace(result, await fn()); await refresh(); } catch (err) { replace(result, h("span", { class: "error" }, err.detail || String(err))); }
+    try { notes.set(s.id, await fn()); } catch (err) { notes.set(s.id, h("span", { class: "error" }, err.detail || String(err))); }
+    replace(result, notes.get(s.id));
+    await refresh();
   } }, label);
   const id = encodeURIComponent(s.id);
   const start = h("input", { type: "datetime-local", class: "bf-start" });

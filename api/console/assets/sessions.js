@@ -12,8 +12,11 @@ export async function sessionsPage(main) {
   const body = h("tbody", { id: "sessions-body" });
   const pager = h("div", { class: "pager" });
 
+  let latest = 0;
   async function refresh() {
+    const mine = ++latest;
     const page = await get(`/v1/sessions${query({ limit: 50, cursor: cursors[cursors.length - 1] })}`);
+    if (mine !== latest) return;
     replace(body, page.sessions.map((s) => h("tr", { dataset: { sessionId: s.id } },
       h("td", {}, h("a", { href: `/console/sessions/${encodeURIComponent(s.id)}` }, s.id)),
       h("td", {}, s.agent), h("td", {}, s.workspace), h("td", {}, s.created_by), h("td", { title: s.created_at }, fmtAgo(s.created_at)))));

@@ -18,6 +18,7 @@ const TYPES = [
   "cancelled", "message_delta",
 ];
 const TERMINAL = new Set(["done", "error", "cancelled"]);
+const FRAME_BUDGET_MS = 10;
 
 export class Timeline {
   constructor(runId, { onTerminal, onUsage, depth = 0 } = {}) {
@@ -97,12 +98,23 @@ export class Timeline {
   }
 
   flush() {
-    this.scheduled = false;
-    const batch = this.queue.splice(0);
-    for (const event of batch) this.render(event);
+    // At most ~10 ms of rendering a frame, so a long run fills in without freezing the page.
+    const started = performance.now();
+    const done = [];
+    while (this.queue.length && performance.now() - started < FRAME_BUDGET_MS) {
+      const event = this.queue.shift();
+      this.render(event);
+      done.push(event);
+    }
     this.list.dataset.count = String(this.count);
-    this.list.dataset.lastSeq = String(this.lastSeq);
-    for (const event of batch) if (TERMINAL.has(event.type)) this.onTerminal?.(event);
+    this.list.dataset.lastSeq = String(done.length ? done[done.length - 1].seq : this.lastSeq);
+    if (this.queue.length) {
+      requestAnimationFrame(() => this.flush());
+    } else {
+      this.scheduled = false;
+      this.list.dataset.lastSeq = String(this.lastSeq);
+    }
+    for (const event of done) if (TERMINAL.has(event.type)) this.onTerminal?.(event);
   }
 
   step(n) {

@@ -1,4 +1,4 @@
-"""/v1/schedules/preview: when a schedule would fire, before it is created."""
+"""/v1/schedule-preview: when a schedule would fire, before it is created."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from api.core.schemas import ScheduleCreate
 from api.http.deps import CurrentUser
 from api.http.errors import AUTHENTICATED
 
-router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=AUTHENTICATED)
+router = APIRouter(prefix="/v1/schedule-preview", tags=["schedules"], responses=AUTHENTICATED)
 
 
 class SchedulePreview(BaseModel):
     next_fire_times: list[datetime] = Field(description="UTC, jitter aside, as Temporal fires.")
 
 
-@router.post("/preview", response_model=SchedulePreview)
+@router.post("", response_model=SchedulePreview)
 async def preview_schedule(
     body: ScheduleCreate,
     user: CurrentUser,
