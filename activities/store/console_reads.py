@@ -13,10 +13,14 @@ from pydantic import BaseModel
 from activities.store.interaction_store import COLUMNS, _row_to_interaction
 from workflows.models import Interaction
 
+# A run that ended (cancelled while it waited, say) no longer waits on anything, whatever
+# its interactions' rows still say.
 PENDING_SQL = (
-    f"SELECT run_id, {COLUMNS} FROM interactions"
-    " WHERE tenant_id = %s AND status = 'pending'"
-    " ORDER BY created_at, run_id, id LIMIT %s"
+    "SELECT i.run_id, " + ", ".join(f"i.{c.strip()}" for c in COLUMNS.split(",")) + ""
+    " FROM interactions i JOIN runs r ON r.id = i.run_id"
+    " WHERE i.tenant_id = %s AND i.status = 'pending'"
+    " AND r.status NOT IN ('completed', 'failed', 'cancelled')"
+    " ORDER BY i.created_at, i.run_id, i.id LIMIT %s"
 )
 TOOL_OUTPUT_SQL = (
     "SELECT m.name, m.content, m.is_error FROM messages m JOIN runs r ON r.id = m.run_id"

@@ -29,6 +29,12 @@ async def start_build(http: httpx.AsyncClient, c: Any, headers: dict[str, str]) 
     return str(response.json()["id"])
 
 
+def inbox_card(page: Page, run_id: str, ia: dict[str, Any]) -> Any:
+    return page.locator(
+        f"article.interaction[data-run-id='{run_id}'][data-interaction-id='{ia['id']}']"
+    )
+
+
 def tool_messages(request: dict[str, Any]) -> str:
     return json.dumps([m for m in request["messages"] if m.get("role") == "tool"])
 
@@ -60,7 +66,7 @@ async def test_approve_reject_and_answer_from_the_inbox(
         await sign_in_with_link(page, c.link)
         await page.click("nav a[data-page=approvals]")
 
-        card = page.locator(f"article.interaction[data-interaction-id='{ia['id']}']")
+        card = inbox_card(page, run_id, ia)
         await expect(card.locator("header strong")).to_have_text("write_file")
         await expect(card.locator("pre.payload")).to_have_text(
             '{"arguments":"{\\"content\\":\\"hello\\",\\"path\\":\\"notes/out.txt\\"}",'
@@ -75,14 +81,14 @@ async def test_approve_reject_and_answer_from_the_inbox(
         await expect(card.locator(".decision-result")).to_contain_text("approve by user:local")
 
         [bash] = await pending(http, run_id, headers=LOCAL, seen={ia["id"]})
-        card = page.locator(f"article.interaction[data-interaction-id='{bash['id']}']")
+        card = inbox_card(page, run_id, bash)
         await expect(card.locator("pre.arguments")).to_contain_text('"ls"')
         await card.locator("textarea.reason").fill("not on main, please")
         await card.locator("button.reject").click()
         await expect(card.locator(".decision-result")).to_contain_text("Accepted")
 
         [question] = await pending(http, run_id, headers=LOCAL, seen={ia["id"], bash["id"]})
-        card = page.locator(f"article.interaction[data-interaction-id='{question['id']}']")
+        card = inbox_card(page, run_id, question)
         await expect(card.locator(".question")).to_have_text("Which database?")
         await card.locator("textarea.reason").fill("use the staging database")
         await card.locator("button.answer").click()
@@ -120,7 +126,7 @@ async def test_a_refused_decision_shows_the_api_answer(console_stack: Any, page:
         [ia] = await pending(http, run_id, headers=alice)
         await sign_in_with_link(page, c.link)
         await page.goto(f"{c.url}/console/approvals")
-        card = page.locator(f"article.interaction[data-interaction-id='{ia['id']}']")
+        card = inbox_card(page, run_id, ia)
         await card.locator("button.approve").click()
         result = card.locator(".decision-result")
         await expect(result).to_contain_text("403 not allowed")
@@ -191,8 +197,10 @@ async def test_cancel_a_waiting_run_from_its_page(console_stack: Any, page: Page
     )
     async with console_stack(script) as c, httpx.AsyncClient(base_url=c.url, timeout=30) as http:
         run_id = await start_build(http, c, LOCAL)
-        await pending(http, run_id, headers=LOCAL)
+        [ia] = await pending(http, run_id, headers=LOCAL)
         await sign_in_with_link(page, c.link)
+        await page.goto(f"{c.url}/console/approvals")
+        await expect(inbox_card(page, run_id, ia)).to_be_visible()
         await page.goto(f"{c.url}/console/runs/{run_id}")
         await expect(page.locator(".ev-interaction_pending")).to_contain_text(
             "Waiting for approval"
@@ -201,3 +209,30 @@ async def test_cancel_a_waiting_run_from_its_page(console_stack: Any, page: Page
         await expect(page.locator(".ev-cancelled")).to_be_visible(timeout=30_000)
         await expect(page.locator("#run-header [data-status]")).to_have_text("cancelled")
         assert not (c.workspace / "c.txt").exists()
+        # A cancelled run waits on nothing: its request leaves the inbox.
+        await page.goto(f"{c.url}/console/approvals")
+        await expect(page.locator("#inbox-info")).to_be_visible()
+        await expect(inbox_card(page, run_id, ia)).to_have_count(0)
+
+
+async def test_approve_always_lets_the_same_call_run_without_asking(
+    console_stack: Any, page: Page
+) -> None:
+    def write(content: str) -> Turn:
+        args = {"path": "notes/a.txt", "content": content}
+        return Turn(tool_calls=[ScriptedToolCall(name="write_file", arguments=args)])
+
+    script = Script(turns=[write("v1"), write("v2"), Turn(content="Wrote it twice.")])
+    async with console_stack(script) as c, httpx.AsyncClient(base_url=c.url, timeout=30) as http:
+        run_id = await start_build(http, c, LOCAL)
+        [ia] = await pending(http, run_id, headers=LOCAL)
+        await sign_in_with_link(page, c.link)
+        await page.goto(f"{c.url}/console/approvals")
+        card = inbox_card(page, run_id, ia)
+        await card.locator("button.approve-always").click()
+        await expect(card.locator(".decision-result")).to_contain_text("approve_always")
+        run = await finished(http, run_id, headers=LOCAL)
+        assert run["status"] == "completed"
+        assert (c.workspace / "notes" / "a.txt").read_text() == "v2"
+        asked = (await http.get(f"/v1/runs/{run_id}/interactions", headers=LOCAL)).json()
+        assert [i["id"] for i in asked] == [ia["id"]]  # the second write did not ask
