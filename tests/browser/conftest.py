@@ -111,6 +111,7 @@ async def page(tmp_path: Path) -> AsyncIterator[object]:
             headless=True,
             args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 900},
+            timezone_id="UTC",
         )
         page = context.pages[0] if context.pages else await context.new_page()
         page.set_default_timeout(20_000)

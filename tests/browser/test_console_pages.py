@@ -102,6 +102,21 @@ async def test_create_pause_and_trigger_a_schedule(console_stack: Any, page: Pag
         await finished(http, run_id, headers=auth_headers(tenant, "sam"))
         await page.goto(f"{c.url}/console/runs?schedule={schedule_id}")
         await expect(page.locator("tr.run-row")).to_have_count(1)
+
+        # Backfill the two nights before yesterday's end (the browser runs in UTC).
+        await page.goto(f"{c.url}/console/schedules")
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        await card.locator(".bf-start").fill((today - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M"))
+        await card.locator(".bf-end").fill(today.strftime("%Y-%m-%dT%H:%M"))
+        await card.locator("button.backfill").click()
+        await expect(card.locator(".decision-result")).to_contain_text("Backfilling 2 runs")
+        await page.goto(f"{c.url}/console/runs?schedule={schedule_id}")
+        await expect(page.locator("tr.run-row")).to_have_count(3, timeout=30_000)
+        for row_id in await page.locator("tr.run-row").evaluate_all(
+            "rows => rows.map(r => r.dataset.runId)"
+        ):
+            await finished(http, row_id, headers=auth_headers(tenant, "sam"))
+
         page.once("dialog", lambda dialog: dialog.accept())
         await page.goto(f"{c.url}/console/schedules")
         await card.locator("button.delete").click()
