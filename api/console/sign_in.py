@@ -10,8 +10,8 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from api.identity.auth import LOCAL_PRINCIPAL, AuthConfig, AuthError
-from api.identity.console_session import COOKIE_NAME, ConsoleSessions
+from api.identity.auth import LOCAL_PRINCIPAL, AuthConfig, AuthError, Principal
+from api.identity.console_session import COOKIE_NAME, ConsoleSession, ConsoleSessions
 from worker.local_secrets import local_secret
 from worker.settings import Settings
 
@@ -53,20 +53,26 @@ def _same_origin(request: Request) -> bool:
     return origin == f"{request.url.scheme}://{request.url.netloc}"
 
 
+def _signed_in(
+    auth: Literal["jwt", "off"], p: Principal, session: ConsoleSession | None
+) -> ConsoleWhoAmI:
+    return ConsoleWhoAmI(
+        auth=auth,
+        signed_in=True,
+        tenant_id=p.tenant_id,
+        subject=p.subject,
+        scopes=p.scopes,
+        is_admin=p.is_admin,
+        expires_at=session.expires_at if session else None,
+        csrf=session.csrf if session else "",
+    )
+
+
 @router.get("", response_model=ConsoleWhoAmI)
 async def who_am_i(request: Request) -> ConsoleWhoAmI:
     state = request.app.state
     if state.auth_config.mode == "off":
-        p = LOCAL_PRINCIPAL
-        return ConsoleWhoAmI(
-            auth="off",
-            signed_in=True,
-            tenant_id=p.tenant_id,
-            subject=p.subject,
-            scopes=p.scopes,
-            is_admin=p.is_admin,
-            csrf="",
-        )
+        return _signed_in("off", LOCAL_PRINCIPAL, None)
     cookie = request.cookies.get(COOKIE_NAME)
     if not cookie:
         return ConsoleWhoAmI(auth="jwt", signed_in=False)
@@ -75,17 +81,7 @@ async def who_am_i(request: Request) -> ConsoleWhoAmI:
         session = sessions.read(cookie)
     except AuthError:
         return ConsoleWhoAmI(auth="jwt", signed_in=False)
-    p = session.principal
-    return ConsoleWhoAmI(
-        auth="jwt",
-        signed_in=True,
-        tenant_id=p.tenant_id,
-        subject=p.subject,
-        scopes=p.scopes,
-        is_admin=p.is_admin,
-        expires_at=session.expires_at,
-        csrf=session.csrf,
-    )
+    return _signed_in("jwt", session.principal, session)
 
 
 @router.post("", response_model=ConsoleWhoAmI)
@@ -105,17 +101,7 @@ async def sign_in(body: SignIn, request: Request) -> Response:
         client = request.client.host if request.client else None
         await state.audit.auth_refused(exc.message, request.url.path, client)
         raise HTTPException(401, detail=exc.message) from exc
-    p = session.principal
-    answer = ConsoleWhoAmI(
-        auth="jwt",
-        signed_in=True,
-        tenant_id=p.tenant_id,
-        subject=p.subject,
-        scopes=p.scopes,
-        is_admin=p.is_admin,
-        expires_at=session.expires_at,
-        csrf=session.csrf,
-    )
+    answer = _signed_in("jwt", session.principal, session)
     response = JSONResponse(answer.model_dump(), headers={"Cache-Control": "no-store"})
     response.set_cookie(
         COOKIE_NAME,

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from playwright.async_api import Page, expect
 
 from tests.browser.conftest import screenshot
@@ -22,6 +23,7 @@ from worker.settings import Settings
 LINK = re.compile(r"Console\s+(http://\S+/console/#signin=\S+)")
 
 
+@pytest.mark.slow
 async def test_keel_dev_prints_a_link_that_signs_the_browser_in(
     scripted: Callable[[Script], ScriptedLLMServer],
     settings_for: Callable[..., Settings],

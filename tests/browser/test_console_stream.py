@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.async_api import Page, expect
 from temporalio.client import Client
 
@@ -25,6 +26,7 @@ from worker.settings import Settings
 LOCAL = auth_headers("default", "local")
 
 
+@pytest.mark.slow
 async def test_a_dropped_stream_resumes_without_duplicates(
     temporal_client: Client,
     store: Store,

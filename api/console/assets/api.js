@@ -38,7 +38,10 @@ export async function api(method, path, body) {
   let parsed = null;
   try { parsed = text ? JSON.parse(text) : null; } catch { parsed = null; }
   if (!response.ok) {
-    if (response.status === 401) window.dispatchEvent(new CustomEvent("keel:signed-out"));
+    // A refused sign-in is the sign-in page's to explain; any other 401 ends the session.
+    if (response.status === 401 && !path.startsWith("/console/session")) {
+      window.dispatchEvent(new CustomEvent("keel:signed-out"));
+    }
     throw new ApiError(response.status, detailOf(parsed, response.status));
   }
   return parsed;

@@ -99,6 +99,7 @@ async function render() {
       await signInWith(token);
     } catch (err) {
       await whoAmI().catch(() => null);
+      history.replaceState({}, "", "/console/signin");
       drawChrome("");
       signInPage(main, `That sign-in link did not work: ${err.detail || err}. Run \`keel console\` for a fresh one.`);
       return;
