@@ -1,5 +1,5 @@
-"""Reads the console needs beyond one run: the tenant's approvals inbox, a tool call's
-stored output, and usage per day and per agent."""
+"""Reads the console needs beyond a run's record and events: a tool call's stored output,
+and usage per day and per agent."""
 
 from __future__ import annotations
 
@@ -10,18 +10,6 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from activities.store.interaction_store import COLUMNS, _row_to_interaction
-from workflows.models import Interaction
-
-# A run that ended (cancelled while it waited, say) no longer waits on anything, whatever
-# its interactions' rows still say.
-PENDING_SQL = (
-    "SELECT i.run_id, " + ", ".join(f"i.{c.strip()}" for c in COLUMNS.split(",")) + ""
-    " FROM interactions i JOIN runs r ON r.id = i.run_id"
-    " WHERE i.tenant_id = %s AND i.status = 'pending'"
-    " AND r.status NOT IN ('completed', 'failed', 'cancelled')"
-    " ORDER BY i.created_at, i.run_id, i.id LIMIT %s"
-)
 TOOL_OUTPUT_SQL = (
     "SELECT m.name, m.content, m.is_error FROM messages m JOIN runs r ON r.id = m.run_id"
     " WHERE m.run_id = %s AND r.tenant_id = %s AND m.step = %s AND m.tool_call_id = %s"
@@ -63,15 +51,6 @@ class ConsoleReads:
 
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]) -> None:
         self._pool = pool
-
-    async def pending_interactions(
-        self, tenant_id: str, limit: int
-    ) -> list[tuple[str, Interaction]]:
-        """(run id, interaction) of every pending interaction of the tenant, oldest first."""
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(PENDING_SQL, (tenant_id, limit))
-            rows = await cur.fetchall()
-        return [(str(row.pop("run_id")), _row_to_interaction(row)) for row in rows]
 
     async def tool_output(
         self, tenant_id: str, run_id: str, step: int, call_id: str

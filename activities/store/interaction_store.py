@@ -19,6 +19,16 @@ COLUMNS = (
     " expires_at"
 )
 
+# A run that ended (cancelled while it waited, say) waits on nothing, whatever its
+# interactions' rows still say.
+PENDING_FOR_TENANT_SQL = (
+    "SELECT i.run_id, " + ", ".join(f"i.{c.strip()}" for c in COLUMNS.split(",")) + ""
+    " FROM interactions i JOIN runs r ON r.id = i.run_id"
+    " WHERE i.tenant_id = %s AND i.status = 'pending'"
+    " AND r.status NOT IN ('completed', 'failed', 'cancelled')"
+    " ORDER BY i.created_at, i.run_id, i.id LIMIT %s"
+)
+
 
 def _row_to_interaction(row: dict[str, Any]) -> Interaction:
     data = dict(row)
@@ -139,6 +149,13 @@ class InteractionStore:
             )
             rows = await cur.fetchall()
         return [_row_to_interaction(row) for row in rows]
+
+    async def pending_for_tenant(self, tenant_id: str, limit: int) -> list[tuple[str, Interaction]]:
+        """(run id, interaction) of what the tenant's live runs wait on, oldest first."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(PENDING_FOR_TENANT_SQL, (tenant_id, limit))
+            rows = await cur.fetchall()
+        return [(str(row.pop("run_id")), _row_to_interaction(row)) for row in rows]
 
     async def get(self, run_id: str, interaction_id: str) -> Interaction | None:
         async with self._pool.connection() as conn:
