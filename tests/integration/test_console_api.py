@@ -1,0 +1,101 @@
+"""The REST reads the console added, over real HTTP: each scoped to the caller's tenant."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+from temporalio.client import Client
+
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from tests.conftest import auth_headers, in_process_worker
+from tests.integration.test_approvals import finished
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+
+ALICE = auth_headers("default", "alice")
+MALLORY = auth_headers("other-tenant", "mallory")
+
+
+async def test_tool_outputs_usage_filters_and_previews(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+    settings_for: Callable[..., Settings],
+) -> None:
+    (workspace / "big.txt").write_text("".join(f"line {i}\n" for i in range(3000)))
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[ScriptedToolCall(name="read_file", arguments={"path": "big.txt"})],
+                    prompt_tokens=111,
+                    completion_tokens=7,
+                ),
+                Turn(content="Read it.", prompt_tokens=222, completion_tokens=9),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        created = await http.post(
+            "/v1/runs",
+            headers=ALICE,
+            json={"agent": "investigate", "input": "Read big.txt", "workspace": str(workspace)},
+        )
+        run_id = created.json()["id"]
+        await finished(http, run_id)
+        events = (await http.get(f"/v1/runs/{run_id}/events", headers=ALICE)).json()["events"]
+        result = next(e["data"] for e in events if e["type"] == "tool_result")
+        path = f"/v1/runs/{run_id}/tool-outputs/{result['step']}/{result['call_id']}"
+
+        full = await http.get(path, headers=ALICE)
+        assert full.status_code == 200
+        body = full.json()
+        assert body["name"] == "read_file" and not body["is_error"]
+        assert len(body["content"]) > len(result["preview"]) and "line 2999" in body["content"]
+        assert (await http.get(path, headers=MALLORY)).status_code == 404
+        missing = f"/v1/runs/{run_id}/tool-outputs/{result['step']}/nope"
+        assert (await http.get(missing, headers=ALICE)).status_code == 404
+
+        usage = (await http.get("/v1/usage?days=1", headers=ALICE)).json()
+        mine = [r for r in usage if r["agent"] == "investigate"]
+        assert sum(r["prompt_tokens"] for r in mine) >= 333
+        assert (await http.get("/v1/usage", headers=MALLORY)).json() == []
+
+        api_runs = (await http.get("/v1/runs?trigger=api&limit=200", headers=ALICE)).json()
+        assert run_id in [r["id"] for r in api_runs["runs"]]
+        cli_runs = (await http.get("/v1/runs?trigger=cli&limit=200", headers=ALICE)).json()
+        assert run_id not in [r["id"] for r in cli_runs["runs"]]
+        by_schedule = (await http.get("/v1/runs?schedule=none-such", headers=ALICE)).json()
+        assert by_schedule["runs"] == []
+        assert (await http.get("/v1/interactions", headers=MALLORY)).json() == []
+
+        spec = {"agent": "investigate", "input": "x", "workspace": "."}
+        hourly = await http.post(
+            "/v1/schedule-preview?count=3", headers=ALICE, json={**spec, "interval_s": 3600}
+        )
+        times = [datetime.fromisoformat(t) for t in hourly.json()["next_fire_times"]]
+        assert len(times) == 3 and all(
+            (b - a).total_seconds() == 3600 for a, b in itertools.pairwise(times)
+        )
+        both = await http.post(
+            "/v1/schedule-preview",
+            headers=ALICE,
+            json={**spec, "interval_s": 60, "cron_expressions": ["* * * * *"]},
+        )
+        assert both.status_code == 422
+        bad = await http.post(
+            "/v1/schedule-preview", headers=ALICE, json={**spec, "cron_expressions": ["61 * * * *"]}
+        )
+        assert bad.status_code == 422
