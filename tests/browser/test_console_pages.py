@@ -225,13 +225,20 @@ async def test_compactions_and_child_runs_render_as_a_tree(
             {
                 "step": 3,
                 "call_id": "call_1",
-                "child_run_id": child,
+                "run_id": child,
                 "agent": "explore",
-                "status": "completed",
+                "status": "running",
+                "pending_interactions": ["ia-1-2"],
                 "task": "Explore pkg/",
             },
         ),
-        (parent, 4, "done", {"status": "completed", "stop_reason": "final_answer"}),
+        (
+            parent,
+            4,
+            "child_run",
+            {"step": 3, "run_id": child, "agent": "explore", "status": "completed"},
+        ),
+        (parent, 5, "done", {"status": "completed", "stop_reason": "final_answer"}),
         (child, 1, "run_started", {"agent": "explore", "model": "scripted", "trigger": "parent"}),
         (child, 2, "message", {"step": 1, "content": "pkg/ has one module", "tool_calls": []}),
         (child, 3, "done", {"status": "completed", "stop_reason": "final_answer"}),
@@ -246,7 +253,10 @@ async def test_compactions_and_child_runs_render_as_a_tree(
         await expect(compaction).to_contain_text("tokens_after: 12000")
         assert await compaction.locator("b").count() == 0  # the summary is text
         node = page.locator(f".child-run[data-child-run-id='{child}']")
+        await expect(node).to_have_count(1)  # reported twice, shown once
+        await expect(node).to_have_attribute("data-status", "completed")
         await expect(node).to_contain_text("explore")
+        await expect(page.locator("ol.timeline").first).to_have_attribute("data-count", "5")
         await node.locator("button").click()
         nested = node.locator(f"ol.timeline[data-run-id='{child}']")
         await expect(nested.locator(".ev-message")).to_contain_text("pkg/ has one module")

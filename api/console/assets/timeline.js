@@ -214,9 +214,14 @@ export class Timeline {
         this.item(event, h("strong", {}, "Decided"), ` ${d.decision || d.status}${d.decided_by ? ` by ${d.decided_by}` : ""}`);
         break;
       }
-      case "child_run":
-        this.item(event, this.child(d));
+      case "child_run": {
+        // A child reports more than once (started, waiting, finished): one node, kept current.
+        const id = d.child_run_id || d.run_id || d.child_id;
+        const known = this.cards.get(`child:${id}`);
+        if (known) { known.update(d); this.count++; }
+        else this.item(event, this.child(d, id));
         break;
+      }
       case "compaction":
         this.item(event, h("strong", {}, "Context compacted"), " ",
           h("span", { class: "muted" }, Object.entries(d).filter(([k, v]) => k !== "step" && typeof v !== "object").map(([k, v]) => `${k}: ${v}`).join(" · ")),
@@ -256,9 +261,9 @@ export class Timeline {
     return out;
   }
 
-  child(d) {
-    const childId = d.child_run_id || d.run_id || d.child_id;
+  child(d, childId) {
     const nested = h("div", { class: "child-timeline" });
+    const state = h("span", { class: "child-status" });
     let timeline = null;
     const toggle = h("button", { class: "link", onclick: () => {
       if (timeline) { timeline.stop(); timeline = null; replace(nested); replace(toggle, "show its timeline"); return; }
@@ -266,11 +271,19 @@ export class Timeline {
       replace(nested, timeline.el);
       replace(toggle, "hide its timeline");
     } }, "show its timeline");
-    return h("div", { class: "child-run", dataset: { childRunId: childId || "" } },
+    const node = h("div", { class: "child-run", dataset: { childRunId: childId || "" } },
       h("strong", {}, "Sub-agent "), d.agent ? `${d.agent} ` : "",
       childId ? h("a", { href: `/console/runs/${encodeURIComponent(childId)}` }, childId) : "",
-      d.status ? ` · ${d.status}` : "", d.task || d.prompt ? h("div", { class: "muted" }, d.task || d.prompt) : null,
+      " · ", state, d.task || d.prompt ? h("div", { class: "muted" }, d.task || d.prompt) : null,
       childId && this.depth < 4 ? toggle : null, nested);
+    node.update = (data) => {
+      node.dataset.status = data.status || "";
+      const waiting = data.pending_interactions?.length;
+      replace(state, data.status || "", waiting ? h("span", { class: "badge waiting" }, `waiting on ${waiting}`) : null);
+    };
+    node.update(d);
+    this.cards.set(`child:${childId}`, node);
+    return node;
   }
 }
 
