@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.core.schemas import InteractionPublic
-from api.http.deps import CurrentUser, InteractionStoreDep
+from api.http.deps import CurrentUser, ServiceDep
 from api.http.errors import AUTHENTICATED
 
 router = APIRouter(prefix="/v1/interactions", tags=["interactions"], responses=AUTHENTICATED)
@@ -17,11 +17,11 @@ router = APIRouter(prefix="/v1/interactions", tags=["interactions"], responses=A
 @router.get("", response_model=list[InteractionPublic])
 async def pending_interactions(
     user: CurrentUser,
-    interactions: InteractionStoreDep,
+    service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 200,
 ) -> list[InteractionPublic]:
     """Pending interactions across the tenant's live runs, oldest first."""
     return [
         InteractionPublic.from_interaction(run_id, ia)
-        for run_id, ia in await interactions.pending_for_tenant(user.tenant_id, limit)
+        for run_id, ia in await service.parts.interactions.pending_for_tenant(user.tenant_id, limit)
     ]
