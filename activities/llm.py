@@ -8,7 +8,6 @@ workflow history never carries a transcript.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import time
@@ -21,15 +20,27 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.context.budget import (
+    ContextBudget,
+    ContextLengthExceeded,
+    exceeded_limit,
+    openai_message,
+)
 from activities.prices import ModelPrice
 from activities.run_records import open_run
 from activities.store.audit import AuditEntry, AuditLog
 from activities.store.mcp_tool_store import McpToolStore
-from activities.store.records import MessageRecord
 from activities.store.run_store import Store
+from activities.tool_schemas import tool_definitions
 from workflows.activity_refs import LlmCalls
-from workflows.models import GateResult, LlmStepInput, LlmStepResult, ToolCallRequest, Usage
-from workflows.tool_specs import TOOL_SPECS
+from workflows.models import (
+    CompactionNeed,
+    GateResult,
+    LlmStepInput,
+    LlmStepResult,
+    ToolCallRequest,
+    Usage,
+)
 
 PREVIEW_CHARS = 200
 HEARTBEAT_EVERY_S = 2.0
@@ -56,11 +67,13 @@ class LlmActivities(LlmCalls):
         store: Store,
         audit: AuditLog,
         prices: dict[str, ModelPrice] | None = None,
+        budget: ContextBudget | None = None,
     ) -> None:
         self._client = client
         self._store = store
         self._audit = audit
         self._prices = prices or {}
+        self._budget = budget
         self._mcp_tools = McpToolStore(store.pool)
 
     @activity.defn(name="llm_step")
@@ -71,7 +84,13 @@ class LlmActivities(LlmCalls):
         await self._audit_denials(step)
         if step.nudge:
             await self._store.put_user_message(step.run_id, step.step, 0, step.nudge)
-        history = await self._store.conversation(step.run_id, step.session_id)
+        budget = self._budget if self._budget is not None and self._budget.enabled else None
+        inputs = None
+        if budget is not None:
+            inputs = await budget.store.budget_inputs(step.run_id, step.model)
+        # What a compaction summary covers is not read again: the summary stands for it.
+        covered = inputs.summary.through_step if inputs and inputs.summary else None
+        history = await self._store.conversation(step.run_id, step.session_id, after_step=covered)
         if any(m.step == step.step and m.role == "assistant" for m in history):
             # An earlier attempt finished this call and a crash lost only its result:
             # answer from the record rather than pay for (and diverge on) a second call.
@@ -82,14 +101,44 @@ class LlmActivities(LlmCalls):
                     completion_tokens=recorded.completion_tokens,
                 )
                 return _digest(recorded.tool_calls, usage, recorded.latency_ms)
-        tools = _tool_definitions(tuple(step.tools)) if step.tools else []
+        tools = tool_definitions(tuple(step.tools)) if step.tools else []
         if step.mcp:
             # Discovered at the run's start; the history carries only their names.
             tools = tools + [t.definition() for t in await self._mcp_tools.for_run(step.run_id)]
+        messages = [openai_message(m) for m in history]
+        estimated = 0
+        if budget is not None and inputs is not None:
+            # Caps, pruning and the decision to compact: made here and returned, so the
+            # workflow only follows what this activity recorded.
+            request = await budget.plan(
+                inputs=inputs,
+                model=step.model,
+                agent_window=step.context_window,
+                history=history,
+                tools=tools,
+            )
+            if request.plan.needs_compaction:
+                level = budget.next_level(
+                    request.inputs,
+                    step.step,
+                    refused=False,
+                    estimate=request.plan.estimate,
+                    window=request.window,
+                )
+                need = CompactionNeed(
+                    level=level,
+                    estimate=request.plan.estimate,
+                    window=request.window.context_window,
+                )
+                return LlmStepResult(compact=need)
+            messages, estimated = request.plan.messages, request.plan.raw
         started = time.monotonic()
-        message, usage, finish_reason = await _with_heartbeats(
-            self._complete(step, [_to_openai(m) for m in history], tools)
-        )
+        try:
+            message, usage, finish_reason = await _with_heartbeats(
+                self._complete(step, messages, tools)
+            )
+        except ContextLengthExceeded as refusal:
+            return await self._refused(step, refusal)
         latency_ms = int((time.monotonic() - started) * 1000)
         content = message["content"]
         tool_calls = message["tool_calls"] if step.tool_choice == "auto" else []
@@ -106,8 +155,39 @@ class LlmActivities(LlmCalls):
             finish_reason=finish_reason,
             event_seq=step.event_seq,
             cost_usd=self._cost(step.model, usage),
+            estimated_tokens=estimated,
         )
         return _digest(tool_calls, usage, latency_ms)
+
+    async def _refused(self, step: LlmStepInput, refusal: ContextLengthExceeded) -> LlmStepResult:
+        """A provider said the request was too long: learn its window, compact harder."""
+        budget = self._budget
+        if budget is None or not budget.enabled:
+            raise ApplicationError(
+                f"LLM provider rejected the request as too long: {refusal}",
+                type="LlmRequestRejected",
+                non_retryable=True,
+            )
+        if refusal.limit is not None:
+            await budget.store.learn_window(step.model, refusal.limit, step.run_id)
+        inputs = await budget.store.budget_inputs(step.run_id, step.model)
+        window = budget.window(step.model, step.context_window, inputs)
+        log.warning(
+            "%s step %s: the provider refused the request as too long (%s); compacting",
+            step.run_id,
+            step.step,
+            refusal,
+        )
+        level = budget.next_level(
+            inputs, step.step, refused=True, estimate=refusal.size or 0, window=window
+        )
+        need = CompactionNeed(
+            level=level,
+            estimate=refusal.size or 0,
+            window=refusal.limit or window.context_window,
+            refused=True,
+        )
+        return LlmStepResult(compact=need)
 
     def _cost(self, model: str, usage: Usage) -> float:
         price = self._prices.get(model)
@@ -212,6 +292,9 @@ class LlmActivities(LlmCalls):
                 async with deltas:
                     return await _collect(_chunks(response.iter_lines()), on_text=deltas.add)
         except openai.APIStatusError as exc:
+            refusal = exceeded_limit(exc)
+            if refusal is not None:
+                raise refusal from exc
             raise _status_error(exc) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ApplicationError(
@@ -223,22 +306,6 @@ class LlmActivities(LlmCalls):
                 f"LLM stream from {self._client.base_url} broke: {type(exc).__name__}: {exc}",
                 type="LlmUnavailable",
             ) from exc
-
-
-@functools.lru_cache(maxsize=64)
-def _tool_definitions(names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The `tools` of a request, built once per tool set: JSON schemas are slow to make."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": TOOL_SPECS[name].description,
-                "parameters": TOOL_SPECS[name].json_schema(),
-            },
-        }
-        for name in names
-    ]
 
 
 def _digest(tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int) -> LlmStepResult:
@@ -406,15 +473,6 @@ async def _collect(
     for i, call in enumerate(ordered):
         call["id"] = call["id"] or f"call_{i}"
     return {"content": "".join(content), "tool_calls": ordered}, usage, finish_reason
-
-
-def _to_openai(message: MessageRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
-    if message.role == "assistant" and message.tool_calls:
-        out["tool_calls"] = message.tool_calls
-    if message.role == "tool":
-        out["tool_call_id"] = message.tool_call_id
-    return out
 
 
 def _status_error(exc: openai.APIStatusError) -> ApplicationError:

@@ -33,6 +33,7 @@ class AgentFrontMatter(BaseModel):
     permissions: list[PermissionRule] = Field(default_factory=list)
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+    context_window: int | None = Field(default=None, ge=1024, le=100_000_000)
 
     @field_validator("mcp_servers")
     @classmethod
@@ -86,6 +87,7 @@ def parse_agent(text: str, source: str) -> AgentSpec:
         permissions=meta.permissions,
         approval=meta.approval,
         mcp_servers=meta.mcp_servers,
+        context_window=meta.context_window,
     )
 
 

@@ -14,10 +14,12 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.a2a_client import A2AClientActivities
+from activities.context import CompactionActivities, ContextBudget
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.run_records import RunRecordActivities
 from activities.store.audit import AuditLog
+from activities.store.context_store import ContextStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
@@ -60,7 +62,14 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     llm = openai_client(settings)
     audit = AuditLog(store.pool)
     a2a_activities = A2AClientActivities(A2ATokens(settings))
-    llm_activities = LlmActivities(llm, store, audit, settings.prices)
+    budget = ContextBudget(
+        ContextStore(store.pool),
+        default_model=settings.model,
+        default_window=settings.model_context_window,
+        enabled=settings.context_budget,
+    )
+    llm_activities = LlmActivities(llm, store, audit, settings.prices, budget)
+    compaction_activities = CompactionActivities(llm, store, budget)
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
     tool_activities = ToolActivities(
@@ -83,6 +92,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             a2a_activities.a2a_send,
             a2a_activities.a2a_follow,
             llm_activities.llm_step,
+            compaction_activities.compact_context,
             tool_activities.run_tool,
             tool_activities.run_mcp_tool,
             mcp_activities.discover_mcp_tools,

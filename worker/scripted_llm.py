@@ -9,6 +9,19 @@ first `fail_times` requests for that turn are answered with HTTP `fail_status` a
 an OpenAI-style error body (plus a `Retry-After` header when `retry_after_s` is
 set), at once and without `delay_s`; later requests for the turn get its reply.
 Requests are counted per turn since the server started or was last `reset()`.
+
+Two modes make it behave like a real model where context matters:
+
+- `context_window`: every request is measured (`scripted_reviewer.request_tokens`,
+  about 4 characters a token of the messages' and tools' JSON) and one larger than
+  the window is refused the way OpenAI's API refuses it: HTTP 400 with
+  `code: context_length_exceeded` and both figures in the message. Each request's
+  size, and how much of it repeats the previous request's prefix (what a provider's
+  prompt cache serves), is kept in `requests`; `largest_request` is the maximum.
+  Replies then report the measured size as `prompt_tokens`.
+- `policy: reviewer`: no script; the reply is decided from the request by
+  `scripted_reviewer.reviewer_reply` (list, read what its context has not seen,
+  note `# BUG:` lines, report what it knows).
 """
 
 from __future__ import annotations
@@ -17,6 +30,7 @@ import argparse
 import asyncio
 import collections
 import copy
+import hashlib
 import json
 import math
 import signal
@@ -26,7 +40,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import uvicorn
 import yaml
@@ -36,7 +50,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
+from worker.scripted_reviewer import message_tokens, reviewer_reply, tools_tokens
+
+__all__ = ["RequestSize", "Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
 
 _STARTUP_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 10.0
@@ -101,10 +117,20 @@ class Turn(BaseModel):
 class Script(BaseModel):
     """The turns the scripted model plays, in order."""
 
-    turns: list[Turn]
+    turns: list[Turn] = Field(default_factory=list)
     """Turn `i` answers requests that carry `i` assistant messages."""
     name: str = "scripted"
     """Model name listed by `/v1/models` and used when a request names none."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Refuse requests larger than this many tokens, as OpenAI does; none: no limit."""
+    policy: Literal["reviewer"] | None = None
+    """Decide each reply from the request instead of playing `turns`."""
+
+    @model_validator(mode="after")
+    def _has_turns_or_policy(self) -> Self:
+        if not self.turns and self.policy is None:
+            raise ValueError("A script needs `turns` or a `policy`.")
+        return self
 
     @classmethod
     def load(cls, path: Path) -> Script:
@@ -118,6 +144,17 @@ class Script(BaseModel):
                 f"found {type(data).__name__}."
             )
         return cls.model_validate(data)
+
+
+class RequestSize(BaseModel):
+    """One chat request as the server measured it."""
+
+    tokens: int
+    """Its size: messages and tool schemas."""
+    prefix_tokens: int
+    """How much of it repeats the previous request's beginning, message by message."""
+    rejected: bool = False
+    """Refused for being larger than the context window."""
 
 
 class ScriptedLLMServer:
@@ -135,6 +172,8 @@ class ScriptedLLMServer:
         self._requests_by_turn: collections.Counter[int] = collections.Counter()
         self._total_requests = 0
         self._last_requests: dict[int, dict[str, Any]] = {}
+        self._sizes: list[RequestSize] = []
+        self._previous: tuple[str, list[tuple[str, int]]] | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.app = Starlette(
@@ -165,12 +204,47 @@ class ScriptedLLMServer:
                 raise KeyError(f"No request has asked for turn {turn} yet.")
             return copy.deepcopy(self._last_requests[turn])
 
+    @property
+    def requests(self) -> list[RequestSize]:
+        """A snapshot: every measured request in order (with `context_window` or a policy)."""
+        with self._lock:
+            return list(self._sizes)
+
+    @property
+    def largest_request(self) -> int:
+        """The largest measured request, in tokens; 0 before any."""
+        with self._lock:
+            return max((r.tokens for r in self._sizes), default=0)
+
     def reset(self) -> None:
         """Forget all counted and recorded requests."""
         with self._lock:
             self._requests_by_turn.clear()
             self._total_requests = 0
             self._last_requests.clear()
+            self._sizes.clear()
+            self._previous = None
+
+    def _measure(self, body: dict[str, Any]) -> RequestSize:
+        """Size the request and its prefix shared with the previous one; record both."""
+        tools = json.dumps(body.get("tools") or [], sort_keys=True)
+        messages = [(json.dumps(m, sort_keys=True), message_tokens(m)) for m in body["messages"]]
+        tokens = tools_tokens(body.get("tools")) + sum(n for _, n in messages)
+        with self._lock:
+            prefix = 0
+            if self._previous is not None and self._previous[0] == tools:
+                prefix = tools_tokens(body.get("tools"))
+                for (text, n), (before, _) in zip(messages, self._previous[1], strict=False):
+                    if text != before:
+                        break
+                    prefix += n
+            self._previous = (tools, messages)
+            window = self.script.context_window
+            size = RequestSize(
+                tokens=tokens, prefix_tokens=prefix, rejected=window is not None and tokens > window
+            )
+            self._sizes.append(size)
+        return size
 
     # -- running ----------------------------------------------------------------
 
@@ -265,6 +339,13 @@ class ScriptedLLMServer:
             self._requests_by_turn[index] += 1
             attempt = self._requests_by_turn[index]
             self._last_requests[index] = copy.deepcopy(body)
+        size: RequestSize | None = None
+        if self.script.context_window is not None or self.script.policy is not None:
+            size = self._measure(body)
+            if size.rejected:
+                return _context_length_exceeded(self.script.context_window or 0, size.tokens)
+        if self.script.policy == "reviewer":
+            return self._respond(body, _reviewer_turn(messages, size), index)
         turns = self.script.turns
         if index >= len(turns):
             return _error(
@@ -277,11 +358,23 @@ class ScriptedLLMServer:
             return _scripted_failure(turn.fail_status, turn, index, attempt)
         if turn.delay_s > 0:
             await asyncio.sleep(turn.delay_s)
+        if size is not None:
+            turn = turn.model_copy(update={"prompt_tokens": size.tokens})
+        return self._respond(body, turn, index)
+
+    def _respond(self, body: dict[str, Any], turn: Turn, index: int) -> Response:
+        messages: list[object] = body["messages"]
+        policy = self.script.policy is not None
         reply = _Reply(
             turn=turn,
             index=index,
-            content=None if turn.content is None else _render(turn.content, messages),
+            content=turn.content
+            if policy or turn.content is None
+            else _render(turn.content, messages),
             model=str(body.get("model") or self.script.name),
+            # A compacted conversation carries fewer assistant messages than the run made:
+            # ids from the request's content stay unique where the turn index repeats.
+            call_tag=_request_tag(messages) if policy else "",
         )
         if body.get("stream"):
             options = body.get("stream_options")
@@ -297,8 +390,11 @@ class ScriptedLLMServer:
 class _Reply:
     """One turn rendered for one request, as a completion or as stream chunks."""
 
-    def __init__(self, turn: Turn, index: int, content: str | None, model: str) -> None:
+    def __init__(
+        self, turn: Turn, index: int, content: str | None, model: str, call_tag: str = ""
+    ) -> None:
         self.turn = turn
+        self.call_tag = call_tag
         self.index = index
         self.content = content
         self.model = model
@@ -311,7 +407,7 @@ class _Reply:
         return "tool_calls" if self.turn.tool_calls else "stop"
 
     def call_id(self, i: int) -> str:
-        return f"call_{self.index}_{i}"
+        return f"call_{self.index}_{i}{self.call_tag}"
 
     def usage(self) -> dict[str, int]:
         prompt, completion = self.turn.prompt_tokens, self.turn.completion_tokens
@@ -388,6 +484,39 @@ class _Reply:
                 await asyncio.sleep(self.turn.stream_pause_s)
             yield f"data: {json.dumps(item)}\n\n"
         yield "data: [DONE]\n\n"
+
+
+def _reviewer_turn(messages: list[object], size: RequestSize | None) -> Turn:
+    """The reviewer policy's reply to these messages, as a turn."""
+    reply = reviewer_reply(messages)
+    return Turn(
+        content=reply.content,
+        tool_calls=[ScriptedToolCall(name=n, arguments=a) for n, a in reply.tool_calls],
+        prompt_tokens=size.tokens if size is not None else 0,
+        completion_tokens=math.ceil(len(reply.content) / 4) + 20 * len(reply.tool_calls),
+    )
+
+
+def _request_tag(messages: list[object]) -> str:
+    """A short deterministic tag of a request: its length and last message."""
+    last = json.dumps(messages[-1] if messages else None, sort_keys=True)
+    digest = hashlib.sha256(f"{len(messages)}:{last}".encode()).hexdigest()
+    return f"_{digest[:8]}"
+
+
+def _context_length_exceeded(window: int, tokens: int) -> JSONResponse:
+    """OpenAI's answer to a request larger than the model's context window."""
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    error = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    return JSONResponse({"error": error}, status_code=400)
 
 
 def _error(message: str, param: str | None = None, status: int = 400) -> JSONResponse:

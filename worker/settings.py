@@ -39,6 +39,17 @@ class Settings(BaseSettings):
         default=SecretStr("not-set"), validation_alias=_env("OPENAI_API_KEY")
     )
     model: str = Field(default="gpt-4.1-mini", validation_alias=_env("KEEL_MODEL"))
+    model_context_window: int | None = Field(
+        default=None,
+        ge=1024,
+        validation_alias=_env("KEEL_MODEL_CONTEXT_WINDOW"),
+        description="Context window of the default model in tokens; unset: known or learnt.",
+    )
+    context_budget: bool = Field(
+        default=True,
+        validation_alias=_env("KEEL_CONTEXT_BUDGET"),
+        description="Cap, prune and compact to fit the window; off sends everything as is.",
+    )
     llm_timeout_s: float = Field(default=300.0, gt=0, validation_alias=_env("KEEL_LLM_TIMEOUT_S"))
     llm_max_attempts: int = Field(default=6, ge=1, validation_alias=_env("KEEL_LLM_MAX_ATTEMPTS"))
     data_dir: Path = Field(

@@ -20,6 +20,8 @@ from temporalio import activity
 
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
 from workflows.models import (
+    CompactionInput,
+    CompactionResult,
     FinishRunInput,
     FinishRunResult,
     LlmStepInput,
@@ -39,6 +41,7 @@ from workflows.models import (
 
 __all__ = [
     "A2ADelegation",
+    "ContextCompaction",
     "InteractionRecords",
     "LlmCalls",
     "McpDiscovery",
@@ -54,6 +57,15 @@ class LlmCalls(Protocol):
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
         """One chat completion; the message goes to the store, a digest comes back."""
+        ...
+
+
+class ContextCompaction(Protocol):
+    """Summaries that replace a conversation too long for the window (`activities.context`)."""
+
+    @activity.defn(name="compact_context")
+    async def compact_context(self, job: CompactionInput) -> CompactionResult:
+        """Summarise the run's conversation before a step; store it, answer with figures."""
         ...
 
 

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import convergence, timeouts
     from workflows.activity_call import run_activity
     from workflows.activity_refs import (
+        ContextCompaction,
         InteractionRecords,
         LlmCalls,
         McpDiscovery,
@@ -36,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gate import GateDecision, ToolGate
     from workflows.mcp_tools import McpToolset
     from workflows.models import (
+        CompactionInput,
+        CompactionNeed,
         DecisionOutcome,
         FinishRunInput,
         GateResult,
@@ -56,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         StopReason,
         ToolCallInput,
         ToolDigest,
+        Usage,
         WebhookDelivery,
         WebhookInteraction,
         WebhookNotice,
@@ -205,8 +209,49 @@ class AgentRunWorkflow:
             event_seq=self._take_seqs(2),
             start=self._opening,
             mcp=bool(gate.mcp_tool_names),
+            context_window=run.agent.context_window,
         )
         self._opening = None
+        result = await self._call_llm(run, step_input)
+        while result.compact is not None:
+            # The activity decided the conversation does not fit: summarise, call again.
+            await self._compact(run, step_input, result.compact)
+            step_input = step_input.model_copy(
+                update={"gate_results": [], "start": None, "nudge": None}
+            )
+            result = await self._call_llm(run, step_input)
+        state.pending_results = []
+        return result
+
+    async def _compact(self, run: RunInput, step: LlmStepInput, need: CompactionNeed) -> None:
+        state = self._state
+        job = CompactionInput(
+            run_id=run.run_id,
+            session_id=run.session_id,
+            step=state.step,
+            model=run.model,
+            tools=step.tools,
+            need=need,
+            event_seq=self._take_seqs(1),
+            context_window=run.agent.context_window,
+        )
+        # A fast model summarises quickly too: one marker, no round trip. A crash repeats
+        # nothing: the activity answers from the stored summary.
+        done = await run_activity(
+            ContextCompaction.compact_context,
+            job,
+            timeouts.compaction_call(run.llm_max_attempts),
+            local=self._llm_runs_local(),
+        )
+        state.compactions += 1
+        if done.tokens:
+            prompt, completion = done.tokens
+            state.usage = state.usage.plus(
+                Usage(prompt_tokens=prompt, completion_tokens=completion)
+            )
+
+    async def _call_llm(self, run: RunInput, step_input: LlmStepInput) -> LlmStepResult:
+        state = self._state
         local = self._llm_runs_local()
         result = await run_activity(
             LlmCalls.llm_step, step_input, timeouts.llm_call(run.llm_max_attempts), local=local
@@ -215,8 +260,8 @@ class AgentRunWorkflow:
             state.local_llm_ms += result.latency_ms
         else:
             state.local_llm_ms = 0
-        state.last_llm_ms = result.latency_ms
-        state.pending_results = []
+        if result.compact is None:
+            state.last_llm_ms = result.latency_ms
         state.usage = state.usage.plus(result.spent())
         return result
 

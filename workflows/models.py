@@ -125,6 +125,9 @@ class AgentSpec(BaseModel):
     mcp_servers: list[McpServerSpec] = Field(
         default_factory=list, description="External MCP servers whose tools the agent uses."
     )
+    context_window: int | None = Field(
+        default=None, description="The model's context window in tokens, if the file says."
+    )
 
 
 class Usage(BaseModel):
@@ -180,6 +183,9 @@ class RunState(BaseModel):
     mcp_unavailable: list[str] = Field(
         default_factory=list,
         description="MCP servers that could not be reached at the run's start.",
+    )
+    compactions: int = Field(
+        default=0, description="Compactions so far; their summaries are in Postgres."
     )
 
 
@@ -369,6 +375,40 @@ class LlmStepInput(BaseModel):
         default=False,
         description="Also offer the run's discovered MCP tools, whose definitions are stored.",
     )
+    context_window: int | None = Field(
+        default=None, description="The agent file's context window for the model, if any."
+    )
+
+
+class CompactionNeed(BaseModel):
+    """`llm_step` did not call the model: the conversation must be compacted first."""
+
+    level: int = Field(description="0: summarise all but the newest step; higher: harder.")
+    estimate: int = Field(description="Estimated tokens of the request that did not fit.")
+    window: int = Field(description="The context window it was measured against.")
+    refused: bool = Field(default=False, description="The provider refused it as too long.")
+
+
+class CompactionInput(BaseModel):
+    """Input of `compact_context`: summarise a run's conversation before `step`."""
+
+    run_id: str
+    session_id: str | None = None
+    step: int
+    model: str
+    tools: list[str] = Field(default_factory=list, description="Offered to the next call.")
+    need: CompactionNeed
+    event_seq: int
+    context_window: int | None = None
+
+
+class CompactionResult(BaseModel):
+    """Output of `compact_context`: the figures; the summary itself is in Postgres."""
+
+    through_step: int
+    tokens_before: int
+    tokens_after: int
+    tokens: list[int] = Field(default_factory=list, description="[prompt, completion] spent.")
 
 
 class LlmStepResult(BaseModel):
@@ -379,6 +419,9 @@ class LlmStepResult(BaseModel):
     tokens: list[int] = Field(
         default_factory=list,
         description="[prompt, completion]: a third of the bytes of a `Usage` in every step.",
+    )
+    compact: CompactionNeed | None = Field(
+        default=None, description="The model was not called: compact, then call again."
     )
 
     def spent(self) -> Usage:

@@ -61,6 +61,12 @@ def llm_call(max_attempts: int) -> ActivityOptions:
     )
 
 
+@lru_cache(maxsize=8)
+def compaction_call(max_attempts: int) -> ActivityOptions:
+    """A summarising model call: one request that nearly fills the window, unstreamed."""
+    return ActivityOptions(start_to_close=LLM_START_TO_CLOSE, retry=llm_retry(max_attempts))
+
+
 # -- tools ---------------------------------------------------------------------------
 
 # Built-in tools: reads and quick writes take milliseconds, searches a few seconds.

@@ -406,11 +406,17 @@ class Store:
 
     # -- messages ---------------------------------------------------------
 
-    async def conversation(self, run_id: str, session_id: str | None) -> list[MessageRecord]:
-        """Earlier runs of the session (input and report), then this run's messages."""
+    async def conversation(
+        self, run_id: str, session_id: str | None, *, after_step: int | None = None
+    ) -> list[MessageRecord]:
+        """Earlier runs of the session (input and report), then this run's messages.
+
+        With `after_step` (the last step a compaction summary covers), only the opening
+        messages and those after it: the summary stands for the rest.
+        """
         async with self._pool.connection() as conn:
             history: list[MessageRecord] = []
-            if session_id:
+            if session_id and after_step is None:
                 cur = await conn.execute(
                     "SELECT input, report FROM runs WHERE session_id = %s AND id <> %s"
                     " AND created_at < (SELECT created_at FROM runs WHERE id = %s)"
@@ -422,11 +428,19 @@ class Store:
                     history.append(
                         MessageRecord(step=-1, ord=1, role="assistant", content=row["report"])
                     )
-            cur = await conn.execute(
-                "SELECT step, ord, role, content, tool_calls, tool_call_id, name, is_error, sha256"
-                " FROM messages WHERE run_id = %s ORDER BY step, ord",
-                (run_id,),
-            )
+            if after_step is None:
+                cur = await conn.execute(
+                    "SELECT step, ord, role, content, tool_calls, tool_call_id, name,"
+                    " is_error, sha256 FROM messages WHERE run_id = %s ORDER BY step, ord",
+                    (run_id,),
+                )
+            else:
+                cur = await conn.execute(
+                    "SELECT step, ord, role, content, tool_calls, tool_call_id, name,"
+                    " is_error, sha256 FROM messages WHERE run_id = %s"
+                    " AND (step = 0 OR step > %s) ORDER BY step, ord",
+                    (run_id, after_step),
+                )
             rows = [MessageRecord.model_validate(row) for row in await cur.fetchall()]
         if history and rows:
             # The system prompt stays first; earlier turns go before this run's input.
@@ -553,6 +567,7 @@ class Store:
         finish_reason: str,
         event_seq: int,
         cost_usd: float = 0.0,
+        estimated_tokens: int = 0,
     ) -> None:
         """Store an LLM call's message, trace, usage and events in one transaction.
 
@@ -565,9 +580,10 @@ class Store:
             # Usage counts once per step, however often the step's call is recorded.
             await conn.execute(
                 "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
-                " completion_tokens, latency_ms, attempt, finish_reason, cost_usd)"
+                " completion_tokens, latency_ms, attempt, finish_reason, cost_usd,"
+                " estimated_tokens)"
                 " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
-                " %(latency)s, %(attempt)s, %(finish)s, %(cost)s)"
+                " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s)"
                 " ON CONFLICT DO NOTHING RETURNING 1)"
                 " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
                 " completion_tokens = completion_tokens + %(completion)s,"
@@ -583,6 +599,7 @@ class Store:
                     "attempt": attempt,
                     "finish": finish_reason,
                     "cost": cost_usd,
+                    "estimated": estimated_tokens,
                 },
             )
             await self._put_event(

@@ -18,6 +18,7 @@ import pytest
 from temporalio import activity, workflow
 
 from activities.a2a_client import A2AClientActivities
+from activities.context import CompactionActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.run_records import RunRecordActivities
@@ -31,6 +32,7 @@ from workflows.session import SessionWorkflow
 
 IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.LlmCalls: LlmActivities,
+    activity_refs.ContextCompaction: CompactionActivities,
     activity_refs.ToolCalls: ToolActivities,
     activity_refs.McpDiscovery: McpDiscoveryActivities,
     activity_refs.RunRecords: RunRecordActivities,

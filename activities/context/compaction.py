@@ -1,0 +1,181 @@
+"""`compact_context`: the model summarises its conversation into a message stored in Postgres.
+
+Later calls send the system prompt, the run's input, the summary and what came
+after it. The summary covers every step before the newest (level 0) or all of
+them (harder levels, after a provider refused a request as too long); the
+summarising request itself is pruned harder until it fits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import openai
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.context.budget import ContextBudget, context_items, exceeded_limit
+from activities.store.context_store import StoredSummary
+from activities.store.run_store import Store
+from activities.tool_schemas import tool_definitions
+from workflows.activity_refs import ContextCompaction
+from workflows.context_budget import (
+    MAX_LEVEL,
+    Summary,
+    estimate_message,
+    estimate_tools,
+    plan_context,
+)
+from workflows.models import CompactionInput, CompactionResult
+
+# Says "summarise the conversation so far": the scripted reviewer keys on that phrase.
+COMPACTION_PROMPT = (
+    "Summarise the conversation so far for your own later use: the summary replaces "
+    "it, so keep everything you need to finish the task. Do not call tools. Write "
+    "Markdown with these sections:\n"
+    "## Task — what the user asked for.\n"
+    "## Files covered — every file you read, one per line as `- path`.\n"
+    "## Findings — every finding, one per line as `- path:line: problem`.\n"
+    "## Open questions\n"
+    "## Files not yet read — one per line as `- path`.\n"
+    "## Next steps"
+)
+# Room kept for the summary the model writes.
+SUMMARY_ROOM_SHARE = 0.2
+
+
+class CompactionActivities(ContextCompaction):
+    """Summaries through the `openai` client; retries belong to Temporal."""
+
+    def __init__(self, client: openai.AsyncOpenAI, store: Store, budget: ContextBudget) -> None:
+        self._client = client
+        self._store = store
+        self._budget = budget
+
+    @activity.defn(name="compact_context")
+    async def compact_context(self, job: CompactionInput) -> CompactionResult:
+        level = job.need.level
+        stored = await self._budget.store.summary(job.run_id, job.step, level)
+        if stored is not None:  # an earlier attempt finished; answer from its record
+            return _result(stored)
+        latest = await self._budget.store.budget_inputs(job.run_id, job.model)
+        covered_before = latest.summary.through_step if latest.summary else None
+        history = await self._store.conversation(
+            job.run_id, job.session_id, after_step=covered_before
+        )
+        items = context_items(history)
+        through = job.step - 2 if level == 0 and job.step - 2 >= 1 else job.step - 1
+        if through < 1:
+            raise ApplicationError(
+                f"The run's first request (about {job.need.estimate} tokens) does not fit the "
+                f"model's context window of {job.need.window} tokens, and there is nothing "
+                "earlier to summarise. Shorten the input or use a model with a larger window.",
+                type="ContextTooLong",
+                non_retryable=True,
+            )
+        covered = [i for i in items if i.step <= through]
+        while True:
+            inputs = await self._budget.store.budget_inputs(job.run_id, job.model)
+            window = self._budget.window(job.model, job.context_window, inputs)
+            room = window.usable - int(window.usable * SUMMARY_ROOM_SHARE)
+            prompt = {"role": "user", "content": COMPACTION_PROMPT}
+            plan = None
+            for prune_level in range(level, MAX_LEVEL + 1):
+                plan = plan_context(
+                    covered,
+                    usable=window.usable,
+                    tools_tokens=0,
+                    summary=inputs.summary,
+                    calibration=inputs.calibration,
+                    level=prune_level,
+                )
+                if plan.estimate + estimate_message(prompt) <= room:
+                    break
+            else:
+                raise ApplicationError(
+                    f"Even pruned to stubs, the conversation to summarise (about "
+                    f"{plan.estimate if plan else 0} tokens) does not fit the model's context "
+                    f"window of {window.context_window} tokens; the run cannot go on. Use a "
+                    "model with a larger window.",
+                    type="ContextTooLong",
+                    non_retryable=True,
+                )
+            try:
+                text, usage = await self._summarise(job.model, [*plan.messages, prompt])
+                break
+            except openai.APIStatusError as exc:
+                refusal = exceeded_limit(exc)
+                if refusal is None or refusal.limit is None:
+                    raise
+                if inputs.learned_window == refusal.limit:
+                    raise ApplicationError(
+                        f"The provider refused the summarising request as too long for its "
+                        f"window of {refusal.limit} tokens: {refusal}",
+                        type="ContextTooLong",
+                        non_retryable=True,
+                    ) from exc
+                await self._budget.store.learn_window(job.model, refusal.limit, job.run_id)
+        summary = Summary(through_step=through, content=text)
+        after = plan_context(
+            items,
+            usable=window.usable,
+            tools_tokens=estimate_tools(tool_definitions(tuple(job.tools))),
+            summary=summary,
+            calibration=inputs.calibration,
+        )
+        stored = StoredSummary(
+            through_step=through,
+            content=text,
+            tokens_before=job.need.estimate,
+            tokens_after=after.estimate,
+            prompt_tokens=usage[0],
+            completion_tokens=usage[1],
+        )
+        await self._budget.store.put_summary(
+            run_id=job.run_id,
+            step=job.step,
+            level=level,
+            summary=stored,
+            event_seq=job.event_seq,
+            event={
+                "step": job.step,
+                "level": level,
+                "through_step": through,
+                "tokens_before": job.need.estimate,
+                "tokens_after": after.estimate,
+                "context_window": window.context_window,
+                "window_source": window.source,
+                "refused": job.need.refused,
+            },
+        )
+        return _result(stored)
+
+    async def _summarise(
+        self, model: str, messages: list[dict[str, Any]]
+    ) -> tuple[str, tuple[int, int]]:
+        completion = await self._client.chat.completions.create(
+            model=model, messages=[], extra_body={"messages": messages}
+        )
+        text = (completion.choices[0].message.content or "").strip() if completion.choices else ""
+        if not text:
+            raise ApplicationError(
+                "The model answered the summarising request with no text; trying again.",
+                type="LlmUnavailable",
+            )
+        usage = completion.usage
+        spent = (
+            (usage.prompt_tokens, usage.completion_tokens)
+            if usage is not None
+            else (sum(estimate_message(m) for m in messages), math.ceil(len(text) / 4))
+        )
+        return text, spent
+
+
+def _result(stored: StoredSummary) -> CompactionResult:
+    return CompactionResult(
+        through_step=stored.through_step,
+        tokens_before=stored.tokens_before,
+        tokens_after=stored.tokens_after,
+        tokens=[stored.prompt_tokens, stored.completion_tokens],
+    )

@@ -1,0 +1,24 @@
+"""The `tools` of a chat request, built from Keel's tool specs."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from workflows.tool_specs import TOOL_SPECS
+
+
+@functools.lru_cache(maxsize=64)
+def tool_definitions(names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The `tools` of a request, built once per tool set: JSON schemas are slow to make."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": TOOL_SPECS[name].description,
+                "parameters": TOOL_SPECS[name].json_schema(),
+            },
+        }
+        for name in names
+    ]

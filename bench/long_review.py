@@ -1,0 +1,273 @@
+"""Long reviews on a small window: what the context budget costs and what it saves.
+
+Reviews generated workspaces (`bench.workspaces`) of about 0.5, 2 and 8 MB with the
+scripted reviewer (`worker.scripted_reviewer`), a model that decides each call from
+what its request holds, on a scripted server that enforces a 32k-token window the way
+OpenAI's API does. For contrast, the smaller workspaces are also reviewed with the
+budget off on an unlimited window: every output stays in the conversation.
+
+    .venv/bin/python -m bench.long_review
+    .venv/bin/python -m bench.long_review --sizes 0.5 2 --window 16384 --contrast 0.5
+    .venv/bin/python -m bench.long_review --workspace .venv/lib/python3.11/site-packages/httpx
+
+Per run: total prompt tokens (as the server counts them), the largest request, prompt
+tokens per KB of source, the ratio of prompt tokens to the source's own tokens, the
+share of prompt tokens that repeat the previous request's prefix (what a provider's
+prompt cache serves), steps, compactions, children (sub-agents; none yet), wall time
+and history bytes. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from activities.store.run_store import Store, StoreUnavailable
+from api.core.run_factory import as_started
+from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database, history_bytes
+from bench.workspaces import generate_workspace
+from worker.agent_catalog import AgentCatalog
+from worker.dev_stack import StackError, TemporalDevServer, free_port
+from worker.runtime import build_worker
+from worker.scripted_llm import Script, ScriptedLLMServer
+from worker.scripted_reviewer import CHARS_PER_TOKEN
+from worker.settings import Settings, settings_from
+from worker.temporal_client import connect
+from workflows.agent_run import AgentRunWorkflow
+from workflows.models import AgentSpec, Limits, RunInput
+
+MODEL = "scripted"
+PROMPT = "Review this project."
+RUN_TIMEOUT_S = 1800.0
+MB = 1_000_000
+
+
+@dataclass
+class ReviewFigures:
+    """One review, measured."""
+
+    label: str
+    source_bytes: int
+    files: int
+    prompt_tokens: int
+    largest: int
+    cached_share: float
+    steps: int
+    compactions: int
+    covered: int
+    seconds: float
+    history: int
+    over_window: int
+
+    @property
+    def source_tokens(self) -> int:
+        return self.source_bytes // CHARS_PER_TOKEN
+
+    def row(self) -> str:
+        per_kb = self.prompt_tokens / (self.source_bytes / 1000)
+        ratio = self.prompt_tokens / self.source_tokens
+        return (
+            f"{self.label:<28} {self.source_bytes / MB:>5.1f} {self.files:>5} "
+            f"{self.prompt_tokens:>12,} {self.largest:>9,} {per_kb:>8.0f} {ratio:>6.2f} "
+            f"{self.cached_share:>7.0%} {self.steps:>6} {self.compactions:>5} {0:>5} "
+            f"{self.covered:>5} {self.over_window:>5} {self.seconds:>7.1f} "
+            f"{self.history / max(1, self.steps):>8.0f}"
+        )
+
+
+HEADER = (
+    f"{'run':<28} {'MB':>5} {'files':>5} {'prompt tok':>12} {'largest':>9} {'tok/KB':>8} "
+    f"{'x src':>6} {'cached':>7} {'steps':>6} {'compa':>5} {'child':>5} {'cover':>5} "
+    f"{'over':>5} {'wall s':>7} {'hist B/st':>8}"
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.long_review", description=__doc__)
+    parser.add_argument("--sizes", type=float, nargs="+", default=[0.5, 2.0, 8.0], help="MB")
+    parser.add_argument("--window", type=int, default=32_768, help="tokens (default 32768)")
+    parser.add_argument(
+        "--contrast",
+        type=float,
+        nargs="*",
+        default=[0.5, 2.0],
+        help="sizes (MB) also reviewed with the budget off on an unlimited window",
+    )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        help="review this directory (e.g. a real project) instead of generated workspaces",
+    )
+    args = parser.parse_args(argv)
+    if args.workspace is not None and not args.workspace.is_dir():
+        parser.error(f"--workspace {args.workspace} is not a directory.")
+    try:
+        workspace = args.workspace.resolve() if args.workspace is not None else None
+        asyncio.run(bench(args.sizes, args.window, args.contrast, workspace))
+    except (BenchError, StackError, StoreUnavailable) as exc:
+        raise SystemExit(f"long_review: {exc}") from None
+
+
+async def bench(
+    sizes: list[float], window: int, contrast: list[float], workspace: Path | None = None
+) -> None:
+    admin_url = Settings().database_url or DEFAULT_ADMIN_URL
+    figures: list[ReviewFigures] = []
+    with tempfile.TemporaryDirectory(prefix="keel-long-review-") as tmp:
+        root = Path(tmp)
+        temporal = TemporalDevServer(
+            db_file=root / "temporal.sqlite", port=free_port(), log_file=root / "temporal.log"
+        )
+        await temporal.start()
+        try:
+            async with fresh_database(admin_url) as database_url:
+                store = await Store.open(database_url)
+                try:
+                    await store.migrate()
+                    client = await connect(temporal.address)
+                    plans = [(size, True) for size in sizes]
+                    plans += [(size, False) for size in contrast]
+                    if workspace is not None:
+                        plans = [(0.0, True)]
+                    for size, budget in plans:
+                        ws_root = root / f"ws-{size:g}"
+                        if workspace is not None:
+                            ws_root = workspace
+                        elif not ws_root.exists():
+                            generate_workspace(ws_root, total_bytes=int(size * MB))
+                        figures.append(
+                            await review(
+                                client,
+                                store,
+                                root,
+                                ws_root,
+                                temporal.address,
+                                database_url,
+                                window=window if budget else None,
+                                budget=budget,
+                                size=size,
+                            )
+                        )
+                        print(figures[-1].row(), flush=True)
+                finally:
+                    await store.close()
+        finally:
+            await temporal.stop()
+    print()
+    print(HEADER)
+    for figure in figures:
+        print(figure.row())
+
+
+async def review(
+    client: object,
+    store: Store,
+    root: Path,
+    ws_root: Path,
+    temporal_address: str,
+    database_url: str,
+    *,
+    window: int | None,
+    budget: bool,
+    size: float,
+) -> ReviewFigures:
+    files, source_bytes = _source_files(ws_root)
+    size = size or source_bytes / MB
+    script = Script(name=MODEL, policy="reviewer", context_window=window)
+    with ScriptedLLMServer(script) as llm:
+        settings = settings_from(
+            temporal_address=temporal_address,
+            database_url=database_url,
+            openai_base_url=llm.base_url,
+            openai_api_key="bench-key",
+            model=MODEL,
+            model_context_window=window or 100_000_000,
+            context_budget=budget,
+            task_queue=f"keel-bench-{uuid.uuid4().hex[:8]}",
+            data_dir=root / "data",
+            workspace_root=ws_root,
+            llm_max_attempts=2,
+        )
+        parts = build_worker(client, store, settings)  # type: ignore[arg-type]
+        run_id = f"run-long-{uuid.uuid4().hex[:10]}"
+        try:
+            async with parts.worker:
+                started = time.perf_counter()
+                run = RunInput(
+                    run_id=run_id,
+                    agent=review_agent(len(files)),
+                    input=PROMPT,
+                    model=MODEL,
+                    workspace=str(ws_root),
+                    llm_max_attempts=settings.llm_max_attempts,
+                )
+                handle = await client.start_workflow(  # type: ignore[attr-defined]
+                    AgentRunWorkflow.run,
+                    await as_started(store, run),
+                    id=run_id,
+                    task_queue=settings.task_queue,
+                    execution_timeout=timedelta(seconds=RUN_TIMEOUT_S),
+                )
+                result = await handle.result()
+                seconds = time.perf_counter() - started
+        finally:
+            await parts.llm.close()
+        if result.status != "completed":
+            raise BenchError(f"The review of {size:g} MB did not complete: {result.error}")
+        requests = llm.requests
+    record = await store.get_run(run_id)
+    report = (record.report if record else None) or ""
+    rel = [str(p.relative_to(ws_root)) for p in files]
+    events = await store.list_events(run_id, limit=100_000)
+    accepted = [r for r in requests if not r.rejected]
+    total = sum(r.tokens for r in accepted)
+    first_run_id = handle.result_run_id or handle.first_execution_run_id
+    return ReviewFigures(
+        label=f"{size:.1f} MB " + (f"window {window}" if budget else "budget off, unlimited"),
+        source_bytes=source_bytes,
+        files=len(files),
+        prompt_tokens=total,
+        largest=max((r.tokens for r in requests), default=0),
+        cached_share=sum(r.prefix_tokens for r in accepted) / max(1, total),
+        steps=result.steps,
+        compactions=sum(1 for e in events if e.type == "compaction"),
+        covered=sum(1 for f in rel if f"- {f}\n" in report + "\n"),
+        seconds=seconds,
+        history=await history_bytes(client, run_id, first_run_id),  # type: ignore[arg-type]
+        over_window=sum(1 for r in requests if r.rejected),
+    )
+
+
+def _source_files(root: Path) -> tuple[list[Path], int]:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and _reviewable(p))
+    return files, sum(p.stat().st_size for p in files)
+
+
+def _reviewable(path: Path) -> bool:
+    """What `list_files` lists too: not under caches or virtualenvs."""
+    return not any(part in ("__pycache__", ".git", "node_modules", ".venv") for part in path.parts)
+
+
+def review_agent(files: int) -> AgentSpec:
+    """The built-in review agent, with limits that let it read every file."""
+    spec = AgentCatalog.load().get("review")
+    if spec is None:
+        raise BenchError("The built-in `review` agent is missing; reinstall Keel.")
+    limits = Limits(
+        **{
+            **spec.limits.model_dump(),
+            "max_steps": files * 4 + 50,
+            "max_tool_calls": files * 4 + 50,
+        }
+    )
+    return spec.model_copy(update={"limits": limits})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Long reviews on small windows: caps, pruning and compaction, against a model that
+enforces its window the way OpenAI's API does (the scripted server's window mode) and
+decides its calls from what its context holds (the scripted reviewer)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from activities.store.context_store import ContextStore
+from activities.store.run_store import Store
+from bench.workspaces import generate_workspace
+from tests.conftest import in_process_worker
+from tests.integration.runs import agent, start_run
+from worker.scripted_llm import Script, ScriptedLLMServer
+from worker.settings import Settings
+from worker.temporal_client import DATA_CONVERTER
+from workflows.agent_run import AgentRunWorkflow
+
+HISTORIES = Path(__file__).parent.parent / "histories"
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+
+
+def named_files(report: str, files: list[str]) -> list[str]:
+    return [f for f in files if re.search(rf"(?m)^- {re.escape(f)}$", report)]
+
+
+@pytest.mark.slow
+async def test_long_review_fits_a_16k_window(
+    temporal_client: Client,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+) -> None:
+    ws = generate_workspace(tmp_path / "big", total_bytes=2_100_000)
+    assert len(ws.files) >= 150 and ws.total_bytes >= 2_000_000
+    llm = scripted(Script(name="scripted", policy="reviewer", context_window=16_384))
+    settings = settings_for(llm, tmp_path, model_context_window=16_384)
+    spec = agent("review", max_steps=1000, max_tool_calls=1000)
+    started = time.monotonic()
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, ws.root, spec=spec)
+        result = await handle.result()
+    elapsed = time.monotonic() - started
+    assert result.status == "completed", result.error
+    assert result.stop_reason == "final_answer"
+
+    sizes = llm.requests
+    assert sizes and not any(r.rejected for r in sizes)
+    assert llm.largest_request <= 16_384
+
+    run = await store.get_run(result.run_id)
+    assert run is not None and run.report
+    named = named_files(run.report, ws.files)
+    assert len(named) >= 0.9 * len(ws.files), f"{len(named)} of {len(ws.files)} files named"
+
+    events = await store.list_events(result.run_id, limit=5000)
+    compactions = [e for e in events if e.type == "compaction"]
+    assert compactions, "a 2 MB review on a 16k window must compact"
+    first = compactions[0].data
+    assert int(first["tokens_after"]) < int(first["tokens_before"])  # type: ignore[call-overload]
+    # The first file's finding was made long before the first compaction...
+    early, (early_line, _) = next(iter(ws.bugs.items()))
+    assert early == ws.files[0] and int(first["through_step"]) > 2  # type: ignore[call-overload]
+    # ...and survives every compaction into the report.
+    for path, (line, _) in ws.bugs.items():
+        if path in named:
+            assert f"- {path}:{line}:" in run.report, f"finding in {path} lost"
+    assert f"- {early}:{early_line}:" in run.report
+    history = await handle.fetch_history()
+    per_step = sum(event.ByteSize() for event in history.events) / max(1, result.steps)
+    print(
+        f"\n{result.steps} steps, {len(compactions)} compactions, {elapsed:.1f}s, "
+        f"largest request {llm.largest_request}, {per_step:.0f} B history/step"
+    )
+    assert per_step <= 1024
+
+
+async def test_unknown_window_is_learnt_from_the_provider(
+    temporal_client: Client,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+) -> None:
+    ws = generate_workspace(tmp_path / "ws", total_bytes=150_000)
+    model = f"unknown-model-{time.monotonic_ns()}"
+    llm = scripted(Script(name=model, policy="reviewer", context_window=5_000))
+    settings = settings_for(llm, tmp_path, model=model)
+    spec = agent("review", max_steps=200, max_tool_calls=200)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, ws.root, spec=spec)
+        first = await handle.result()
+        assert first.status == "completed", first.error
+        assert first.stop_reason == "final_answer"
+        refused = [r for r in llm.requests if r.rejected]
+        assert len(refused) == 1, "one refusal teaches Keel the window"
+        events = await store.list_events(first.run_id, limit=5000)
+        compactions = [e.data for e in events if e.type == "compaction"]
+        assert compactions and compactions[0]["refused"] is True
+        assert compactions[0]["context_window"] == 5_000
+        learned = await ContextStore(store.pool).budget_inputs(first.run_id, model)
+        assert learned.learned_window == 5_000
+        # The compaction is in the history as decisions: the run replays.
+        history = await handle.fetch_history()
+        replayed = await Replayer(
+            workflows=[AgentRunWorkflow], data_converter=DATA_CONVERTER
+        ).replay_workflow(history)
+        assert replayed.replay_failure is None
+        if os.environ.get("KEEL_RECORD_COMPACTION_HISTORY"):
+            target = HISTORIES / "agent_run_compaction.json"
+            target.write_text(json.dumps(history.to_json_dict(), indent=1))
+
+        llm.reset()
+        second = await (await start_run(temporal_client, settings, ws.root, spec=spec)).result()
+    assert second.status == "completed", second.error
+    assert llm.requests and not any(r.rejected for r in llm.requests)
+    assert llm.largest_request <= 5_000
+    run = await store.get_run(second.run_id)
+    assert run is not None and run.report
+    assert len(named_files(run.report, ws.files)) == len(ws.files)
