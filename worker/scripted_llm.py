@@ -22,6 +22,11 @@ Two modes make it behave like a real model where context matters:
 - `policy: reviewer`: no script; the reply is decided from the request by
   `scripted_reviewer.reviewer_reply` (list, read what its context has not seen,
   note `# BUG:` lines, report what it knows).
+
+Keel's compaction works in every mode: a request to summarise (its last user message
+says "summarise the conversation so far") is answered with the reviewer's summary of
+the request and plays no turn, and a request that starts from a summary of steps
+1-N counts N assistant messages more, so a script's turns go on where they were.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import copy
 import hashlib
 import json
 import math
+import re
 import signal
 import socket
 import threading
@@ -50,7 +56,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from worker.scripted_reviewer import message_tokens, reviewer_reply, tools_tokens
+from worker.scripted_reviewer import (
+    asks_for_summary,
+    message_tokens,
+    reviewer_reply,
+    tools_tokens,
+)
 
 __all__ = ["RequestSize", "Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
 
@@ -334,17 +345,24 @@ class ScriptedLLMServer:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error("The request body needs a `messages` list.", param="messages")
         messages: list[object] = body["messages"]
-        index = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+        # A compacted conversation stands for its first steps with a summary that says
+        # how many: one assistant message each, so the turn count goes on from there.
+        index = _summarised_steps(messages) + sum(
+            1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+        )
+        summarising = asks_for_summary(messages)
         with self._lock:
-            self._requests_by_turn[index] += 1
+            if not summarising:
+                self._requests_by_turn[index] += 1
+                self._last_requests[index] = copy.deepcopy(body)
             attempt = self._requests_by_turn[index]
-            self._last_requests[index] = copy.deepcopy(body)
         size: RequestSize | None = None
         if self.script.context_window is not None or self.script.policy is not None:
             size = self._measure(body)
             if size.rejected:
                 return _context_length_exceeded(self.script.context_window or 0, size.tokens)
-        if self.script.policy == "reviewer":
+        if self.script.policy == "reviewer" or summarising:
+            # A compaction's request is answered with a summary in every mode; it is no turn.
             return self._respond(body, _reviewer_turn(messages, size), index)
         turns = self.script.turns
         if index >= len(turns):
@@ -495,6 +513,19 @@ def _reviewer_turn(messages: list[object], size: RequestSize | None) -> Turn:
         prompt_tokens=size.tokens if size is not None else 0,
         completion_tokens=math.ceil(len(reply.content) / 4) + 20 * len(reply.tool_calls),
     )
+
+
+_SUMMARY_OF_STEPS = re.compile(r"^\[Summary of steps 1-(\d+) ")
+
+
+def _summarised_steps(messages: list[object]) -> int:
+    """The steps a compaction summary in the request stands for; 0 without one."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            match = _SUMMARY_OF_STEPS.match(_text(message.get("content")))
+            if match:
+                return int(match[1])
+    return 0
 
 
 def _request_tag(messages: list[object]) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "COMPACTION_CUE",
     "ReviewerReply",
+    "asks_for_summary",
     "message_tokens",
     "request_tokens",
     "reviewer_reply",
@@ -122,7 +123,7 @@ class _Knowledge:
 def reviewer_reply(messages: list[object]) -> ReviewerReply:
     """The reviewer's answer to a request carrying `messages`."""
     known = _read_context([m for m in messages if isinstance(m, dict)])
-    if _asks_for_summary(messages):
+    if asks_for_summary(messages):
         return ReviewerReply(content=_summary(known))
     notes = _notes(known.fresh)
     if not known.listed:
@@ -233,7 +234,8 @@ def _read_output(
         known.continue_at = (path, int(more[1]))
 
 
-def _asks_for_summary(messages: list[object]) -> bool:
+def asks_for_summary(messages: list[object]) -> bool:
+    """Whether the request asks for a summary of the conversation (a compaction)."""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
             return COMPACTION_CUE in _text(message.get("content")).lower()

@@ -59,7 +59,9 @@ STALE_AT = 0.08
 MAX_LEVEL = 2
 # Calibration never moves an estimate further than this factor either way.
 MAX_CALIBRATION = 4.0
-SUMMARY_HEADING = "[Summary of the conversation so far, written when it was compacted]"
+# Names the steps it stands for: the model learns how far the run got, and a scripted
+# model that counts turns (worker.scripted_llm) keeps counting.
+SUMMARY_HEADING = "[Summary of steps 1-{through} of this run, written when it was compacted]"
 
 _NUMBERED = re.compile(r"^\s*(\d+)\t")
 
@@ -234,7 +236,8 @@ def plan_context(
 
 
 def summary_message(summary: Summary) -> dict[str, Any]:
-    return {"role": "user", "content": f"{SUMMARY_HEADING}\n\n{summary.content}"}
+    heading = SUMMARY_HEADING.format(through=summary.through_step)
+    return {"role": "user", "content": f"{heading}\n\n{summary.content}"}
 
 
 def _after_summary(items: list[ContextItem], summary: Summary | None) -> list[ContextItem]:
