@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from activities.store.run_store import Store, StoreUnavailable
 from api.core.run_factory import as_started
+
+from activities.store.run_store import Store, StoreUnavailable
 from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database, history_bytes
 from bench.workspaces import generate_workspace
 from worker.agent_catalog import AgentCatalog
