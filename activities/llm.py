@@ -31,6 +31,7 @@ from activities.run_records import open_run
 from activities.store.audit import AuditEntry, AuditLog
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
+from activities.store.run_tree import RunTreeStore
 from activities.tool_schemas import tool_definitions
 from workflows.activity_refs import LlmCalls
 from workflows.models import (
@@ -75,6 +76,7 @@ class LlmActivities(LlmCalls):
         self._prices = prices or {}
         self._budget = budget
         self._mcp_tools = McpToolStore(store.pool)
+        self._runs = RunTreeStore(store.pool)
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
@@ -218,6 +220,9 @@ class LlmActivities(LlmCalls):
 
     async def _store_gate_results(self, run_id: str, results: list[GateResult]) -> None:
         for result in results:
+            if result.child_run_id is not None:
+                await self._store_child_answer(run_id, result, result.child_run_id)
+                continue
             events: list[tuple[int, str, dict[str, object]]] = [
                 (
                     result.event_seq,
@@ -264,6 +269,44 @@ class LlmActivities(LlmCalls):
                     is_error=True,
                     events=events,
                 )
+
+    async def _store_child_answer(self, run_id: str, result: GateResult, child: str) -> None:
+        """A `task` call's answer: its sub-agent's report, stored as the call's tool message."""
+        answer = await self._runs.child_answer(child)
+        await self._store.put_tool_message(
+            run_id=run_id,
+            step=result.step,
+            ord_=result.ord,
+            call_id=result.call_id,
+            name=result.name,
+            content=answer.text,
+            is_error=answer.is_error,
+            events=[
+                (
+                    result.event_seq,
+                    "tool_result",
+                    {
+                        "step": result.step,
+                        "call_id": result.call_id,
+                        "name": result.name,
+                        "is_error": answer.is_error,
+                        "size": len(answer.text.encode()),
+                        "preview": answer.text[:PREVIEW_CHARS],
+                    },
+                ),
+                (
+                    result.event_seq + 1,
+                    "child_run",
+                    {
+                        "run_id": child,
+                        "agent": answer.agent,
+                        "status": answer.status,
+                        "step": result.step,
+                        "call_id": result.call_id,
+                    },
+                ),
+            ],
+        )
 
     async def _complete(
         self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

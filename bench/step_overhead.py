@@ -202,7 +202,8 @@ def review_agent(steps: int) -> AgentSpec:
             "max_stale_rounds": 1000,
         }
     )
-    return spec.model_copy(update={"limits": limits})
+    # The step loop without sub-agents, as measured before they existed.
+    return spec.model_copy(update={"limits": limits, "subagents": []})
 
 
 def script(steps: int) -> Script:

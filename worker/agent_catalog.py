@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
 from workflows.permissions import PermissionRule
@@ -34,6 +34,15 @@ class AgentFrontMatter(BaseModel):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     context_window: int | None = Field(default=None, ge=1024, le=100_000_000)
+    subagents: list[str] = Field(default_factory=list, max_length=32)
+
+    @field_validator("subagents")
+    @classmethod
+    def _distinct_subagents(cls, names: list[str]) -> list[str]:
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"sub-agent names must be distinct; repeated: {repeated}")
+        return names
 
     @field_validator("mcp_servers")
     @classmethod
@@ -51,6 +60,15 @@ class AgentFrontMatter(BaseModel):
         if unknown:
             raise ValueError(f"unknown tools {unknown}; available: {sorted(TOOL_SPECS)}")
         return tools
+
+    @model_validator(mode="after")
+    def _task_needs_subagents(self) -> AgentFrontMatter:
+        if "task" in self.tools and not self.subagents:
+            raise ValueError(
+                "the `task` tool runs sub-agents: list them in `subagents` "
+                "(e.g. subagents: [explore]) or remove `task` from `tools`"
+            )
+        return self
 
 
 def parse_agent(text: str, source: str) -> AgentSpec:
@@ -88,7 +106,40 @@ def parse_agent(text: str, source: str) -> AgentSpec:
         approval=meta.approval,
         mcp_servers=meta.mcp_servers,
         context_window=meta.context_window,
+        subagents=meta.subagents,
     )
+
+
+SUBAGENTS_SECTION = (
+    "## Sub-agents\n"
+    "You may hand a part of the work to one of these agents with the `task` tool "
+    "(`agent`, `prompt`). Each starts fresh and sees only your prompt, so say exactly "
+    "what to look at and what to report; its final answer comes back as the tool "
+    "result. Several `task` calls in one reply run in parallel.\n"
+)
+
+
+def link_subagents(agents: dict[str, AgentSpec], sources: dict[str, str]) -> dict[str, AgentSpec]:
+    """Check each agent's `subagents` against the catalog and tell its model about them.
+
+    An unknown name is an error of the file that names it, found when the catalog
+    loads (the API and the worker refuse to start), not when a run first calls it.
+    """
+    linked: dict[str, AgentSpec] = {}
+    for name, spec in agents.items():
+        if not spec.subagents:
+            linked[name] = spec
+            continue
+        unknown = [n for n in spec.subagents if n not in agents]
+        if unknown:
+            raise AgentDefinitionError(
+                f"{sources[name]}: subagents: unknown agents {unknown}; "
+                f"known agents: {sorted(agents)}."
+            )
+        lines = [f"- `{n}`: {agents[n].description or 'no description'}" for n in spec.subagents]
+        prompt = f"{spec.system_prompt}\n\n{SUBAGENTS_SECTION}" + "\n".join(lines)
+        linked[name] = spec.model_copy(update={"system_prompt": prompt})
+    return linked
 
 
 class AgentCatalog:
@@ -100,17 +151,20 @@ class AgentCatalog:
     @classmethod
     def load(cls, extra_dir: Path | None = None) -> AgentCatalog:
         agents: dict[str, AgentSpec] = {}
+        sources: dict[str, str] = {}
         for file in sorted(resources.files("worker.agents").iterdir(), key=lambda f: f.name):
             if file.name.endswith(".md"):
                 spec = parse_agent(file.read_text(), f"built-in {file.name}")
                 agents[spec.name] = spec
+                sources[spec.name] = f"built-in {file.name}"
         if extra_dir is not None:
             if not extra_dir.is_dir():
                 raise AgentDefinitionError(f"Agents directory {extra_dir} does not exist.")
             for path in sorted(extra_dir.glob("*.md")):
                 spec = parse_agent(path.read_text(), str(path))
                 agents[spec.name] = spec
-        return cls(agents)
+                sources[spec.name] = str(path)
+        return cls(link_subagents(agents, sources))
 
     def get(self, name: str) -> AgentSpec | None:
         return self._agents.get(name)

@@ -23,11 +23,13 @@ from activities.store.context_store import ContextStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
+from activities.subagents import SubagentActivities
 from activities.tools.mcp_client import McpClient
 from activities.tools.mcp_discovery import McpDiscoveryActivities
 from activities.tools.tool_activities import ToolActivities
 from activities.webhooks import WebhookActivities
 from worker.a2a_tokens import A2ATokens
+from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from worker.temporal_client import connect
 from worker.webhook_secret import webhook_server_secret
@@ -79,6 +81,8 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     record_activities = RunRecordActivities(store)
     interaction_activities = InteractionActivities(interaction_store, audit)
     webhook_activities = WebhookActivities(webhook_server_secret(settings))
+    # The agents a `task` call may start; a malformed file stops the worker here.
+    subagent_activities = SubagentActivities(store, AgentCatalog.load(settings.agents_dir).get)
     worker = Worker(
         client,
         task_queue=settings.task_queue,
@@ -102,6 +106,8 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             interaction_activities.resolve_interaction,
             interaction_activities.session_rules,
             webhook_activities.deliver_webhook,
+            subagent_activities.open_subagent,
+            subagent_activities.record_child_event,
         ],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,

@@ -56,6 +56,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from worker.scripted_delegator import PART_CUE, DelegatingReviewer
 from worker.scripted_reviewer import (
     asks_for_summary,
     message_tokens,
@@ -63,7 +64,7 @@ from worker.scripted_reviewer import (
     tools_tokens,
 )
 
-__all__ = ["RequestSize", "Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
+__all__ = ["Conversation", "RequestSize", "Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
 
 _STARTUP_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 10.0
@@ -125,6 +126,18 @@ class Turn(BaseModel):
         return self
 
 
+class Conversation(BaseModel):
+    """Turns for the conversations whose first user message contains `match`.
+
+    One server then plays several agents at once, e.g. a parent and the sub-agents
+    it starts, each of which begins with the prompt its parent wrote."""
+
+    match: str = Field(min_length=1)
+    """Text the conversation's first user message contains."""
+    turns: list[Turn]
+    """Turn `i` answers requests of this conversation that carry `i` assistant messages."""
+
+
 class Script(BaseModel):
     """The turns the scripted model plays, in order."""
 
@@ -137,9 +150,24 @@ class Script(BaseModel):
     policy: Literal["reviewer"] | None = None
     """Decide each reply from the request instead of playing `turns`."""
 
+    conversations: list[Conversation] = Field(default_factory=list)
+    """Other conversations' turns; the first that matches a request plays, else `turns`."""
+    delegating_review: DelegatingReviewer | None = None
+    """Play no turns: review as `worker.scripted_delegator` decides from each request."""
+
+    def turns_for(self, messages: list[object]) -> tuple[str, list[Turn]]:
+        """The conversation a request belongs to (its `match`, "" for the main one) and turns."""
+        text = _text(_first_user(messages))
+        if self.delegating_review is not None and PART_CUE in text:
+            return PART_CUE, []
+        for conversation in self.conversations:
+            if conversation.match in text:
+                return conversation.match, conversation.turns
+        return "", self.turns
+
     @model_validator(mode="after")
     def _has_turns_or_policy(self) -> Self:
-        if not self.turns and self.policy is None:
+        if not self.turns and self.policy is None and self.delegating_review is None:
             raise ValueError("A script needs `turns` or a `policy`.")
         return self
 
@@ -181,6 +209,7 @@ class ScriptedLLMServer:
         self.port = port
         self._lock = threading.Lock()
         self._requests_by_turn: collections.Counter[int] = collections.Counter()
+        self._requests_by_conversation: collections.Counter[tuple[str, int]] = collections.Counter()
         self._total_requests = 0
         self._last_requests: dict[int, dict[str, Any]] = {}
         self._sizes: list[RequestSize] = []
@@ -208,6 +237,13 @@ class ScriptedLLMServer:
         with self._lock:
             return self._total_requests
 
+    def requests_of(self, match: str) -> collections.Counter[int]:
+        """A snapshot: requests by turn index of the conversation that `match` selects."""
+        with self._lock:
+            return collections.Counter(
+                {i: n for (m, i), n in self._requests_by_conversation.items() if m == match}
+            )
+
     def last_request(self, turn: int) -> dict[str, Any]:
         """A copy of the body of the last request that asked for `turn`."""
         with self._lock:
@@ -231,6 +267,7 @@ class ScriptedLLMServer:
         """Forget all counted and recorded requests."""
         with self._lock:
             self._requests_by_turn.clear()
+            self._requests_by_conversation.clear()
             self._total_requests = 0
             self._last_requests.clear()
             self._sizes.clear()
@@ -351,11 +388,13 @@ class ScriptedLLMServer:
             1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
         )
         summarising = asks_for_summary(messages)
+        match, turns = self.script.turns_for(messages)
         with self._lock:
             if not summarising:
                 self._requests_by_turn[index] += 1
+                self._requests_by_conversation[match, index] += 1
                 self._last_requests[index] = copy.deepcopy(body)
-            attempt = self._requests_by_turn[index]
+            attempt = self._requests_by_conversation[match, index]
         size: RequestSize | None = None
         if self.script.context_window is not None or self.script.policy is not None:
             size = self._measure(body)
@@ -364,14 +403,19 @@ class ScriptedLLMServer:
         if self.script.policy == "reviewer" or summarising:
             # A compaction's request is answered with a summary in every mode; it is no turn.
             return self._respond(body, _reviewer_turn(messages, size), index)
-        turns = self.script.turns
-        if index >= len(turns):
+        delegating = self.script.delegating_review
+        if delegating is not None:
+            decided = delegating.reply(body)
+            calls = [ScriptedToolCall(name=n, arguments=a) for n, a in decided.tool_calls]
+            turn = Turn(content=decided.content, tool_calls=calls)
+        elif index >= len(turns):
             return _error(
                 f"script exhausted: the request carries {index} assistant messages but "
                 f"script {self.script.name!r} has only {len(turns)} turns; add turns or "
                 "reset the conversation."
             )
-        turn = turns[index]
+        else:
+            turn = turns[index]
         if turn.fail_status is not None and attempt <= turn.fail_times:
             return _scripted_failure(turn.fail_status, turn, index, attempt)
         if turn.delay_s > 0:
@@ -625,6 +669,12 @@ def _files_read(messages: list[object], tool_messages: list[dict[str, Any]]) -> 
             if isinstance(path, str) and path not in paths:
                 paths.append(path)
     return paths
+
+
+def _first_user(messages: list[object]) -> object:
+    """The content of a request's first user message, if it has one."""
+    first = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
+    return first.get("content") if isinstance(first, dict) else None
 
 
 def _text(content: object) -> str:

@@ -112,6 +112,16 @@ class Settings(BaseSettings):
         validation_alias=_env("KEEL_MAX_CACHED_WORKFLOWS"),
         description="Runs kept in worker memory; more avoids replays when many runs wait.",
     )
+    max_parallel_subagents: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        validation_alias=_env("KEEL_MAX_PARALLEL_SUBAGENTS"),
+        description=(
+            "`task` calls of one step that run at once; an agent's "
+            "`limits.max_parallel_subagents` overrides it."
+        ),
+    )
     max_concurrent_activities: int = Field(
         default=100, ge=1, validation_alias=_env("KEEL_MAX_CONCURRENT_ACTIVITIES")
     )

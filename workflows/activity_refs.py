@@ -20,6 +20,7 @@ from temporalio import activity
 
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
 from workflows.models import (
+    ChildEventInput,
     CompactionInput,
     CompactionResult,
     FinishRunInput,
@@ -29,10 +30,12 @@ from workflows.models import (
     McpDiscoveryInput,
     McpDiscoveryResult,
     OpenInteractionsInput,
+    OpenSubagentInput,
     ResolveInteractionInput,
     SessionRulesInput,
     SessionRulesResult,
     StartRunInput,
+    SubagentPlan,
     ToolCallInput,
     ToolDigest,
     WebhookDelivery,
@@ -46,6 +49,7 @@ __all__ = [
     "LlmCalls",
     "McpDiscovery",
     "RunRecords",
+    "Subagents",
     "ToolCalls",
     "WebhookDeliveries",
 ]
@@ -122,6 +126,20 @@ class InteractionRecords(Protocol):
     @activity.defn(name="session_rules")
     async def session_rules(self, request: SessionRulesInput) -> SessionRulesResult:
         """What `approve_always` granted in a session."""
+        ...
+
+
+class Subagents(Protocol):
+    """A sub-agent run's record, and its parent's events about it (`activities.subagents`)."""
+
+    @activity.defn(name="open_subagent")
+    async def open_subagent(self, child: OpenSubagentInput) -> SubagentPlan:
+        """Record the child run and its prompt; answer with its agent, model and workspace."""
+        ...
+
+    @activity.defn(name="record_child_event")
+    async def record_child_event(self, event: ChildEventInput) -> None:
+        """One `child_run` event in the parent's stream."""
         ...
 
 

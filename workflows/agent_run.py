@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from datetime import timedelta
 from typing import Literal
 
 from temporalio import workflow
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     CancelledError,
+    ChildWorkflowError,
     FailureError,
     WorkflowAlreadyStartedError,
 )
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import convergence, timeouts
+    from workflows import convergence, subagents, timeouts
     from workflows.activity_call import run_activity
     from workflows.activity_refs import (
         ContextCompaction,
@@ -32,11 +35,16 @@ with workflow.unsafe.imports_passed_through():
         LlmCalls,
         McpDiscovery,
         RunRecords,
+        Subagents,
         ToolCalls,
     )
     from workflows.gate import GateDecision, ToolGate
     from workflows.mcp_tools import McpToolset
     from workflows.models import (
+        AgentSpec,
+        ChildEventInput,
+        ChildRun,
+        ChildRunNotice,
         CompactionInput,
         CompactionNeed,
         DecisionOutcome,
@@ -49,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         McpDiscoveryInput,
         MessageRef,
         OpenInteractionsInput,
+        OpenSubagentInput,
         ResolveInteractionInput,
         RunInput,
         RunProgress,
@@ -57,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         StartRunInput,
         StopReason,
+        SubagentTask,
         ToolCallInput,
         ToolDigest,
         Usage,
@@ -93,12 +103,24 @@ class AgentRunWorkflow:
             usage=self._state.usage,
             stop_reason=self._stop_reason,
             pending_interactions=[
-                i.id for i in self._state.interactions.values() if i.status == "pending"
+                *(i.id for i in self._state.interactions.values() if i.status == "pending"),
+                *subagents.pending_of_children(self._state),
             ],
         )
 
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
+        parent = workflow.info().parent
+        if run.task is not None and run.parent_run_id is None and parent is not None:
+            # A sub-agent's ids follow from its parent's call, which its history records.
+            run = run.model_copy(
+                update={
+                    "parent_run_id": parent.workflow_id,
+                    "run_id": subagents.child_run_id(
+                        parent.workflow_id, run.task.step, run.task.ord
+                    ),
+                }
+            )
         if not run.run_id:
             # A schedule picks the workflow id when it fires, so the input cannot carry it.
             run = run.model_copy(update={"run_id": workflow.info().workflow_id})
@@ -106,6 +128,8 @@ class AgentRunWorkflow:
             if run.state is not None:
                 self._state = run.state
             else:
+                if run.task is not None:
+                    run = await self._open_subagent(run)
                 self._state.session_rules = list(run.session_rules)
                 await self._start(run)
                 if run.agent.mcp_servers:
@@ -140,6 +164,7 @@ class AgentRunWorkflow:
                 discovered=tuple(state.mcp_tools),
                 unavailable=tuple(state.mcp_unavailable),
             ),
+            subagents=run.agent.subagents if run.depth < subagents.MAX_SUBAGENT_DEPTH else [],
         )
         while True:
             plan = convergence.plan_next_call(state, limits)
@@ -152,6 +177,8 @@ class AgentRunWorkflow:
                 return await self._finish(run, "completed", reason, final_step=state.step)
             await self._tool_round(run, gate, result)
             if self._should_continue_as_new():
+                # A sub-agent's last notice may still be on its way to the store.
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(run.model_copy(update={"state": state}))
 
     async def _start(self, run: RunInput) -> None:
@@ -280,7 +307,8 @@ class AgentRunWorkflow:
 
         asks = [(o, d) for o, d in decisions if d.verdict == "ask"]
         interactions = await self._open_interactions(run, asks)
-        runnable = [(o, d) for o, d in decisions if d.verdict == "run"]
+        runnable = [(o, d) for o, d in decisions if d.verdict == "run" and not _is_task(d)]
+        tasks = [(o, d) for o, d in decisions if d.verdict == "run" and _is_task(d)]
         parallel = [(o, d) for o, d in runnable if d.spec is not None and d.spec.read_only]
         serial = [(o, d) for o, d in runnable if not (d.spec is not None and d.spec.read_only)]
         outcomes: dict[int, ToolDigest | GateResult] = {}
@@ -295,9 +323,14 @@ class AgentRunWorkflow:
         async def settle(ord_: int, decision: GateDecision, interaction: Interaction) -> None:
             outcomes[ord_] = await self._settle_interaction(run, ord_, decision, interaction)
 
+        async def run_tasks() -> None:
+            if tasks:
+                outcomes.update(await self._run_subagents(run, tasks))
+
         await asyncio.gather(
             *(run_one(o, d) for o, d in parallel),
             run_serial(),
+            run_tasks(),
             *(settle(o, d, i) for (o, d), i in zip(asks, interactions, strict=True)),
         )
 
@@ -307,6 +340,12 @@ class AgentRunWorkflow:
             outcome = outcomes.get(ord_)
             if isinstance(outcome, ToolDigest):
                 fresh = fresh or not outcome.stale
+                failures.append(outcome.is_error)
+                continue
+            if outcome is not None and outcome.child_run_id is not None:
+                # A sub-agent's answer is news, unless it failed.
+                fresh = fresh or not outcome.is_error
+                state.pending_results.append(outcome)
                 failures.append(outcome.is_error)
                 continue
             if outcome is None:
@@ -352,7 +391,7 @@ class AgentRunWorkflow:
             assert decision.spec is not None
             question = decision.subject if decision.spec.group == "interact" else None
             interaction = Interaction(
-                id=f"ia-{self._state.step}-{ord_}",
+                id=subagents.interaction_id(run.run_id, run.parent_run_id, self._state.step, ord_),
                 kind="ask_user" if question is not None else "confirm",
                 step=self._state.step,
                 ord=ord_,
@@ -383,6 +422,7 @@ class AgentRunWorkflow:
             local=True,
         )
         await self._notify(run, "waiting", interactions=created)
+        await self._tell_parent(run)
         return created
 
     def _approvers(self, run: RunInput, risk: Risk) -> list[str]:
@@ -429,6 +469,12 @@ class AgentRunWorkflow:
             timeouts.STORE_CALL,
             local=True,
         )
+        await self._tell_parent(run)
+        if interaction.status == "approved" and _is_task(decision):
+            interaction.status = "executing"
+            answer = (await self._run_subagents(run, [(ord_, decision)]))[ord_]
+            interaction.status = "failed" if answer.is_error else "executed"
+            return answer
         if interaction.status == "approved":
             interaction.status = "executing"
             digest = await self._run_tool(run, ord_, decision, interaction_id=interaction.id)
@@ -537,6 +583,177 @@ class AgentRunWorkflow:
     @workflow.query(name="interactions")
     def list_interactions(self) -> list[Interaction]:
         return list(self._state.interactions.values())
+
+    # -- sub-agents -------------------------------------------------------------
+
+    async def _run_subagents(
+        self, run: RunInput, calls: list[tuple[int, GateDecision]]
+    ) -> dict[int, GateResult]:
+        """Run one step's `task` calls as child runs, a bounded number at a time.
+
+        Each child opens its own record (its agent, its prompt from this run's stored
+        message), so this history holds only the child's start and end; its answer
+        reaches the model through the next LLM call, which stores its report.
+        """
+        # Shares are fixed before any child runs, so each gets the same part of what is left.
+        calls_each, tokens_each = subagents.share_of(run.agent.limits, self._state, len(calls))
+        children = [
+            (
+                subagents.child_run_id(run.run_id, self._state.step, ord_),
+                decision.call.call_id,
+                self._child_input(run, ord_, decision, calls_each, tokens_each),
+            )
+            for ord_, decision in calls
+        ]
+        parallel = asyncio.Semaphore(
+            run.agent.limits.max_parallel_subagents or run.max_parallel_subagents
+        )
+
+        async def one(run_id: str, call_id: str, child: RunInput) -> GateResult:
+            async with parallel:
+                return await self._run_child(run_id, call_id, child)
+
+        answers = await asyncio.gather(*(one(*child) for child in children))
+        return {answer.ord: answer for answer in answers}
+
+    def _child_input(
+        self,
+        run: RunInput,
+        ord_: int,
+        decision: GateDecision,
+        max_tool_calls: int,
+        max_total_tokens: int | None,
+    ) -> RunInput:
+        state = self._state
+        last = state.last_llm_ms
+        agent = json.loads(decision.canonical_arguments)["agent"]
+        return RunInput(
+            # The child knows its run id and parent from Temporal, and reads its agent,
+            # model and workspace when it opens: none of them need be in this history.
+            agent=AgentSpec(name=agent),
+            tenant_id=run.tenant_id,
+            requester=run.requester,
+            trigger="parent",
+            llm_max_attempts=run.llm_max_attempts,
+            approver=run.approver,
+            approval_expires_after_s=run.approval_expires_after_s,
+            fast_model=last is not None and last < timeouts.LLM_LOCAL_BELOW_MS,
+            depth=run.depth + 1,
+            max_parallel_subagents=run.max_parallel_subagents,
+            task=SubagentTask(
+                step=state.step,
+                ord=ord_,
+                event_seq=self._take_seqs(2),
+                max_tool_calls=max_tool_calls,
+                max_total_tokens=max_total_tokens,
+            ),
+        )
+
+    async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult:
+        """Run one child to its end; its usage and tool calls count against this run's limits.
+
+        The child's id comes from this run's step and call, and is never reused, so a
+        replayed or retried step finds the child it started rather than starting another.
+        """
+        state = self._state
+        task = child.task
+        assert task is not None
+        record = ChildRun(run_id=run_id, agent=child.agent.name, step=task.step, ord=task.ord)
+        state.children[run_id] = record
+        tool_calls, usage = 0, Usage()
+        try:
+            result = await workflow.execute_child_workflow(
+                AgentRunWorkflow.run,
+                child,
+                id=run_id,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+            status: RunStatus = result.status
+            tool_calls, usage = result.tool_calls, result.usage
+        except ChildWorkflowError as err:
+            status = "cancelled" if isinstance(err.cause, CancelledError) else "failed"
+        except WorkflowAlreadyStartedError:
+            # Started before this run was reset: its record in Postgres answers.
+            workflow.logger.warning("sub-agent run %s was already started", run_id)
+            status = "failed"
+        state.usage = state.usage.plus(usage)
+        state.subagent_tool_calls += tool_calls
+        state.children[run_id] = subagents.finished(record, status, tool_calls, usage)
+        return GateResult(
+            step=task.step,
+            ord=task.ord,
+            call_id=call_id,
+            name="task",
+            child_run_id=run_id,
+            is_error=status != "completed",
+            event_seq=self._take_seqs(2),
+        )
+
+    async def _open_subagent(self, run: RunInput) -> RunInput:
+        """A sub-agent's first act: find its agent and the prompt its parent wrote.
+
+        Done in the child, so the parent's history holds only the child's start and end.
+        """
+        assert run.task is not None and run.parent_run_id is not None
+        plan = await run_activity(
+            Subagents.open_subagent,
+            OpenSubagentInput(
+                run_id=run.run_id,
+                parent_run_id=run.parent_run_id,
+                tenant_id=run.tenant_id,
+                requester=run.requester,
+                agent=run.agent.name,
+                task=run.task,
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+        )
+        agent = plan.agent.model_copy(
+            update={"limits": subagents.within_share(plan.agent.limits, run.task)}
+        )
+        return run.model_copy(
+            update={
+                "agent": agent,
+                "model": plan.model,
+                "workspace": plan.workspace,
+                "texts_key": plan.texts_key,
+            }
+        )
+
+    @workflow.signal(name="child_status")
+    async def child_status(self, notice: ChildRunNotice) -> None:
+        """A sub-agent waits on a person, or no longer: its parent's stream says so."""
+        child = self._state.children.get(notice.run_id)
+        if child is None or child.status not in ("running", "waiting"):
+            return
+        child.status = notice.status
+        child.pending = list(notice.pending)
+        await run_activity(
+            Subagents.record_child_event,
+            ChildEventInput(
+                run_id=workflow.info().workflow_id,
+                event_seq=self._take_seqs(1),
+                child=child.model_copy(deep=True),
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+        )
+
+    async def _tell_parent(self, run: RunInput) -> None:
+        """A sub-agent tells its parent what it waits on, so the parent's readers see it."""
+        if run.parent_run_id is None or run.trigger != "parent":
+            return
+        pending = [i.id for i in self._state.interactions.values() if i.status == "pending"]
+        notice = ChildRunNotice(
+            run_id=run.run_id, status="waiting" if pending else "running", pending=pending
+        )
+        try:
+            await workflow.get_external_workflow_handle(run.parent_run_id).signal(
+                "child_status", notice
+            )
+        except FailureError as err:  # the parent has ended: nobody is listening
+            workflow.logger.warning("could not tell parent %s: %s", run.parent_run_id, err)
 
     async def _run_tool(
         self,
@@ -706,6 +923,10 @@ class AgentRunWorkflow:
 
 class RunAborted(Exception):
     """The run must stop and fail, for a reason the policy gives."""
+
+
+def _is_task(decision: GateDecision) -> bool:
+    return decision.spec is not None and decision.spec.group == "task"
 
 
 def _webhook_interaction(interaction: Interaction) -> WebhookInteraction:

@@ -32,7 +32,8 @@ def hard_limit(state: RunState, limits: Limits) -> StopReason | None:
     """The hard limit the run has reached, if any."""
     if state.step + 1 >= limits.max_steps:
         return "max_steps"
-    if state.tool_calls >= limits.max_tool_calls:
+    # A run's sub-agents spend its tool calls (and, through its usage, its tokens) too.
+    if state.tool_calls + state.subagent_tool_calls >= limits.max_tool_calls:
         return "max_tool_calls"
     if state.consecutive_failures >= limits.max_consecutive_failures:
         return "max_consecutive_failures"

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from workflows.mcp_tools import McpToolset
 from workflows.models import MessageRef, ToolCallRequest
 from workflows.permissions import PermissionRule, decide
-from workflows.tool_specs import TOOL_SPECS, ToolSpec
+from workflows.tool_specs import TOOL_SPECS, TaskArgs, ToolSpec
 
 Verdict = Literal["run", "ask", "deny", "error", "cached"]
 
@@ -58,8 +58,14 @@ class ToolGate:
         allowed: list[str],
         agent_rules: list[PermissionRule] | None = None,
         mcp: McpToolset | None = None,
+        subagents: list[str] | None = None,
     ) -> None:
-        self._allowed = [name for name in allowed if name in TOOL_SPECS]
+        self._subagents = list(subagents or [])
+        # `task` is offered exactly when there are sub-agents to run.
+        offered = [name for name in allowed if name != "task"]
+        if self._subagents:
+            offered.append("task")
+        self._allowed = [name for name in offered if name in TOOL_SPECS]
         self._agent_rules = list(agent_rules or [])
         self._mcp = mcp or McpToolset()
 
@@ -132,6 +138,15 @@ class ToolGate:
                 message=(
                     f"Error: invalid arguments for {call.name}: {problems}. "
                     "Fix the arguments and call the tool again."
+                ),
+            )
+        if isinstance(args, TaskArgs) and args.agent not in self._subagents:
+            return GateDecision(
+                verdict="error",
+                call=call,
+                message=(
+                    f"Error: '{args.agent}' is not a sub-agent this agent may run. "
+                    f"Choose one of: {', '.join(self._subagents)}."
                 ),
             )
         canonical = canonical_json(args.model_dump())

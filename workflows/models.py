@@ -50,6 +50,12 @@ class Limits(BaseModel):
     max_total_tokens: int | None = Field(
         default=None, ge=1, description="Prompt plus completion tokens before a forced answer."
     )
+    max_parallel_subagents: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="`task` calls of one step that run at once; None: the worker's setting.",
+    )
 
 
 class ApprovalPolicy(BaseModel):
@@ -114,7 +120,7 @@ class AgentSpec(BaseModel):
 
     name: str
     description: str = ""
-    system_prompt: str
+    system_prompt: str = Field(default="", description="Empty when the run's texts hold it.")
     model: str | None = Field(default=None, description="Overrides the default model.")
     tools: list[str] = Field(default_factory=list, description="Tool allowlist.")
     limits: Limits = Field(default_factory=Limits)
@@ -127,6 +133,10 @@ class AgentSpec(BaseModel):
     )
     context_window: int | None = Field(
         default=None, description="The model's context window in tokens, if the file says."
+    )
+    subagents: list[str] = Field(
+        default_factory=list,
+        description="Agents this one may run through the `task` tool; none: no `task` tool.",
     )
 
 
@@ -187,6 +197,30 @@ class RunState(BaseModel):
     compactions: int = Field(
         default=0, description="Compactions so far; their summaries are in Postgres."
     )
+    children: dict[str, ChildRun] = Field(
+        default_factory=dict, description="Sub-agent runs started by `task` calls, by run id."
+    )
+    subagent_tool_calls: int = Field(
+        default=0, description="Tool calls the run's finished sub-agents made, for its limits."
+    )
+
+
+ChildStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
+
+
+class ChildRun(BaseModel):
+    """A sub-agent run as its parent keeps it: enough for limits, progress and the tree."""
+
+    run_id: str
+    agent: str
+    step: int
+    ord: int
+    status: ChildStatus = "running"
+    pending: list[str] = Field(
+        default_factory=list, description="Interactions the child waits on now."
+    )
+    tool_calls: int = 0
+    usage: Usage = Field(default_factory=Usage)
 
 
 class MessageRef(BaseModel):
@@ -209,6 +243,9 @@ class GateResult(BaseModel):
     is_error: bool = True
     event_seq: int
     denied_by: str | None = Field(default=None, description="The rule that denied it, if any.")
+    child_run_id: str | None = Field(
+        default=None, description="A `task` call's answer: the report of this sub-agent run."
+    )
 
 
 InteractionKind = Literal["confirm", "ask_user"]
@@ -270,9 +307,9 @@ class RunInput(BaseModel):
         description="Empty: the workflow id, which a schedule picks when it fires.",
     )
     agent: AgentSpec
-    input: str
-    model: str
-    workspace: str
+    input: str = Field(default="", description="Empty when `texts_key` holds it.")
+    model: str = Field(default="", description="Empty for a sub-agent until it opens.")
+    workspace: str = Field(default="", description="Empty for a sub-agent until it opens.")
     tenant_id: str = "default"
     requester: str = "anonymous"
     trigger: Trigger = "api"
@@ -299,6 +336,15 @@ class RunInput(BaseModel):
     fast_model: bool = Field(
         default=False,
         description="The model's latest calls were all fast: the first call runs local too.",
+    )
+    depth: int = Field(
+        default=0, ge=0, description="0 for a run people started; a sub-agent's parent's + 1."
+    )
+    max_parallel_subagents: int = Field(
+        default=4, ge=1, le=64, description="`task` calls of one step that run at once."
+    )
+    task: SubagentTask | None = Field(
+        default=None, description="Set for a sub-agent: the parent's call that started it."
     )
 
 
@@ -525,7 +571,60 @@ class ResolveInteractionInput(BaseModel):
     event_seq: int
 
 
+class SubagentTask(BaseModel):
+    """What a sub-agent run knows of the `task` call that started it.
+
+    The prompt is not here: the child reads it from its parent's stored message, so
+    it travels in neither history.
+    """
+
+    step: int = Field(description="The parent's step that made the call.")
+    ord: int = Field(description="The call's ordinal in that step.")
+    event_seq: int = Field(description="Parent's seqs for the `tool_call` and `child_run` events.")
+    max_tool_calls: int = Field(ge=1, description="The child's share of the parent's tool calls.")
+    max_total_tokens: int | None = Field(
+        default=None, ge=1, description="The child's share of the parent's token budget."
+    )
+
+
+class OpenSubagentInput(BaseModel):
+    """Input of `open_subagent`: a sub-agent run finds its agent and its prompt."""
+
+    run_id: str
+    parent_run_id: str
+    tenant_id: str
+    requester: str
+    agent: str
+    task: SubagentTask
+
+
+class SubagentPlan(BaseModel):
+    """Output of `open_subagent`: the child's agent (prompt and input stored), model, place."""
+
+    agent: AgentSpec
+    model: str
+    workspace: str = Field(description="The parent's workspace, which the child works in.")
+    texts_key: str = Field(description="Key of the child's stored system prompt and input.")
+
+
+class ChildRunNotice(BaseModel):
+    """Signal `child_status`: a sub-agent tells its parent it waits on someone, or no more."""
+
+    run_id: str
+    status: ChildStatus
+    pending: list[str] = Field(default_factory=list)
+
+
+class ChildEventInput(BaseModel):
+    """Input of `record_child_event`: one `child_run` event in the parent's stream."""
+
+    run_id: str = Field(description="The parent's run id.")
+    event_seq: int
+    child: ChildRun
+
+
 RunState.model_rebuild()
+RunInput.model_rebuild()
 
 
 class SessionSubmission(BaseModel):

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Risk = Literal["read", "write", "exec", "external"]
-PermissionGroup = Literal["read", "edit", "bash", "interact", "mcp"]
+PermissionGroup = Literal["read", "edit", "bash", "interact", "mcp", "task"]
 
 MAX_WRITE_BYTES = 1_000_000
 
@@ -85,6 +85,20 @@ class AskUserArgs(ToolArgs):
     question: str = Field(min_length=1, max_length=4000, description="What you need to know.")
 
 
+class TaskArgs(ToolArgs):
+    """Arguments of `task`: which sub-agent runs, and everything it needs to know."""
+
+    agent: str = Field(min_length=1, max_length=64, description="The sub-agent to run.")
+    prompt: str = Field(
+        min_length=1,
+        max_length=20_000,
+        description=(
+            "The sub-agent's whole task: it sees nothing else of this conversation, so "
+            "name the files or directories, the question, and the answer you want back."
+        ),
+    )
+
+
 class McpToolArgs(ToolArgs):
     """Arguments of a tool from an MCP server: any JSON object.
 
@@ -147,6 +161,11 @@ def _command_line(args: ToolArgs) -> str:
 def _question(args: ToolArgs) -> str:
     assert isinstance(args, AskUserArgs)
     return args.question
+
+
+def _agent(args: ToolArgs) -> str:
+    assert isinstance(args, TaskArgs)
+    return args.agent
 
 
 TOOL_SPECS: dict[str, ToolSpec] = {
@@ -231,6 +250,20 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             read_only=False,
             args_model=AskUserArgs,
             subject_of=_question,
+        ),
+        ToolSpec(
+            name="task",
+            description=(
+                "Run a sub-agent on a part of the work and get its final answer (its report) "
+                "back. It starts fresh: it sees only your prompt, not this conversation. "
+                "Several task calls in one reply run in parallel. The sub-agents you may "
+                "call are listed in your instructions."
+            ),
+            risk="read",
+            group="task",
+            read_only=False,
+            args_model=TaskArgs,
+            subject_of=_agent,
         ),
     )
 }

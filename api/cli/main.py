@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
+from rich.tree import Tree
 
 from api.cli.client import KeelApiError, KeelClient
 from api.cli.connection import keel_api
@@ -23,7 +24,7 @@ from api.cli.console_link import console_link
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.progress import Decider, follow_run, terminal_decider
 from api.cli.schedules import schedules_app
-from api.core.schemas import InteractionDecisionCreate, RunCreate, RunPublic
+from api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
 from api.identity.auth import dev_token
 from api.identity.config import local_secret
 from worker.dev_stack import StackError, free_port
@@ -403,11 +404,35 @@ def runs_show(run_id: str) -> None:
     async def main() -> None:
         async with keel_api(KeelClient) as (client, _):
             run = await client.get_run(run_id)
-        console.print_json(run.model_dump_json(exclude={"report"}))
+        console.print_json(run.model_dump_json(exclude={"report", "children"}))
+        if run.children:
+            console.print(run_tree(run))
         if run.report:
             console.print(Markdown(run.report))
 
     _run(main())
+
+
+def run_tree(run: RunPublic) -> Tree:
+    """The run and its sub-agent runs, each with its status and its own usage."""
+
+    def label(node: RunPublic | RunChildPublic) -> str:
+        usage = node.usage
+        return (
+            f"{node.id}  {node.agent}  {node.status}  "
+            f"{usage.total_tokens} tokens  ${usage.cost_usd:.4f}"
+        )
+
+    def add(branch: Tree, children: list[RunChildPublic]) -> None:
+        for child in children:
+            add(branch.add(label(child)), child.children)
+
+    tree = Tree(label(run))
+    add(tree, run.children)
+    if run.total_usage is not None:
+        total = run.total_usage
+        tree.add(f"total with sub-agents: {total.total_tokens} tokens  ${total.cost_usd:.4f}")
+    return tree
 
 
 @app.command()

@@ -20,6 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from api.core.errors import Conflict, Forbidden, Invalid, KeelError, NotFound, Unavailable
+from api.core.run_tree import child_owning
 from api.core.runs import RunService
 from api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
 from api.identity.auth import Principal
@@ -60,9 +61,12 @@ class DecisionService:
     ) -> DecisionResult:
         """Hand the caller's decision to the run; a `KeelError` says why it did not take."""
         parts = self._parts
-        await self._runs.get(run_id, user, allow_admin=False)
+        record = await self._runs.get(run_id, user, allow_admin=False)
         # The store has every interaction a run opened; the run itself may be replaying.
         stored = await parts.interactions.get(run_id, interaction_id)
+        if stored is None and (child := await child_owning(parts.store, record, interaction_id)):
+            # A sub-agent's: decided as through the child's own endpoint, checks and all.
+            return await self.decide(child, interaction_id, body, user)
         if stored is None:
             raise NotFound(f"No interaction {interaction_id} in run {run_id}.")
         decision = InteractionDecision(

@@ -32,6 +32,7 @@ from activities.store.records import EventRecord, NewRun, RunRecord
 from activities.store.run_store import Store, texts_key
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from api.core.errors import Conflict, Invalid, NotFound, Unavailable
+from api.core.run_tree import child_owning, subtree, tree_interactions, with_tree
 from api.core.schemas import InteractionPublic, RunCreate, RunPublic
 from api.identity.auth import Principal
 from api.identity.config import user_ref
@@ -141,6 +142,7 @@ def run_input(
     user: Principal,
     llm_max_attempts: int,
     schedule_id: str | None = None,
+    max_parallel_subagents: int = 4,
 ) -> RunInput:
     """The workflow's input for an order, with the texts still inline."""
     return RunInput(
@@ -158,6 +160,7 @@ def run_input(
         approval_expires_after_s=order.approval_expires_after_s,
         webhook_url=order.webhook_url,
         schedule_id=schedule_id,
+        max_parallel_subagents=max_parallel_subagents,
     )
 
 
@@ -215,6 +218,7 @@ class RunService:
             user=user,
             llm_max_attempts=settings.llm_max_attempts,
             schedule_id=schedule_id,
+            max_parallel_subagents=settings.max_parallel_subagents,
         )
 
     # -- starting -----------------------------------------------------------
@@ -364,11 +368,12 @@ class RunService:
         return record
 
     async def live(self, record: RunRecord) -> RunPublic:
-        """The run as clients see it; a live run's progress comes from the workflow itself."""
+        """The run as clients see it, with its tree of sub-agent runs; a live run's
+        progress comes from the workflow itself."""
         public = RunPublic.from_record(record)
         if record.status in ("queued", "running"):
             await self._overlay_live_state(public)
-        return public
+        return with_tree(public, await subtree(self._parts.store, record))
 
     async def _overlay_live_state(self, public: RunPublic) -> None:
         handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, public.id)
@@ -413,20 +418,23 @@ class RunService:
         return await self._parts.store.list_events(run_id, after=after, limit=limit)
 
     async def interactions(self, run_id: str, user: Principal) -> list[InteractionPublic]:
-        await self.get(run_id, user)
-        return [
-            InteractionPublic.from_interaction(run_id, ia)
-            for ia in await self._parts.interactions.for_run(run_id)
-        ]
+        """The run's interactions, then its sub-agents' (each names its own run)."""
+        record = await self.get(run_id, user)
+        return await tree_interactions(self._parts.store, self._parts.interactions, record)
 
     async def interaction(
         self, run_id: str, interaction_id: str, user: Principal
     ) -> InteractionPublic:
-        await self.get(run_id, user)
+        record = await self.get(run_id, user)
+        owner = run_id
         ia = await self._parts.interactions.get(run_id, interaction_id)
         if ia is None:
+            child = await child_owning(self._parts.store, record, interaction_id)
+            if child is not None:
+                owner, ia = child, await self._parts.interactions.get(child, interaction_id)
+        if ia is None:
             raise NotFound(f"No interaction {interaction_id} in run {run_id}.")
-        return InteractionPublic.from_interaction(run_id, ia)
+        return InteractionPublic.from_interaction(owner, ia)
 
     # -- cancelling ---------------------------------------------------------
 

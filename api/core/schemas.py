@@ -95,6 +95,40 @@ class UsagePublic(BaseModel):
     cost_usd: float = Field(default=0.0, description="From the price table in settings.")
 
 
+class RunChildPublic(BaseModel):
+    """A sub-agent run below another run, with its own sub-agents."""
+
+    id: str
+    agent: str
+    status: str
+    stop_reason: str | None
+    steps: int
+    tool_calls: int
+    usage: UsagePublic = Field(description="This run's own calls.")
+    children: list[RunChildPublic] = Field(default_factory=list)
+
+    @classmethod
+    def from_record(cls, run: RunRecord) -> RunChildPublic:
+        return cls(
+            id=run.id,
+            agent=run.agent,
+            status=run.status,
+            stop_reason=run.stop_reason,
+            steps=run.steps,
+            tool_calls=run.tool_calls,
+            usage=usage_of(run),
+        )
+
+
+def usage_of(run: RunRecord) -> UsagePublic:
+    return UsagePublic(
+        prompt_tokens=run.prompt_tokens,
+        completion_tokens=run.completion_tokens,
+        total_tokens=run.prompt_tokens + run.completion_tokens,
+        cost_usd=float(run.cost_usd),
+    )
+
+
 class RunPublic(BaseModel):
     """A run as clients see it."""
 
@@ -119,7 +153,16 @@ class RunPublic(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     pending_interactions: list[str] = Field(
-        default_factory=list, description="Interactions the run is waiting on now."
+        default_factory=list,
+        description="Interactions the run (or one of its sub-agents) is waiting on now.",
+    )
+    children: list[RunChildPublic] = Field(
+        default_factory=list, description="Sub-agent runs its `task` calls started (a tree)."
+    )
+    total_usage: UsagePublic | None = Field(
+        default=None,
+        description="Usage and cost of the run and every sub-agent run below it; "
+        "set when the run reads with its tree.",
     )
 
     @classmethod

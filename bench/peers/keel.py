@@ -56,8 +56,14 @@ def one_tool_agent(steps: int) -> AgentSpec:
             "max_stale_rounds": 1000,
         }
     )
+    # Without sub-agents, like the peers: one tool, one conversation.
     return spec.model_copy(
-        update={"system_prompt": INSTRUCTIONS, "tools": [TOOL], "limits": limits}
+        update={
+            "system_prompt": INSTRUCTIONS,
+            "tools": [TOOL],
+            "limits": limits,
+            "subagents": [],
+        }
     )
 
 

@@ -22,6 +22,7 @@ from activities.context import CompactionActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.run_records import RunRecordActivities
+from activities.subagents import SubagentActivities
 from activities.tools.mcp_discovery import McpDiscoveryActivities
 from activities.tools.tool_activities import ToolActivities
 from activities.webhooks import WebhookActivities
@@ -39,6 +40,7 @@ IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.InteractionRecords: InteractionActivities,
     activity_refs.WebhookDeliveries: WebhookActivities,
     activity_refs.A2ADelegation: A2AClientActivities,
+    activity_refs.Subagents: SubagentActivities,
 }
 WORKFLOWS = Path(__file__).parents[2] / "workflows"
 

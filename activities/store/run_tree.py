@@ -1,0 +1,75 @@
+"""A run and its sub-agent runs: the tree, rolled-up usage, and a child's answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+from activities.store.records import RunRecord
+
+# A tree deeper than sub-agents may nest is a loop in the data: stop there.
+MAX_TREE_DEPTH = 16
+
+DESCENDANTS_SQL = """
+WITH RECURSIVE tree AS (
+    SELECT id, 0 AS depth FROM runs WHERE id = %(root)s AND tenant_id = %(tenant)s
+    UNION ALL
+    SELECT r.id, t.depth + 1 FROM runs r JOIN tree t ON r.parent_run_id = t.id
+    WHERE r.tenant_id = %(tenant)s AND t.depth < %(max_depth)s
+)
+SELECT runs.* FROM runs JOIN tree ON runs.id = tree.id
+ORDER BY tree.depth, runs.created_at, runs.id
+"""
+
+CHILD_ANSWER_SQL = "SELECT agent, status, stop_reason, error, report FROM runs WHERE id = %s"
+
+
+class ChildAnswer(BaseModel):
+    """What a `task` call answers: the sub-agent's report, or why there is none."""
+
+    text: str
+    is_error: bool
+    status: str
+    agent: str
+
+
+class RunTreeStore:
+    """Reads over `runs.parent_run_id`, always within one tenant."""
+
+    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]) -> None:
+        self._pool = pool
+
+    async def subtree(self, tenant_id: str, run_id: str) -> list[RunRecord]:
+        """The run and every run below it, the run first, then by depth and age."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                DESCENDANTS_SQL,
+                {"root": run_id, "tenant": tenant_id, "max_depth": MAX_TREE_DEPTH},
+            )
+            rows = await cur.fetchall()
+        return [RunRecord.model_validate(row) for row in rows]
+
+    async def child_answer(self, run_id: str) -> ChildAnswer:
+        """The report of a finished sub-agent run, as the parent's model reads it."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(CHILD_ANSWER_SQL, (run_id,))
+            row = await cur.fetchone()
+        if row is None:
+            return ChildAnswer(
+                text=f"Error: the sub-agent run {run_id} left no record; it did not run.",
+                is_error=True,
+                status="failed",
+                agent="",
+            )
+        status, report = row["status"], row["report"] or ""
+        if status == "completed" and report.strip():
+            return ChildAnswer(text=report, is_error=False, status=status, agent=row["agent"])
+        why = row["error"] or row["stop_reason"] or "no report"
+        text = (
+            f"Error: the sub-agent {row['agent']} (run {run_id}) ended {status} ({why}) "
+            "without a report. Do that part yourself, or say in your answer that it is missing."
+        )
+        return ChildAnswer(text=text, is_error=True, status=status, agent=row["agent"])

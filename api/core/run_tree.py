@@ -1,0 +1,62 @@
+"""A run's sub-agent runs, as its readers see them: the tree, and what the tree waits on.
+
+A parent answers for its children: its run view shows them with rolled-up usage, its
+interaction list holds theirs, and a decision sent to it for a child's interaction is
+the child's decision, taken with exactly the checks of the child's own endpoint.
+"""
+
+from __future__ import annotations
+
+from activities.store.interaction_store import InteractionStore
+from activities.store.records import RunRecord
+from activities.store.run_store import Store
+from activities.store.run_tree import RunTreeStore
+from api.core.schemas import InteractionPublic, RunChildPublic, RunPublic, UsagePublic
+
+
+async def subtree(store: Store, run: RunRecord) -> list[RunRecord]:
+    """The run, then every run below it (in its tenant)."""
+    return await RunTreeStore(store.pool).subtree(run.tenant_id, run.id)
+
+
+def with_tree(public: RunPublic, records: list[RunRecord]) -> RunPublic:
+    """The run view with its children nested and the usage of the whole tree."""
+    nodes = {r.id: RunChildPublic.from_record(r) for r in records[1:]}
+    for record in records[1:]:
+        parent = nodes.get(record.parent_run_id or "")
+        if parent is not None:
+            parent.children.append(nodes[record.id])
+    public.children = [nodes[r.id] for r in records[1:] if r.parent_run_id == public.id]
+    public.total_usage = UsagePublic(
+        prompt_tokens=sum(r.prompt_tokens for r in records),
+        completion_tokens=sum(r.completion_tokens for r in records),
+        total_tokens=sum(r.prompt_tokens + r.completion_tokens for r in records),
+        cost_usd=round(sum(float(r.cost_usd) for r in records), 6),
+    )
+    return public
+
+
+async def tree_interactions(
+    store: Store, interactions: InteractionStore, run: RunRecord
+) -> list[InteractionPublic]:
+    """The run's interactions, then its sub-agents', each naming the run it belongs to."""
+    found: list[InteractionPublic] = []
+    for record in await subtree(store, run):
+        found += [
+            InteractionPublic.from_interaction(record.id, ia)
+            for ia in await interactions.for_run(record.id)
+        ]
+    return found
+
+
+async def child_owning(store: Store, run: RunRecord, interaction_id: str) -> str | None:
+    """The sub-agent run below `run` whose interaction this is, if it is one.
+
+    A sub-agent's interaction ids start with its run id (`RUN:ia-STEP-ORD`), so they
+    stay unique among all of the tree's.
+    """
+    owner, sep, _ = interaction_id.rpartition(":")
+    if not sep or owner == run.id:
+        return None
+    below = {r.id for r in (await subtree(store, run))[1:]}
+    return owner if owner in below else None

@@ -1,0 +1,83 @@
+"""Sub-agent policy: how a `task` call's child run is named, bounded and reported.
+
+Pure code, shared by the agent run (which starts children) and by readers that
+must find a child from its parent's call.
+"""
+
+from __future__ import annotations
+
+from workflows.models import (
+    ChildRun,
+    ChildStatus,
+    Limits,
+    RunState,
+    RunStatus,
+    SubagentTask,
+    Usage,
+)
+
+# A sub-agent may run sub-agents of its own, this many levels below the run people
+# started; deeper than that, `task` is not offered, so a cycle of agents ends.
+MAX_SUBAGENT_DEPTH = 3
+
+FINISHED: dict[RunStatus, ChildStatus] = {
+    "completed": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "queued": "failed",
+    "running": "failed",
+}
+
+
+def child_run_id(parent_run_id: str, step: int, ord_: int) -> str:
+    """The child's run (and workflow) id: the same for a retried or replayed call."""
+    return f"{parent_run_id}-task-{step}-{ord_}"
+
+
+def interaction_id(run_id: str, parent_run_id: str | None, step: int, ord_: int) -> str:
+    """An interaction's id: a sub-agent's carry its run id, so its parent's list stays unique."""
+    local = f"ia-{step}-{ord_}"
+    return f"{run_id}:{local}" if parent_run_id else local
+
+
+def share_of(parent: Limits, state: RunState, share: int) -> tuple[int, int | None]:
+    """A child's part of what the parent has left: (tool calls, tokens or None).
+
+    Tool calls and tokens are shared out, since the parent's limits count its
+    children's too; steps and failure streaks are each child's own.
+    """
+    used_calls = state.tool_calls + state.subagent_tool_calls
+    calls = max(1, (parent.max_tool_calls - used_calls) // share)
+    if parent.max_total_tokens is None:
+        return calls, None
+    return calls, max(1, (parent.max_total_tokens - state.usage.total_tokens) // share)
+
+
+def within_share(own: Limits, task: SubagentTask) -> Limits:
+    """The child's own limits, cut down to the share its parent gave it."""
+    tokens = own.max_total_tokens
+    if task.max_total_tokens is not None:
+        tokens = task.max_total_tokens if tokens is None else min(tokens, task.max_total_tokens)
+    return own.model_copy(
+        update={
+            "max_tool_calls": min(own.max_tool_calls, task.max_tool_calls),
+            "max_total_tokens": tokens,
+        }
+    )
+
+
+def finished(child: ChildRun, status: RunStatus, tool_calls: int, usage: Usage) -> ChildRun:
+    """The child's record once its run has ended."""
+    return child.model_copy(
+        update={
+            "status": FINISHED[status],
+            "pending": [],
+            "tool_calls": tool_calls,
+            "usage": usage,
+        }
+    )
+
+
+def pending_of_children(state: RunState) -> list[str]:
+    """What the run's children wait on now: it shows among the parent's pending interactions."""
+    return [ia for child in state.children.values() for ia in child.pending]
