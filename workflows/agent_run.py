@@ -749,9 +749,10 @@ class AgentRunWorkflow:
             run_id=run.run_id, status="waiting" if pending else "running", pending=pending
         )
         try:
-            await workflow.get_external_workflow_handle(run.parent_run_id).signal(
-                "child_status", notice
+            parent = workflow.get_external_workflow_handle_for(
+                AgentRunWorkflow.run, run.parent_run_id
             )
+            await parent.signal(AgentRunWorkflow.child_status, notice)
         except FailureError as err:  # the parent has ended: nobody is listening
             workflow.logger.warning("could not tell parent %s: %s", run.parent_run_id, err)
 

@@ -166,7 +166,12 @@ def test_workflows_call_activities_by_reference_only() -> None:
 @pytest.mark.parametrize(
     ("workflow_class", "updates", "signals", "queries"),
     [
-        (AgentRunWorkflow, {"decide"}, {"resolve_interaction"}, {"progress", "interactions"}),
+        (
+            AgentRunWorkflow,
+            {"decide"},
+            {"resolve_interaction", "child_status"},
+            {"progress", "interactions"},
+        ),
         (SessionWorkflow, {"submit", "withdraw"}, set(), {"state"}),
     ],
     ids=["agent-run", "session"],
