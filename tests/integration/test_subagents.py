@@ -224,7 +224,10 @@ async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
         accepted = await decide(http, parent, ia)
         assert accepted.status_code == 200, accepted.text
         assert accepted.json()["interaction"]["run_id"] == child_id
-        assert (await decide(http, child_id, ia)).status_code == 409
+        # Through the child's own endpoint: the same decision again is idempotent, another
+        # one is too late.
+        assert (await decide(http, child_id, ia)).status_code == 200
+        assert (await decide(http, child_id, ia, decision="reject")).status_code == 409
 
         run = await finished(http, parent)
         assert run["status"] == "completed", run
