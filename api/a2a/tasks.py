@@ -90,7 +90,15 @@ async def live_pending(
         every: list[Interaction] = await handle.query(
             AgentRunWorkflow.list_interactions, rpc_timeout=QUERY_TIMEOUT
         )
-        return [i for i in every if i.id in progress.pending_interactions]
+        own = [i for i in every if i.id in progress.pending_interactions]
+        known = {i.id for i in own}
+        # A sub-agent's (`CHILD_RUN:ia-STEP-ORD`): its parent waits on it too.
+        for ia_id in progress.pending_interactions:
+            owner = ia_id.rpartition(":")[0]
+            child = await interactions.get(owner, ia_id) if owner and ia_id not in known else None
+            if child is not None:
+                own.append(child)
+        return own
     except RPCError:
         # No worker to answer, or the workflow is gone: Postgres has the last word.
         return [i for i in await interactions.for_run(run.id) if i.status == "pending"]
