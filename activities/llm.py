@@ -26,6 +26,7 @@ from activities.context.budget import (
     exceeded_limit,
     openai_message,
 )
+from activities.genai_spans import note_finish, note_messages, note_response_model
 from activities.prices import ModelPrice
 from activities.run_records import open_run
 from activities.store.audit import AuditEntry, AuditLog
@@ -142,6 +143,8 @@ class LlmActivities(LlmCalls):
         except ContextLengthExceeded as refusal:
             return await self._refused(step, refusal)
         latency_ms = int((time.monotonic() - started) * 1000)
+        note_finish(finish_reason)
+        note_messages(messages, message)
         content = message["content"]
         tool_calls = message["tool_calls"] if step.tool_choice == "auto" else []
         await self._store.record_assistant(
@@ -486,7 +489,9 @@ async def _collect(
     calls: dict[int, dict[str, Any]] = {}
     usage = Usage()
     finish_reason = "stop"
+    response_model: str | None = None
     async for chunk in chunks:
+        response_model = response_model or chunk.get("model")
         reported = chunk.get("usage")
         if reported:
             usage = Usage(
@@ -512,6 +517,8 @@ async def _collect(
                 call["function"]["arguments"] += function.get("arguments") or ""
             if choice.get("finish_reason"):
                 finish_reason = choice["finish_reason"]
+    if response_model:
+        note_response_model(response_model)
     ordered = [calls[i] for i in sorted(calls)]
     for i, call in enumerate(ordered):
         call["id"] = call["id"] or f"call_{i}"

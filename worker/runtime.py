@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import openai
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.a2a_client import A2AClientActivities
@@ -32,6 +32,7 @@ from worker.a2a_tokens import A2ATokens
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from worker.temporal_client import connect
+from worker.tracing import install_tracing, temporal_plugins, tracing_on
 from worker.webhook_secret import webhook_server_secret
 from workflows.agent_run import AgentRunWorkflow
 from workflows.coordinator import CoordinatorWorkflow
@@ -49,6 +50,16 @@ def openai_client(settings: Settings) -> openai.AsyncOpenAI:
         max_retries=0,
         timeout=settings.llm_timeout_s,
     )
+
+
+def worker_interceptors(settings: Settings) -> list[Interceptor]:
+    """GenAI spans when tracing is on; Temporal's own come with the client's plugin."""
+    if not tracing_on(settings):
+        return []
+    from worker.genai_tracing import GenAiSpans
+
+    install_tracing(settings, "keel-worker")  # Temporal's plugin needs its provider first
+    return [GenAiSpans(capture_content=settings.otel_capture_message_content)]
 
 
 @dataclass
@@ -109,6 +120,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             subagent_activities.open_subagent,
             subagent_activities.record_child_event,
         ],
+        interceptors=worker_interceptors(settings),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
         workflow_runner=(
@@ -123,7 +135,10 @@ async def running_worker(settings: Settings) -> AsyncIterator[WorkerParts]:
     """Connect, migrate, and run a worker until the context exits."""
     if settings.temporal_address is None or settings.database_url is None:
         raise RuntimeError("running_worker needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
-    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    install_tracing(settings, "keel-worker")
+    client = await connect(
+        settings.temporal_address, settings.temporal_namespace, plugins=temporal_plugins(settings)
+    )
     store = await Store.open(settings.database_url)
     try:
         await store.migrate()

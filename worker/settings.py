@@ -188,6 +188,50 @@ class Settings(BaseSettings):
         description="How long a console sign-in lasts, in seconds (never past a pasted token).",
     )
 
+    # -- operations: traces (the standard OpenTelemetry variables) ----------------
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias=_env("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="OTLP/HTTP collector base URL; traces go to its /v1/traces. Unset: no traces.",
+    )
+    otel_exporter_otlp_traces_endpoint: str | None = Field(
+        default=None,
+        validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+        description="Full OTLP/HTTP traces URL; wins over OTEL_EXPORTER_OTLP_ENDPOINT.",
+    )
+    otel_exporter_otlp_headers: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
+        description="Headers for the collector, `key=value,key2=value2` (often a token).",
+    )
+    otel_traces_exporter: str = Field(
+        default="otlp",
+        validation_alias=_env("OTEL_TRACES_EXPORTER"),
+        description="`otlp`, or `none` to keep traces off with an endpoint set.",
+    )
+    otel_sdk_disabled: bool = Field(default=False, validation_alias=_env("OTEL_SDK_DISABLED"))
+    otel_service_name: str | None = Field(
+        default=None,
+        validation_alias=_env("OTEL_SERVICE_NAME"),
+        description="Service name on spans; default `keel-api` or `keel-worker`.",
+    )
+    otel_capture_message_content: bool = Field(
+        default=False,
+        validation_alias=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+        description="Put model messages on `chat` spans; off, spans carry no contents.",
+    )
+
+    @property
+    def traces_endpoint(self) -> str | None:
+        """Where spans go, or None when tracing is off."""
+        if self.otel_sdk_disabled or self.otel_traces_exporter.strip().lower() == "none":
+            return None
+        if self.otel_exporter_otlp_traces_endpoint:
+            return self.otel_exporter_otlp_traces_endpoint
+        if self.otel_exporter_otlp_endpoint:
+            return self.otel_exporter_otlp_endpoint.rstrip("/") + "/v1/traces"
+        return None
+
     @property
     def resolved_api_url(self) -> str:
         return self.api_url or f"http://{self.api_host}:{self.api_port}"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import SchemaSerializer
 from pydantic_core.core_schema import any_schema
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
     CompositePayloadConverter,
@@ -52,6 +53,10 @@ class KeelPayloadConverter(CompositePayloadConverter):
 DATA_CONVERTER = DataConverter(payload_converter_class=KeelPayloadConverter)
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
-    """A client whose payloads are Keel's pydantic models."""
-    return await Client.connect(address, namespace=namespace, data_converter=DATA_CONVERTER)
+async def connect(
+    address: str, namespace: str = "default", *, plugins: Sequence[Plugin] = ()
+) -> Client:
+    """A client whose payloads are Keel's pydantic models (plugins: `worker.tracing`)."""
+    return await Client.connect(
+        address, namespace=namespace, data_converter=DATA_CONVERTER, plugins=list(plugins)
+    )

@@ -22,6 +22,7 @@ from api.events.hub import EventHub
 from api.events.stream import EventReads
 from api.http.body_limit import BodySizeLimit
 from api.http.errors import install_error_handlers
+from api.http.request_tracing import trace_requests
 from api.http.routers import (
     admin,
     events,
@@ -42,6 +43,7 @@ from api.mcp_server import McpEndpoint
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 from worker.temporal_client import connect
+from worker.tracing import temporal_plugins
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -54,7 +56,9 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        temporal = await connect(temporal_address, settings.temporal_namespace)
+        temporal = await connect(
+            temporal_address, settings.temporal_namespace, plugins=temporal_plugins(settings)
+        )
         store = await Store.open(database_url)
         audit = ApiAudit(AuditLog(store.pool))
         parts = CoreParts(
@@ -109,4 +113,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(pages_router)  # last: its catch-all serves every console path
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
+    trace_requests(app, settings)
     return app
