@@ -30,6 +30,7 @@ from activities.tools.tool_activities import ToolActivities
 from activities.webhooks import WebhookActivities
 from worker.a2a_tokens import A2ATokens
 from worker.agent_catalog import AgentCatalog
+from worker.metrics import worker_runtime
 from worker.settings import Settings
 from worker.temporal_client import connect
 from worker.tracing import install_tracing, temporal_plugins, tracing_on
@@ -53,13 +54,22 @@ def openai_client(settings: Settings) -> openai.AsyncOpenAI:
 
 
 def worker_interceptors(settings: Settings) -> list[Interceptor]:
-    """GenAI spans when tracing is on; Temporal's own come with the client's plugin."""
-    if not tracing_on(settings):
-        return []
-    from worker.genai_tracing import GenAiSpans
+    """Keel's metrics and GenAI spans, each only when configured.
 
-    install_tracing(settings, "keel-worker")  # Temporal's plugin needs its provider first
-    return [GenAiSpans(capture_content=settings.otel_capture_message_content)]
+    Temporal's own tracing comes with the client's plugin, its metrics with the
+    client's runtime.
+    """
+    interceptors: list[Interceptor] = []
+    if settings.worker_metrics_port is not None:
+        from worker.metrics import KeelMetrics
+
+        interceptors.append(KeelMetrics(settings.prices))
+    if tracing_on(settings):
+        from worker.genai_tracing import GenAiSpans
+
+        install_tracing(settings, "keel-worker")  # Temporal's plugin needs its provider first
+        interceptors.append(GenAiSpans(capture_content=settings.otel_capture_message_content))
+    return interceptors
 
 
 @dataclass
@@ -137,7 +147,10 @@ async def running_worker(settings: Settings) -> AsyncIterator[WorkerParts]:
         raise RuntimeError("running_worker needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
     install_tracing(settings, "keel-worker")
     client = await connect(
-        settings.temporal_address, settings.temporal_namespace, plugins=temporal_plugins(settings)
+        settings.temporal_address,
+        settings.temporal_namespace,
+        plugins=temporal_plugins(settings),
+        runtime=worker_runtime(settings),
     )
     store = await Store.open(settings.database_url)
     try:

@@ -188,6 +188,23 @@ class Settings(BaseSettings):
         description="How long a console sign-in lasts, in seconds (never past a pasted token).",
     )
 
+    # -- operations: metrics --------------------------------------------------------
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        validation_alias=_env("KEEL_METRICS_HOST"),
+        description="Address the /metrics endpoints listen on (0.0.0.0 in a container).",
+    )
+    worker_metrics_port: int | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_WORKER_METRICS_PORT"),
+        description="Port of the worker's /metrics (Temporal's and Keel's); unset: none.",
+    )
+    api_metrics_port: int | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_API_METRICS_PORT"),
+        description="Port of the API's /metrics (requests, pending interactions); unset: none.",
+    )
+
     # -- operations: traces (the standard OpenTelemetry variables) ----------------
     otel_exporter_otlp_endpoint: str | None = Field(
         default=None,

@@ -16,6 +16,7 @@ from temporalio.converter import (
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
 )
+from temporalio.runtime import Runtime
 
 
 class CompactJsonPayloadConverter(PydanticJSONPlainPayloadConverter):
@@ -54,9 +55,20 @@ DATA_CONVERTER = DataConverter(payload_converter_class=KeelPayloadConverter)
 
 
 async def connect(
-    address: str, namespace: str = "default", *, plugins: Sequence[Plugin] = ()
+    address: str,
+    namespace: str = "default",
+    *,
+    plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
 ) -> Client:
-    """A client whose payloads are Keel's pydantic models (plugins: `worker.tracing`)."""
+    """A client whose payloads are Keel's pydantic models.
+
+    `plugins` come from `worker.tracing`, `runtime` (metrics) from `worker.metrics`.
+    """
     return await Client.connect(
-        address, namespace=namespace, data_converter=DATA_CONVERTER, plugins=list(plugins)
+        address,
+        namespace=namespace,
+        data_converter=DATA_CONVERTER,
+        plugins=list(plugins),
+        runtime=runtime,
     )

@@ -29,6 +29,12 @@ PENDING_FOR_TENANT_SQL = (
     " ORDER BY i.created_at, i.run_id, i.id LIMIT %s"
 )
 
+# Requests still waiting for a person, by tenant: the API's metrics gauge.
+PENDING_BY_TENANT_SQL = (
+    "SELECT tenant_id, count(*) AS pending FROM interactions"
+    " WHERE status = 'pending' GROUP BY tenant_id"
+)
+
 
 def _row_to_interaction(row: dict[str, Any]) -> Interaction:
     data = dict(row)
@@ -140,6 +146,12 @@ class InteractionStore:
             )
             row = await cur.fetchone()
         return str(row["status"]) if row else None
+
+    async def pending_by_tenant(self) -> dict[str, int]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(PENDING_BY_TENANT_SQL)
+            rows = await cur.fetchall()
+        return {str(row["tenant_id"]): int(row["pending"]) for row in rows}
 
     async def for_run(self, run_id: str) -> list[Interaction]:
         async with self._pool.connection() as conn:

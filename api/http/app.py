@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -22,6 +22,7 @@ from api.events.hub import EventHub
 from api.events.stream import EventReads
 from api.http.body_limit import BodySizeLimit
 from api.http.errors import install_error_handlers
+from api.http.metrics import ApiMetrics, RequestMetrics, serving_metrics
 from api.http.request_tracing import trace_requests
 from api.http.routers import (
     admin,
@@ -53,6 +54,7 @@ def create_app(settings: Settings) -> FastAPI:
     database_url = settings.database_url
     config = auth_config(settings)
     mcp = McpEndpoint(settings)
+    metrics = ApiMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -83,7 +85,16 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             await store.migrate()
             await hub.start()
-            async with mcp.serving(app.state.service):
+            async with mcp.serving(app.state.service), AsyncExitStack() as extra:
+                if settings.api_metrics_port is not None:
+                    await extra.enter_async_context(
+                        serving_metrics(
+                            metrics,
+                            parts.interactions,
+                            settings.metrics_host,
+                            settings.api_metrics_port,
+                        )
+                    )
                 yield
         finally:
             await hub.stop()
@@ -112,6 +123,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.router.routes.append(Route("/mcp", endpoint=mcp))
     app.include_router(pages_router)  # last: its catch-all serves every console path
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if settings.api_metrics_port is not None:
+        app.add_middleware(RequestMetrics, metrics=metrics)
     install_error_handlers(app)
     trace_requests(app, settings)
     return app

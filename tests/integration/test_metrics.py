@@ -1,0 +1,116 @@
+"""Prometheus metrics: the worker's (Temporal's and Keel's) and the API's, scraped and parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from tests.conftest import in_process_worker
+from tests.integration.test_approvals import ALICE, decide, finished, pending, start, write
+from worker.dev_stack import TemporalDevServer, free_port
+from worker.metrics import worker_runtime
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+from worker.temporal_client import connect
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+async def scrape(url: str) -> tuple[Samples, set[str]]:
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.get(url)
+    assert response.status_code == 200
+    samples: Samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples, {name for name, _ in samples}
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """The sum over the samples of `name` whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
+
+
+async def test_a_run_moves_the_counters_by_what_it_did(
+    temporal_server: TemporalDevServer,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"}),
+                        ScriptedToolCall(name="read_file", arguments={"path": "missing.py"}),
+                        write("notes.txt", "reviewed"),
+                    ],
+                    prompt_tokens=300,
+                    completion_tokens=30,
+                ),
+                Turn(content="Done.", prompt_tokens=500, completion_tokens=70),
+            ]
+        )
+    )
+    settings = settings_for(
+        llm,
+        workspace,
+        api_port=free_port(),
+        api_metrics_port=free_port(),
+        worker_metrics_port=free_port(),
+        prices={"scripted": {"input_per_mtok": 2.0, "output_per_mtok": 10.0}},
+    )
+    runtime = worker_runtime(settings)
+    assert runtime is not None
+    client = await connect(temporal_server.address, runtime=runtime)
+    worker_url = f"http://127.0.0.1:{settings.worker_metrics_port}/metrics"
+    api_url = f"http://127.0.0.1:{settings.api_metrics_port}/metrics"
+    queue = {"task_queue": settings.task_queue}
+    async with (
+        in_process_worker(client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        run_id = await start(http, workspace)
+        [ia] = await pending(http, run_id)
+        api, _ = await scrape(api_url)
+        assert value(api, "keel_pending_interactions", tenant="default") == 1
+        assert (await decide(http, run_id, ia)).status_code == 200
+        assert (await finished(http, run_id))["status"] == "completed"
+        assert (await http.get("/v1/runs/no-such-run", headers=ALICE)).status_code == 404
+
+        worker, names = await scrape(worker_url)
+        api, _ = await scrape(api_url)
+
+    started = value(worker, "keel_runs_started_total", agent="build", tenant="default", **queue)
+    assert started == 1
+    assert value(worker, "keel_runs_finished_total", agent="build", status="completed") == 1
+    assert value(worker, "keel_model_calls_total", model="scripted", outcome="ok", **queue) == 2
+    assert value(worker, "keel_model_tokens_total", model="scripted", kind="input") == 800
+    assert value(worker, "keel_model_tokens_total", model="scripted", kind="output") == 100
+    cost = value(worker, "keel_model_cost_usd_sum", model="scripted", **queue)
+    assert abs(cost - (800 * 2.0 + 100 * 10.0) / 1e6) < 1e-9
+    assert value(worker, "keel_model_latency_ms_count", model="scripted", **queue) == 2
+    assert value(worker, "keel_tool_calls_total", tool="read_file", outcome="ok", **queue) == 1
+    assert value(worker, "keel_tool_calls_total", tool="read_file", outcome="error") == 1
+    assert value(worker, "keel_tool_calls_total", tool="write_file", outcome="ok") == 1
+    assert value(worker, "keel_approval_wait_ms_count", tool="write_file", status="approved") == 1
+    # Temporal's own worker metrics are served on the same endpoint.
+    assert any(n.startswith("temporal_workflow_task_execution_latency") for n in names), names
+    assert any(n.startswith("temporal_activity_execution_latency") for n in names)
+
+    assert value(api, "keel_api_requests_total", method="POST", route="/v1/runs") == 1
+    assert value(api, "keel_api_requests_total", route="/v1/runs/{run_id}", status="404") == 1
+    assert value(api, "keel_api_request_seconds_count", method="POST", route="/v1/runs") == 1
+    assert value(api, "keel_pending_interactions", tenant="default") == 0
