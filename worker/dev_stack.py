@@ -15,6 +15,7 @@ from types import TracebackType
 
 from worker.settings import Settings
 from worker.temporal_client import connect
+from workflows.run_visibility import SEARCH_ATTRIBUTES
 
 log = logging.getLogger("keel.stack")
 
@@ -96,6 +97,8 @@ class TemporalDevServer:
             str(free_port()),
             "--log-level",
             "warn",
+            # Keel's search attributes, so runs list by agent, tenant and the rest.
+            *(f"--search-attribute={key.name}=Keyword" for key in SEARCH_ATTRIBUTES),
         ]
         if self.ui_port:
             args += ["--ui-port", str(self.ui_port), "--ui-ip", "127.0.0.1"]

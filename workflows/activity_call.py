@@ -19,6 +19,9 @@ with workflow.unsafe.imports_passed_through():
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
 
+# A summary is in every step's history: enough to name the step, no more.
+SUMMARY_CHARS = 48
+
 
 async def run_activity(
     activity: Callable[[Any, ArgT], Awaitable[ResultT]],
@@ -26,12 +29,17 @@ async def run_activity(
     options: ActivityOptions,
     *,
     local: bool = False,
+    summary: str | None = None,
 ) -> ResultT:
     """Run `activity` (a method of a reference protocol) with `arg` and `options`.
 
     A local activity has no heartbeat (it runs in this worker); it retries in the
-    worker for `LOCAL_RETRY_THRESHOLD`, then by durable timer.
+    worker for `LOCAL_RETRY_THRESHOLD`, then by durable timer. `summary` names the
+    step in the Temporal UI (`read_file src/app.py`); it lands in the history, so it
+    is cut to `SUMMARY_CHARS`.
     """
+    if summary is not None:
+        summary = _short(summary)
     if local:
         return await workflow.execute_local_activity_method(
             activity,
@@ -40,6 +48,7 @@ async def run_activity(
             schedule_to_close_timeout=options.schedule_to_close,
             retry_policy=options.retry,
             local_retry_threshold=LOCAL_RETRY_THRESHOLD,
+            summary=summary,
         )
     return await workflow.execute_activity_method(
         activity,
@@ -48,4 +57,10 @@ async def run_activity(
         schedule_to_close_timeout=options.schedule_to_close,
         heartbeat_timeout=options.heartbeat,
         retry_policy=options.retry,
+        summary=summary,
     )
+
+
+def _short(summary: str) -> str:
+    line = " ".join(summary.split())
+    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"

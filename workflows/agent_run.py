@@ -281,7 +281,11 @@ class AgentRunWorkflow:
         state = self._state
         local = self._llm_runs_local()
         result = await run_activity(
-            LlmCalls.llm_step, step_input, timeouts.llm_call(run.llm_max_attempts), local=local
+            LlmCalls.llm_step,
+            step_input,
+            timeouts.llm_call(run.llm_max_attempts),
+            local=local,
+            summary=f"model call {state.step} · {run.model}",
         )
         if local:
             state.local_llm_ms += result.latency_ms
@@ -420,6 +424,7 @@ class AgentRunWorkflow:
             ),
             timeouts.STORE_CALL,
             local=True,
+            summary="ask " + ", ".join(i.tool for i in created),
         )
         await self._notify(run, "waiting", interactions=created)
         await self._tell_parent(run)
@@ -468,6 +473,7 @@ class AgentRunWorkflow:
             ),
             timeouts.STORE_CALL,
             local=True,
+            summary=f"{interaction.status} {interaction.tool}",
         )
         await self._tell_parent(run)
         if interaction.status == "approved" and _is_task(decision):
@@ -777,13 +783,16 @@ class AgentRunWorkflow:
             tenant_id=run.tenant_id,
             allowed_by=_rule_text(decision) if interaction_id is None else None,
         )
+        summary = f"{call.name} {decision.subject}".strip()
         if decision.spec is not None and decision.spec.group == "mcp":
             # A call to another service: on record before the run goes on.
-            return await run_activity(ToolCalls.run_mcp_tool, call, timeouts.MCP_TOOL_CALL)
+            return await run_activity(
+                ToolCalls.run_mcp_tool, call, timeouts.MCP_TOOL_CALL, summary=summary
+            )
         # Short calls run in the worker that holds the workflow: one marker, no round trip.
         local = decision.spec is not None and self._tool_runs_local(decision.spec)
         options = timeouts.tool_call(decision.run_limit_s)
-        return await run_activity(ToolCalls.run_tool, call, options, local=local)
+        return await run_activity(ToolCalls.run_tool, call, options, local=local, summary=summary)
 
     def _llm_runs_local(self) -> bool:
         """A fast model's next call runs as a local activity, a slow one's as a regular one.
@@ -841,6 +850,7 @@ class AgentRunWorkflow:
             ),
             timeouts.STORE_CALL,
             local=True,
+            summary=f"finish {status}",
         )
         # Terminal only once Postgres has the outcome, so readers never see it early.
         self._status = status

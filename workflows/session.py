@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         Withdrawal,
         WithdrawOutcome,
     )
+    from workflows.run_visibility import run_memo, run_search_attributes
 
 RUNS_BEFORE_CONTINUE_AS_NEW = 200
 
@@ -66,6 +67,8 @@ class SessionWorkflow:
                 run,
                 id=run.run_id,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                search_attributes=run_search_attributes(run),
+                memo=run_memo(run),
             )
             if self._cancel_active:
                 self._child.cancel()

@@ -49,6 +49,7 @@ from workflows.models import (
     Withdrawal,
     WithdrawOutcome,
 )
+from workflows.run_visibility import run_memo, run_search_attributes
 from workflows.session import SessionWorkflow
 
 OnBusy = Literal["reject", "enqueue", "interrupt"]
@@ -313,6 +314,8 @@ class RunService:
                 task_queue=self._parts.settings.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+                search_attributes=run_search_attributes(run),
+                memo=run_memo(run),
             )
         except WorkflowAlreadyStartedError:
             pass  # a retried request: the run started the first time

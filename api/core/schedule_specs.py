@@ -39,6 +39,7 @@ from api.core.schemas import (
 )
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import RunInput
+from workflows.run_visibility import run_memo, run_search_attributes
 
 MEMO_KEY = "keel"
 OVERLAP_POLICIES: dict[BackfillOverlap, ScheduleOverlapPolicy] = {
@@ -100,6 +101,8 @@ def temporal_schedule(config: ScheduleCreate, run: RunInput, task_queue: str) ->
             run,
             id=run_workflow_id(config.schedule_id),
             task_queue=task_queue,
+            typed_search_attributes=run_search_attributes(run, schedule_id=config.schedule_id),
+            memo=run_memo(run),
         ),
         spec=ScheduleSpec(
             calendars=[_calendar(CronExpression.parse(c)) for c in config.cron_expressions],

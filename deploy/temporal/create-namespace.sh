@@ -30,3 +30,14 @@ else
         --address "$ADDRESS"
     echo "Namespace '$NAMESPACE' created (retention $RETENTION)."
 fi
+
+# Keel's search attributes (docs/operations.md): runs list by agent, tenant, trigger and
+# schedule in the Temporal UI and CLI. Creating one that exists is refused; that is fine.
+for name in KeelAgent KeelTenant KeelTrigger KeelSchedule; do
+    if temporal operator search-attribute create --namespace "$NAMESPACE" --address "$ADDRESS" \
+        --name "$name" --type Keyword >/dev/null 2>&1; then
+        echo "Search attribute $name registered."
+    else
+        echo "Search attribute $name already registered (or refused; see: temporal operator search-attribute list)."
+    fi
+done

@@ -1,0 +1,98 @@
+"""The Temporal UI reads like the run: search attributes, a memo, activity summaries."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from tests.conftest import auth_headers, in_process_worker
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+from workflows.activity_call import SUMMARY_CHARS
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+
+
+async def listed(client: Client, query: str, count: int) -> set[str]:
+    """Run ids the visibility query finds, once it finds `count` (visibility lags a little)."""
+    found: set[str] = set()
+    for _ in range(200):
+        found = {w.id async for w in client.list_workflows(query)}
+        if len(found) >= count:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{query!r} found {found}, wanted {count}")
+
+
+async def test_runs_list_by_agent_and_tenant_and_name_their_steps(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"})
+                    ]
+                ),
+                Turn(content="Done."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    acme, globex = f"acme-{uuid.uuid4().hex[:6]}", f"globex-{uuid.uuid4().hex[:6]}"
+    started: dict[tuple[str, str], str] = {}
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        for tenant, agent in [(acme, "review"), (acme, "explore"), (globex, "review")]:
+            response = await http.post(
+                "/v1/runs",
+                headers=auth_headers(tenant, "carol"),
+                json={"agent": agent, "input": "Look.", "workspace": str(workspace)},
+            )
+            assert response.status_code == 201, response.text
+            started[tenant, agent] = response.json()["id"]
+        for run_id in started.values():
+            await temporal_client.get_workflow_handle(run_id).result()
+
+    by_tenant = await listed(temporal_client, f'KeelTenant = "{acme}"', 2)
+    assert by_tenant == {started[acme, "review"], started[acme, "explore"]}
+    tenants = f'KeelTenant IN ("{acme}", "{globex}")'
+    by_agent = await listed(temporal_client, f'KeelAgent = "review" AND {tenants}', 2)
+    assert by_agent == {started[acme, "review"], started[globex, "review"]}
+    assert await listed(temporal_client, f'KeelTrigger = "api" AND KeelTenant = "{globex}"', 1) == {
+        started[globex, "review"]
+    }
+
+    handle = temporal_client.get_workflow_handle(started[acme, "review"])
+    description = await handle.describe()
+    assert await description.memo_value("requester") == "user:carol"
+
+    summaries: list[str] = []
+    converter = temporal_client.data_converter.payload_converter
+    async for event in handle.fetch_history_events():
+        if event.user_metadata.HasField("summary"):
+            summaries.append(converter.from_payload(event.user_metadata.summary, str))
+        assert event.event_type != EventType.EVENT_TYPE_UNSPECIFIED
+    assert "model call 1 · scripted" in summaries
+    assert "read_file pkg/core.py" in summaries
+    assert "model call 2 · scripted" in summaries
+    assert "finish completed" in summaries
+    assert all(len(s) <= SUMMARY_CHARS for s in summaries)
