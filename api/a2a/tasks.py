@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -12,11 +12,12 @@ from temporalio.service import RPCError
 
 from activities.store.interaction_store import InteractionStore
 from activities.store.records import RunRecord
+from api.core.runs import LIVE_QUERY_TIMEOUT, PROGRESS_TIMEOUT, workflow_busy
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import Interaction, RunProgress
 
 # A query needs a worker; without one, answer from Postgres rather than hang.
-QUERY_TIMEOUT = timedelta(seconds=3)
+QUERY_TIMEOUT = LIVE_QUERY_TIMEOUT  # reads never wait for the step in flight
 TERMINAL_STATES = {
     TaskState.TASK_STATE_COMPLETED,
     TaskState.TASK_STATE_FAILED,
@@ -82,6 +83,9 @@ async def live_pending(
         return []
     try:
         handle = temporal.get_workflow_handle_for(AgentRunWorkflow.run, run.id)
+        if workflow_busy(await handle.describe(rpc_timeout=PROGRESS_TIMEOUT)):
+            # A query would wait for the step in flight; what is recorded answers now.
+            return await _recorded_pending(interactions, run)
         progress: RunProgress = await handle.query(
             AgentRunWorkflow.progress, rpc_timeout=QUERY_TIMEOUT
         )
@@ -101,7 +105,11 @@ async def live_pending(
         return own
     except RPCError:
         # No worker to answer, or the workflow is gone: Postgres has the last word.
-        return [i for i in await interactions.for_run(run.id) if i.status == "pending"]
+        return await _recorded_pending(interactions, run)
+
+
+async def _recorded_pending(interactions: InteractionStore, run: RunRecord) -> list[Interaction]:
+    return [i for i in await interactions.for_run(run.id) if i.status == "pending"]
 
 
 def task_of(

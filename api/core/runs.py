@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+from temporalio.api.enums.v1 import PendingWorkflowTaskState
 from temporalio.client import (
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -61,7 +63,20 @@ CLOSED_ELSEWHERE = {
 }
 # A query needs a worker; without one, answer from Postgres rather than hang.
 PROGRESS_TIMEOUT = timedelta(seconds=3)
+# A query is answered between workflow tasks, so it waits behind the step in flight (a
+# chain of local activities holds one task for up to ~2 s). A read asks only a workflow
+# with no task running, and waits this long at most; otherwise it answers from what the
+# run has recorded in Postgres.
+LIVE_QUERY_TIMEOUT = timedelta(milliseconds=75)
 FINISHED = ("completed", "failed", "cancelled")
+
+
+def workflow_busy(description: WorkflowExecutionDescription) -> bool:
+    """Whether a workflow task is running now, so a query would wait for it to end."""
+    task = description.raw_description.pending_workflow_task
+    return task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
+
+
 # The session workflow takes a message through an update, which a worker runs: long
 # enough for a worker that is starting up; Temporal itself being down shows sooner.
 SUBMIT_WAIT = timedelta(seconds=30)
@@ -372,13 +387,22 @@ class RunService:
 
     async def live(self, record: RunRecord) -> RunPublic:
         """The run as clients see it, with its tree of sub-agent runs; a live run's
-        progress comes from the workflow itself."""
+        progress comes from the workflow itself.
+
+        Never waits for the step in flight: a busy workflow's progress is what Postgres
+        has (steps so far, pending interactions).
+        """
         public = RunPublic.from_record(record)
-        if record.status in ("queued", "running"):
-            await self._overlay_live_state(public)
+        if record.status in ("queued", "running") and not await self._overlay_live_state(public):
+            public.pending_interactions = [
+                i.id
+                for i in await self._parts.interactions.for_run(record.id)
+                if i.status == "pending"
+            ]
         return with_tree(public, await subtree(self._parts.store, record))
 
-    async def _overlay_live_state(self, public: RunPublic) -> None:
+    async def _overlay_live_state(self, public: RunPublic) -> bool:
+        """Put the workflow's own progress on `public`; False when Postgres must answer."""
         handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, public.id)
         try:
             description = await handle.describe(rpc_timeout=PROGRESS_TIMEOUT)
@@ -387,17 +411,20 @@ class RunService:
             if wf_status is not None and closed_as is not None:
                 public.status = closed_as
                 public.error = public.error or f"The workflow was {wf_status.name.lower()}."
-                return
+                return True
+            if workflow_busy(description):
+                return False
             progress: RunProgress = await handle.query(
-                AgentRunWorkflow.progress, rpc_timeout=PROGRESS_TIMEOUT
+                AgentRunWorkflow.progress, rpc_timeout=LIVE_QUERY_TIMEOUT
             )
         except RPCError:
-            return
+            return False
         if progress.status == "running":
             public.status = "running"
         public.pending_interactions = progress.pending_interactions
         public.steps = max(public.steps, progress.step)
         public.tool_calls = max(public.tool_calls, progress.tool_calls)
+        return True
 
     async def page(
         self,
