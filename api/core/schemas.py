@@ -233,6 +233,18 @@ class Health(BaseModel):
     database: Literal["ok"]
 
 
+class Liveness(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    """Whether this API can serve: both of its dependencies answer."""
+
+    status: Literal["ready", "unready"]
+    temporal: Literal["ok", "unreachable"]
+    database: Literal["ok", "unreachable"]
+
+
 class InteractionDecisionCreate(BaseModel):
     """A person's decision on a pending interaction."""
 

@@ -544,9 +544,12 @@ def test_api_deployment_probes_health() -> None:
     assert main["command"] + main["args"] == ["keel", "api"]
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
     assert 8470 in ports.values()
-    for probe in ("readinessProbe", "livenessProbe"):
+    # Readiness (and start-up) ask Temporal and Postgres; liveness only the process, so
+    # an outage makes pods unready and never restarts them all.
+    paths = {"startupProbe": "/readyz", "readinessProbe": "/readyz", "livenessProbe": "/livez"}
+    for probe, path in paths.items():
         http = main[probe]["httpGet"]
-        assert http["path"] == "/health", probe
+        assert http["path"] == path, probe
         port = http["port"]
         assert ports.get(port, port) == 8470, probe
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import logging
+from collections.abc import Awaitable
 
-from api.core.schemas import AgentPublic, Health
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from activities.store.run_store import Store
+from api.core.schemas import AgentPublic, Health, Liveness, Readiness
 from api.http.deps import CurrentUser, ServiceDep
 from api.http.errors import AUTHENTICATED
 
 router = APIRouter(tags=["system"])
+log = logging.getLogger("keel.api")
+# A probe's own timeout is 4 s (deploy/k8s); both checks run at once.
+READY_TIMEOUT_S = 2.0
 
 
 @router.get("/health", response_model=Health)
@@ -17,6 +26,43 @@ async def health(service: ServiceDep) -> Health:
     await parts.store.list_runs(tenant_id="default", limit=1)
     target = parts.temporal.service_client.config.target_host
     return Health(status="ok", temporal=target, database="ok")
+
+
+@router.get("/livez", response_model=Liveness)
+async def livez() -> Liveness:
+    """Liveness: the process answers. It checks nothing else, so an outage of Temporal or
+    Postgres makes pods unready, never restarts them all."""
+    return Liveness(status="ok")
+
+
+@router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
+async def readyz(service: ServiceDep) -> JSONResponse:
+    """Readiness: Temporal and Postgres both answer within a couple of seconds."""
+    parts = service.parts
+    temporal_ok, database_ok = await asyncio.gather(
+        _answers(parts.temporal.service_client.check_health()), _answers(_ping(parts.store))
+    )
+    ready = temporal_ok and database_ok
+    body = Readiness(
+        status="ready" if ready else "unready",
+        temporal="ok" if temporal_ok else "unreachable",
+        database="ok" if database_ok else "unreachable",
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+async def _ping(store: Store) -> object:
+    async with store.pool.connection(timeout=READY_TIMEOUT_S) as conn:
+        return await conn.execute("SELECT 1")
+
+
+async def _answers(check: Awaitable[object]) -> bool:
+    try:
+        await asyncio.wait_for(check, timeout=READY_TIMEOUT_S)
+    except Exception as exc:  # any failure means not ready; the reason goes to the log
+        log.warning("readiness check failed: %s", type(exc).__name__)
+        return False
+    return True
 
 
 @router.get(
