@@ -8,6 +8,7 @@ invalid v0.3 params as -32602.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from a2a.compat.v0_3.conversions import to_compat_agent_card
@@ -37,6 +38,8 @@ from api.core.service import KeelService
 from api.http.errors import headers_of
 from worker.agent_catalog import AgentCatalog
 from workflows.models import AgentSpec
+
+log = logging.getLogger("keel.api.a2a")
 
 PROTOCOL_VERSION = "1.0"
 JSON_TYPES = ("application/json", "application/a2a+json")
@@ -142,6 +145,8 @@ def card_for_both(card: AgentCard) -> dict[str, Any]:
 
 
 def _rpc_error(request_id: Any, code: int, message: str, status: int = 200) -> JSONResponse:
+    if status < 400:  # a 4xx gets its line from the API's `ClientErrorLog`
+        log.warning("JSON-RPC request %s refused: %s %s", request_id, code, message)
     return JSONResponse(
         {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
         status_code=status,

@@ -21,6 +21,7 @@ from api.core.service import KeelService
 from api.events.hub import EventHub
 from api.events.stream import EventReads
 from api.http.body_limit import BodySizeLimit
+from api.http.client_errors import ClientErrorLog, quiet_a2a_client_errors
 from api.http.errors import install_error_handlers
 from api.http.metrics import ApiMetrics, RequestMetrics, serving_metrics
 from api.http.request_tracing import trace_requests
@@ -123,6 +124,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.router.routes.append(Route("/mcp", endpoint=mcp))
     app.include_router(pages_router)  # last: its catch-all serves every console path
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ClientErrorLog)
+    quiet_a2a_client_errors()
     if settings.api_metrics_port is not None:
         app.add_middleware(RequestMetrics, metrics=metrics)
     install_error_handlers(app)

@@ -1,0 +1,63 @@
+"""Client mistakes are one warning line each: no error level, no traceback, no secret."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from tests.conftest import auth_headers, token_for
+from worker.dev_stack import free_port
+from worker.settings import Settings
+
+MakeSettings = Callable[..., Settings]
+
+
+async def test_malformed_requests_log_one_warning_each(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    settings_for: MakeSettings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
+    token = token_for()
+    headers = auth_headers()
+    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=10) as http:
+        caplog.clear()
+        caplog.set_level(logging.DEBUG)
+        requests = [
+            http.post("/v1/runs", headers=headers, content=b"{not json"),
+            http.post("/a2a", headers=headers, content=b"{not json"),
+            http.post("/a2a", headers={**headers, "a2a-version": "1.0"}, content=b"{not json"),
+            http.post(
+                "/a2a",
+                headers={**headers, "a2a-version": "1.0"},
+                json={"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": 5}},
+            ),
+            http.post("/a2a", headers=headers, json={"jsonrpc": "2.0", "id": 3, "params": []}),
+            http.post(
+                "/a2a",
+                headers={**headers, "a2a-version": "1.0"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod", "params": {}},
+            ),
+            http.get("/v1/runs/no-such-run", headers=headers),
+            http.get("/v1/runs", headers={"authorization": "Bearer not-a-token"}),
+        ]
+        statuses = [(await r).status_code for r in requests]
+    records = [r for r in caplog.records if r.name.startswith(("keel", "a2a", "uvicorn.error"))]
+    print(
+        statuses, [(r.name, r.levelname, r.getMessage()[:100], bool(r.exc_info)) for r in records]
+    )
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == len(requests), [r.getMessage() for r in warnings]
+    assert not any(
+        token in r.getMessage() or "not-a-token" in r.getMessage() for r in caplog.records
+    )
