@@ -30,6 +30,7 @@ from activities.tools.tool_activities import ToolActivities
 from activities.webhooks import WebhookActivities
 from worker.a2a_tokens import A2ATokens
 from worker.agent_catalog import AgentCatalog
+from worker.log_format import LogContext
 from worker.metrics import worker_runtime
 from worker.settings import Settings
 from worker.temporal_client import connect
@@ -60,6 +61,8 @@ def worker_interceptors(settings: Settings) -> list[Interceptor]:
     client's runtime.
     """
     interceptors: list[Interceptor] = []
+    if settings.log_format == "json":
+        interceptors.append(LogContext())
     if settings.worker_metrics_port is not None:
         from worker.metrics import KeelMetrics
 

@@ -188,6 +188,13 @@ class Settings(BaseSettings):
         description="How long a console sign-in lasts, in seconds (never past a pasted token).",
     )
 
+    # -- operations: logs -----------------------------------------------------------
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        validation_alias=_env("KEEL_LOG_FORMAT"),
+        description="`json`: one object a line with run_id, tenant and trace_id.",
+    )
+
     # -- operations: metrics --------------------------------------------------------
     metrics_host: str = Field(
         default="127.0.0.1",

@@ -28,6 +28,7 @@ from api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreat
 from api.identity.auth import dev_token
 from api.identity.config import local_secret
 from worker.dev_stack import StackError, free_port
+from worker.log_format import configure_logging
 from worker.runtime import run_worker_forever
 from worker.settings import Settings
 
@@ -114,7 +115,7 @@ def worker() -> None:
         raise _fail(
             "keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither."
         )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
+    configure_logging(settings)
     try:
         asyncio.run(run_worker_forever(settings))
     except KeyboardInterrupt:
@@ -127,6 +128,7 @@ def api() -> None:
     settings = Settings()
     if settings.temporal_address is None or settings.database_url is None:
         raise _fail("keel api needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither.")
+    configure_logging(settings)
 
     async def main() -> None:
         async with serve_api(settings) as url:
