@@ -5,10 +5,18 @@ HMAC-SHA256, so one tenant's secret says nothing about another's or about the
 server's. A request carries `X-Keel-Signature: t=<unix seconds>,v1=<hex>`, where
 the hex is HMAC-SHA256 under the tenant's secret of `"<t>." + body`. The time is
 signed with the body, so a receiver that refuses old timestamps refuses replays.
+
+It also carries the Standard Webhooks headers (standardwebhooks.com), so any of that
+spec's libraries verifies it with the same `whsec_` secret: `webhook-id` (the notice
+id, the same on every retry), `webhook-timestamp` and `webhook-signature`
+(`v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`, keyed with the base64
+decoding of the secret after `whsec_`, as the spec reads secrets).
+`X-Keel-Signature` stays for one release.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import time
@@ -17,6 +25,7 @@ __all__ = [
     "SIGNATURE_HEADER",
     "TOLERANCE_S",
     "signature_header",
+    "standard_webhook_headers",
     "tenant_signing_secret",
     "verify_signature",
 ]
@@ -64,3 +73,17 @@ def verify_signature(
 
 def _digest(secret: str, timestamp: int, body: bytes) -> str:
     return hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+
+
+def standard_webhook_headers(
+    secret: str, msg_id: str, timestamp: int, body: bytes
+) -> dict[str, str]:
+    """`webhook-id`, `webhook-timestamp` and `webhook-signature` for one delivery."""
+    key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    signature = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": f"v1,{signature}",
+    }

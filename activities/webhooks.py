@@ -16,7 +16,12 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.webhook_signature import SIGNATURE_HEADER, signature_header, tenant_signing_secret
+from activities.webhook_signature import (
+    SIGNATURE_HEADER,
+    signature_header,
+    standard_webhook_headers,
+    tenant_signing_secret,
+)
 from workflows.activity_refs import WebhookDeliveries
 from workflows.models import WebhookDelivery, WebhookReceipt
 
@@ -44,13 +49,15 @@ class WebhookActivities(WebhookDeliveries):
         body = notice.model_dump_json().encode()
         secret = tenant_signing_secret(self._server_secret, notice.tenant_id)
         attempt = activity.info().attempt
+        now = int(time.time())
         headers = {
             "content-type": "application/json",
             "user-agent": "Keel-Webhooks/1",
             "x-keel-event": notice.event,
             "x-keel-delivery": notice.id,
             "x-keel-attempt": str(attempt),
-            SIGNATURE_HEADER: signature_header(secret, int(time.time()), body),
+            SIGNATURE_HEADER: signature_header(secret, now, body),
+            **standard_webhook_headers(secret, notice.id, now, body),
         }
         # Only the host goes into errors: a URL's path or query may hold a token.
         host = urlsplit(delivery.url).netloc

@@ -122,3 +122,21 @@ def test_the_verification_snippet_in_the_docs_accepts_keel_signatures() -> None:
     assert namespace["verify"](secret, header, body)
     assert not namespace["verify"](secret, header, body[:-1])
     assert not namespace["verify"](secret, signature_header(secret, NOW, body), body)
+
+
+async def test_a_standard_webhooks_library_verifies_the_delivery() -> None:
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+    _, request = await deliver(httpx.Response(204))
+    secret = tenant_signing_secret(SERVER_SECRET, "acme")
+    headers = {
+        k: request.headers[k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")
+    }
+    assert headers["webhook-id"] == "run-1/1"
+    verified = Webhook(secret).verify(request.content, headers)
+    assert verified["run_id"] == "run-1"
+    # Another tenant's secret, or a changed body, does not verify.
+    with pytest.raises(WebhookVerificationError):
+        Webhook(tenant_signing_secret(SERVER_SECRET, "other")).verify(request.content, headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(request.content + b" ", headers)
