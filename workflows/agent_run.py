@@ -285,7 +285,9 @@ class AgentRunWorkflow:
             step_input,
             timeouts.llm_call(run.llm_max_attempts),
             local=local,
-            summary=f"model call {state.step} · {run.model}",
+            # Regular calls only: a summary costs ~50 B of history, and fast steps (local,
+            # one marker each) are the ones that must stay small.
+            summary=None if local else f"model call {state.step} · {run.model}",
         )
         if local:
             state.local_llm_ms += result.latency_ms
@@ -792,7 +794,9 @@ class AgentRunWorkflow:
         # Short calls run in the worker that holds the workflow: one marker, no round trip.
         local = decision.spec is not None and self._tool_runs_local(decision.spec)
         options = timeouts.tool_call(decision.run_limit_s)
-        return await run_activity(ToolCalls.run_tool, call, options, local=local, summary=summary)
+        return await run_activity(
+            ToolCalls.run_tool, call, options, local=local, summary=None if local else summary
+        )
 
     def _llm_runs_local(self) -> bool:
         """A fast model's next call runs as a local activity, a slow one's as a regular one.
