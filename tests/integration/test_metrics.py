@@ -108,7 +108,10 @@ async def test_a_run_moves_the_counters_by_what_it_did(
     assert value(worker, "keel_approval_wait_ms_count", tool="write_file", status="approved") == 1
     # Temporal's own worker metrics are served on the same endpoint.
     assert any(n.startswith("temporal_workflow_task_execution_latency") for n in names), names
-    assert any(n.startswith("temporal_activity_execution_latency") for n in names)
+    # (Whether the model calls ran as regular or local activities depends on how fast
+    # the model was in earlier tests, so only metrics every run moves are checked.)
+    assert value(worker, "temporal_workflow_completed_total", **queue) >= 1
+    assert any(n == "temporal_worker_task_slots_available" for n in names)
 
     assert value(api, "keel_api_requests_total", method="POST", route="/v1/runs") == 1
     assert value(api, "keel_api_requests_total", route="/v1/runs/{run_id}", status="404") == 1
