@@ -11,6 +11,7 @@ from api.core.errors import Forbidden, Unauthenticated
 from api.core.service import KeelService
 from api.identity.auth import AuthError, Principal
 from api.identity.console_session import COOKIE_NAME, CSRF_HEADER, ConsoleSessions
+from worker.log_format import set_log_context
 
 
 def _service(request: Request) -> KeelService:
@@ -32,11 +33,13 @@ async def current_user(request: Request) -> Principal:
             client = request.client.host if request.client else None
             await service.parts.audit.auth_refused(exc.message, request.url.path, client)
             raise Unauthenticated(exc.message) from exc
-    return await service.authenticate(
+    user = await service.authenticate(
         request.headers.get("authorization"),
         path=request.url.path,
         client=request.client.host if request.client else None,
     )
+    set_log_context(tenant=user.tenant_id)  # for this request's log lines (bearer callers)
+    return user
 
 
 async def _admin(user: Annotated[Principal, Depends(current_user)]) -> Principal:
