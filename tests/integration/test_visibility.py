@@ -94,5 +94,7 @@ async def test_runs_list_by_agent_and_tenant_and_name_their_steps(
         assert event.event_type != EventType.EVENT_TYPE_UNSPECIFIED
     # Regular activities are named; fast local steps are not (history bytes), the
     # run's outcome is.
-    assert summaries == ["model call 1 · scripted", "bash git status", "finish completed"]
+    # The first model call is regular unless the API saw the model fast in earlier runs.
+    assert summaries[-2:] == ["bash git status", "finish completed"]
+    assert summaries[:-2] in ([], ["model call 1 · scripted"])
     assert all(len(s) <= SUMMARY_CHARS for s in summaries)
