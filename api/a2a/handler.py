@@ -31,6 +31,7 @@ from a2a.types import (
     ListTasksResponse,
     Message,
     PushNotificationNotSupportedError,
+    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -201,6 +202,11 @@ class KeelA2AHandler(RequestHandler):
     ) -> tuple[RunRecord, str | None]:
         """A new task, or the answer to a task that waits for input (and which one)."""
         message = params.message
+        if message.role != Role.ROLE_USER:
+            raise InvalidParamsError(
+                message='message.role: a client\'s message has the role ROLE_USER ("user" '
+                f"before v1.0), not {Role.Name(message.role)}."
+            )
         _check_media_types(message)
         text = _text_of(message)
         if message.task_id:
@@ -218,22 +224,20 @@ class KeelA2AHandler(RequestHandler):
         # `/a2a` speaks for the configured default agent (KEEL_A2A_DEFAULT_AGENT).
         agent_name = context.state.get("agent") or settings.a2a_default_agent
         meta = {**MessageToDict(params.metadata), **MessageToDict(params.message.metadata)}
-        order = RunOrder(
-            agent=agent_name,
-            input=text,
-            workspace=str(meta.get("workspace") or settings.workspace_root),
-            trigger="a2a",
-            session_id=params.message.context_id or f"ctx-{uuid.uuid4().hex[:16]}",
-            on_busy="enqueue",
-            metadata={"origin": "a2a"},
-            session_metadata={"origin": "a2a"},
-        )
         try:
+            order = RunOrder.of(
+                agent=agent_name,
+                input=text,
+                workspace=str(meta.get("workspace") or settings.workspace_root),
+                trigger="a2a",
+                session_id=params.message.context_id or f"ctx-{uuid.uuid4().hex[:16]}",
+                on_busy="enqueue",
+                metadata={"origin": "a2a"},
+                session_metadata={"origin": "a2a"},
+            )
             return (await service.runs.start(order, _principal(context))).record
         except Invalid as exc:
-            if exc.field == "workspace":
-                raise InvalidParamsError(message=f"metadata.workspace: {exc.message}") from exc
-            raise a2a_error(exc) from exc
+            raise _invalid_params(exc) from exc
         except Conflict as exc:
             if exc.field == "session_id":  # another tenant's session: audited by the service
                 raise InvalidParamsError(
@@ -357,6 +361,8 @@ class KeelA2AHandler(RequestHandler):
             return await self._service.runs.get(task_id, _principal(context), allow_admin=False)
         except NotFound as exc:
             raise TaskNotFoundError(message=f"Task {task_id} was not found.") from exc
+        except Invalid as exc:
+            raise _invalid_params(exc.message, "id") from exc
 
     async def _reload(self, run_id: str) -> RunRecord:
         run = await self._service.parts.store.get_run(run_id)
@@ -441,6 +447,26 @@ def _data_of(message: Message) -> dict[str, Any]:
 def _history_length(params: SendMessageRequest) -> int | None:
     config = params.configuration
     return config.history_length if config.HasField("history_length") else None
+
+
+# The service's field names as A2A calls them.
+A2A_FIELDS = {
+    "session_id": "message.contextId",
+    "input": "message.parts (the text)",
+    "run_id": "id",
+    "workspace": "metadata.workspace",
+}
+
+
+def _invalid_params(exc: Invalid | str, field: str | None = None) -> InvalidParamsError:
+    """-32602 naming the A2A field at fault, with the service's sentence."""
+    message = exc if isinstance(exc, str) else exc.message
+    field = field or (None if isinstance(exc, str) else exc.field)
+    if field is None:
+        return InvalidParamsError(message=message)
+    shown = A2A_FIELDS.get(field, field)
+    message = message.removeprefix(f"{field}: ")
+    return InvalidParamsError(message=f"{shown}: {message}")
 
 
 def _first_problem(exc: ValidationError) -> str:

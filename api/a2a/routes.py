@@ -61,11 +61,16 @@ class _PrincipalContext(ServerCallContextBuilder):
     """Carries the authenticated caller and the addressed agent into the handler."""
 
     def build(self, request: Request) -> ServerCallContext:
+        headers = dict(request.headers)
+        if getattr(request.state, "v03_method", False):
+            # A v0.3 method name says which version the client speaks, whatever its
+            # A2A-Version header claims; the SDK would answer a mismatch with -32603.
+            headers.pop("a2a-version", None)
         return ServerCallContext(
             state={
                 "principal": request.state.principal,
                 "agent": request.path_params.get("agent"),
-                "headers": dict(request.headers),
+                "headers": headers,
             }
         )
 
@@ -153,21 +158,91 @@ def _rpc_error(request_id: Any, code: int, message: str, status: int = 200) -> J
     )
 
 
+class MalformedRequest(ValueError):
+    """A body the JSON-RPC layer cannot take as it is: `code` is the JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# Deeper than any A2A message is (protobuf refuses past 100 levels, Python's JSON parser
+# fails past about 1,000 with a RecursionError); refused before either sees it.
+MAX_JSON_DEPTH = 64
+
+
+def _parsed(raw: bytes) -> Any:
+    """The body as JSON, no deeper than MAX_JSON_DEPTH, or `MalformedRequest`."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:  # brackets outside strings: cheap, and before any recursive parser
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                raise MalformedRequest(
+                    -32600,
+                    f"The request nests JSON more than {MAX_JSON_DEPTH} levels deep; "
+                    "send a flatter request.",
+                )
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedRequest(-32700, "The body is not valid JSON.") from exc
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MalformedRequest(-32602, f"{where} must be a JSON object, not {_kind(value)}.")
+    return value
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    names[int] = "a number"
+    return names.get(type(value), "a number" if isinstance(value, float) else "null")
+
+
 def _v01_to_v03(body: dict[str, Any]) -> dict[str, Any]:
-    """`tasks/send` (A2A 0.1) as `message/send` (0.3)."""
-    params = dict(body.get("params") or {})
-    message = dict(params.get("message") or {})
+    """`tasks/send` (A2A 0.1) as `message/send` (0.3); `MalformedRequest` (-32602) when
+    its params are not the shapes 0.1 names."""
+    params = dict(_object(body.get("params"), "params"))
+    message = dict(_object(params.get("message"), "params.message"))
     message.setdefault("messageId", f"v01-{body.get('id')}")
+    parts = message.get("parts", [])
+    if not isinstance(parts, list):
+        raise MalformedRequest(
+            -32602, f"params.message.parts must be an array of parts, not {_kind(parts)}."
+        )
     message["parts"] = [
         {
             "kind": part.get("type", part.get("kind", "text")),
             **{k: v for k, v in part.items() if k not in ("type", "kind")},
         }
-        for part in message.get("parts", [])
+        for part in (_object(p, f"params.message.parts[{i}]") for i, p in enumerate(parts))
     ]
     message.setdefault("kind", "message")
-    if params.get("sessionId"):
-        message.setdefault("contextId", params["sessionId"])
+    session_id = params.get("sessionId")
+    if session_id:
+        if not isinstance(session_id, str):
+            raise MalformedRequest(
+                -32602, f"params.sessionId must be a string, not {_kind(session_id)}."
+            )
+        message.setdefault("contextId", session_id)
     return {**body, "method": "message/send", "params": {"message": message}}
 
 
@@ -217,15 +292,20 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         if agent is not None and service().parts.catalog.get(agent) is None:
             return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
         raw = await request.body()
+        body: Any = None
         try:
-            body = json.loads(raw)
-        except ValueError:
-            return _rpc_error(None, -32700, "The body is not valid JSON.")
-        method = body.get("method") if isinstance(body, dict) else None
-        if method == "tasks/send":
-            body = _v01_to_v03(body)
-            request._body = json.dumps(body).encode()
-            method = "message/send"
+            body = _parsed(raw)
+            method = body.get("method") if isinstance(body, dict) else None
+            if method == "tasks/send":
+                body = _v01_to_v03(body)
+                request._body = json.dumps(body).encode()
+                method = "message/send"
+        except MalformedRequest as exc:
+            request_id = body.get("id") if isinstance(body, dict) else None
+            if type(request_id) not in (str, int):
+                request_id = None
+            return _rpc_error(request_id, exc.code, exc.message)
+        request.state.v03_method = method in V03_METHODS
         response = await dispatcher.handle_requests(request)
         if method in V03_METHODS and isinstance(response, JSONResponse):
             return _params_error_as_32602(response, body)

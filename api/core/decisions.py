@@ -19,7 +19,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
-from api.core.errors import Conflict, Forbidden, Invalid, KeelError, NotFound, Unavailable
+from api.core.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    KeelError,
+    NotFound,
+    Unavailable,
+    known_id,
+)
 from api.core.run_tree import child_owning
 from api.core.runs import RunService
 from api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
@@ -63,7 +71,7 @@ class DecisionService:
         parts = self._parts
         record = await self._runs.get(run_id, user, allow_admin=False)
         # The store has every interaction a run opened; the run itself may be replaying.
-        stored = await parts.interactions.get(run_id, interaction_id)
+        stored = await parts.interactions.get(run_id, known_id(interaction_id, "interaction"))
         if stored is None and (child := await child_owning(parts.store, record, interaction_id)):
             # A sub-agent's: decided as through the child's own endpoint, checks and all.
             return await self.decide(child, interaction_id, body, user)

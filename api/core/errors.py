@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 __all__ = [
     "Conflict",
     "Forbidden",
@@ -17,6 +19,8 @@ __all__ = [
     "NotFound",
     "Unauthenticated",
     "Unavailable",
+    "invalid_request",
+    "known_id",
 ]
 
 
@@ -83,3 +87,36 @@ class Unavailable(KeelError):
     def __init__(self, message: str, *, retry_after_s: int | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+def invalid_request(exc: ValidationError) -> Invalid:
+    """pydantic's errors as one `Invalid`: the first names the field, all are kept."""
+    problems = [
+        {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()
+    ]
+    first = problems[0] if problems else {"loc": ["body"], "msg": str(exc)}
+    field = ".".join(str(p) for p in first["loc"][1:]) or None
+    return Invalid(
+        f"{field}: {first['msg']}" if field else str(first["msg"]), field=field, problems=problems
+    )
+
+
+MAX_ID_CHARS = 255
+
+
+def known_id(value: str, kind: str) -> str:
+    """An id to look up: one no store or Temporal could hold (a NUL, too long) is refused
+    with a sentence, before it reaches a query that would fail on it."""
+    if "\x00" in value:
+        raise Invalid(
+            f"A {kind} id cannot contain NUL (\\u0000) characters; check the id and retry.",
+            field=f"{kind}_id",
+            where="path",
+        )
+    if len(value) > MAX_ID_CHARS:
+        raise Invalid(
+            f"A {kind} id is at most {MAX_ID_CHARS} characters; this one has {len(value)}.",
+            field=f"{kind}_id",
+            where="path",
+        )
+    return value

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.enums.v1 import PendingWorkflowTaskState
 from temporalio.client import (
     WorkflowExecutionDescription,
@@ -33,9 +33,16 @@ from temporalio.service import RPCError
 from activities.store.records import EventRecord, NewRun, RunRecord
 from activities.store.run_store import Store, texts_key
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
-from api.core.errors import Conflict, Invalid, NotFound, Unavailable
+from api.core.errors import Conflict, Invalid, NotFound, Unavailable, invalid_request, known_id
 from api.core.run_tree import child_owning, subtree, tree_interactions, with_tree
-from api.core.schemas import InteractionPublic, RunCreate, RunPublic
+from api.core.schemas import (
+    ChosenId,
+    InputText,
+    InteractionPublic,
+    RunCreate,
+    RunPublic,
+    StoredText,
+)
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows import timeouts
@@ -87,18 +94,20 @@ TEMPORAL_DOWN = (
 
 
 class RunOrder(BaseModel):
-    """What a surface asks for when it starts a run; the service checks the rest."""
+    """What a surface asks for when it starts a run, checked as REST checks a `RunCreate`
+    (build it with `RunOrder.of`, so every surface refuses the same input alike); the
+    service checks the rest (agent, workspace)."""
 
-    agent: str
-    input: str
-    workspace: str
+    agent: StoredText = Field(min_length=1, max_length=64)
+    input: InputText
+    workspace: StoredText = Field(min_length=1, max_length=4096)
     trigger: Trigger
-    run_id: str | None = None
-    session_id: str | None = None
+    run_id: ChosenId | None = None
+    session_id: ChosenId | None = None
     on_busy: OnBusy = "reject"
-    model: str | None = None
-    metadata: dict[str, str] = Field(default_factory=dict)
-    approver: str | None = None
+    model: StoredText | None = Field(default=None, max_length=200)
+    metadata: dict[StoredText, StoredText] = Field(default_factory=dict, max_length=50)
+    approver: StoredText | None = None
     approval_expires_after_s: int | None = None
     webhook_url: str | None = None
     session_metadata: dict[str, str] = Field(default_factory=dict)
@@ -106,7 +115,15 @@ class RunOrder(BaseModel):
 
     @classmethod
     def from_create(cls, body: RunCreate) -> RunOrder:
-        return cls.model_validate(body.model_dump(mode="json"))
+        return cls.of(**body.model_dump(mode="json"))
+
+    @classmethod
+    def of(cls, **fields: object) -> RunOrder:
+        """The order, or `Invalid` naming the first field at fault (and all of them)."""
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            raise invalid_request(exc) from exc
 
     def request_hash(self, user: Principal) -> str:
         """The request as the run id's owner made it: a retry must hash the same. How to
@@ -128,7 +145,14 @@ def resolve_workspace(raw: str, root: Path) -> Path:
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = root / path
-    path = path.resolve()
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
+        raise Invalid(
+            f"Workspace {raw} cannot be resolved ({exc.__class__.__name__}: a symlink loop or "
+            "an unreadable path); choose a plain directory inside the root.",
+            field="workspace",
+        ) from exc
     if not path.is_relative_to(root.resolve()):
         raise Invalid(
             f"Workspace {path} is outside the allowed root {root.resolve()}; "
@@ -377,7 +401,7 @@ class RunService:
         """The run, if the caller's tenant owns it (admins may read any); 404 otherwise,
         audited."""
         parts = self._parts
-        record = await parts.store.get_run(run_id)
+        record = await parts.store.get_run(known_id(run_id, "run"))
         if record is None:
             raise NotFound(f"No run {run_id}.")
         if record.tenant_id != user.tenant_id and not (allow_admin and user.is_admin):
@@ -434,6 +458,9 @@ class RunService:
         before: tuple[object, str] | None = None,
         **filters: object,
     ) -> list[RunRecord]:
+        for name, value in [*filters.items(), ("run_id", before[1] if before else None)]:
+            if isinstance(value, str):
+                known_id(value, name.removesuffix("_id"))
         return await self._parts.store.list_runs(
             tenant_id=user.tenant_id,
             limit=limit,
@@ -457,7 +484,7 @@ class RunService:
     ) -> InteractionPublic:
         record = await self.get(run_id, user)
         owner = run_id
-        ia = await self._parts.interactions.get(run_id, interaction_id)
+        ia = await self._parts.interactions.get(run_id, known_id(interaction_id, "interaction"))
         if ia is None:
             child = await child_owning(self._parts.store, record, interaction_id)
             if child is not None:

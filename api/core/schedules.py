@@ -27,7 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.store.audit import AuditEntry
 from activities.store.records import RunRecord
 from api.core.context import CoreParts
-from api.core.errors import Conflict, Invalid, NotFound
+from api.core.errors import Conflict, Invalid, NotFound, known_id
 from api.core.runs import RunOrder, RunService
 from api.core.schedule_specs import (
     MEMO_KEY,
@@ -114,7 +114,7 @@ class ScheduleService:
         creator = Principal(
             tenant_id=owner.tenant_id, subject=owner.created_by.removeprefix("user:")
         )
-        order = RunOrder(
+        order = RunOrder.of(
             agent=config.agent,
             input=config.input,
             workspace=config.workspace,
@@ -144,6 +144,7 @@ class ScheduleService:
         """The schedule, if the caller's tenant owns it; `NotFound` otherwise (audited
         across tenants)."""
         temporal = self._parts.temporal
+        known_id(schedule_id, "schedule")
         try:
             description = await temporal.get_schedule_handle(schedule_id).describe()
         except RPCError as err:
@@ -367,10 +368,16 @@ class ScheduleService:
         limit: int,
         before: tuple[Any, str] | None,
     ) -> list[RunRecord]:
-        """Runs the schedule started, newest first; they outlive the schedule."""
-        return await self._parts.store.list_runs(
+        """Runs the schedule started, newest first; they outlive the schedule. With none
+        (of this tenant's), the schedule must exist and be the caller's: another tenant's
+        id answers `NotFound` like an unknown one, not an empty list."""
+        known_id(schedule_id, "schedule")
+        runs = await self._parts.store.list_runs(
             tenant_id=user.tenant_id, schedule_id=schedule_id, limit=limit, before=before
         )
+        if not runs and before is None:
+            await self.get(schedule_id, user)
+        return runs
 
 
 class InvalidConfiguration(Invalid):

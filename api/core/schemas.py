@@ -26,6 +26,15 @@ def storable(value: str) -> str:
 StoredText = Annotated[str, AfterValidator(storable)]
 """A string from a request that ends up in Postgres."""
 
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+"""Run and session ids a client chooses: what Temporal and URLs take without escaping."""
+MAX_INPUT_CHARS = 200_000
+"""The longest task a run takes, on every surface."""
+ChosenId = Annotated[str, Field(pattern=ID_PATTERN)]
+"""A run or session id a client chose."""
+InputText = Annotated[StoredText, Field(min_length=1, max_length=MAX_INPUT_CHARS)]
+"""The task a run is given."""
+
 
 class FieldProblem(BaseModel):
     """What is wrong with one part of the request, shaped like FastAPI's own 422s."""
@@ -49,20 +58,15 @@ class RunCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     agent: StoredText = Field(min_length=1, max_length=64, description="Agent definition name.")
-    input: StoredText = Field(
-        min_length=1, max_length=200_000, description="The task for the agent."
-    )
+    input: InputText = Field(description="The task for the agent.")
     workspace: StoredText = Field(
         min_length=1, max_length=4096, description="Directory the run works on (inside the root)."
     )
-    run_id: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$",
-        description="Choose the run id to make the request idempotent.",
+    run_id: ChosenId | None = Field(
+        default=None, description="Choose the run id to make the request idempotent."
     )
-    session_id: str | None = Field(
+    session_id: ChosenId | None = Field(
         default=None,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$",
         description="Join (or start) this session: the run sees the session's history.",
     )
     on_busy: Literal["reject", "enqueue", "interrupt"] = Field(
@@ -325,7 +329,7 @@ class SessionCreate(BaseModel):
 
     agent: StoredText = Field(min_length=1, max_length=64)
     workspace: StoredText = Field(min_length=1, max_length=4096)
-    session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    session_id: ChosenId | None = None
     model: StoredText | None = Field(default=None, max_length=200)
     approver: StoredText | None = Field(default=None, pattern=r"^user:[^\s]{1,200}$")
     metadata: dict[StoredText, StoredText] = Field(default_factory=dict, max_length=50)
@@ -336,9 +340,9 @@ class SessionMessageCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    input: StoredText = Field(min_length=1, max_length=200_000)
+    input: InputText
     on_busy: Literal["reject", "enqueue", "interrupt"] = "reject"
-    run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    run_id: ChosenId | None = None
     approval_expires_after_s: int | None = Field(default=None, ge=1, le=90 * 86_400)
 
 

@@ -9,7 +9,7 @@ from temporalio.service import RPCError
 
 from activities.store.session_store import SessionRecord
 from api.core.context import CoreParts
-from api.core.errors import Conflict, NotFound
+from api.core.errors import Conflict, NotFound, known_id
 from api.core.runs import RunOrder, RunService, StartedRun, session_workflow_id
 from api.core.schemas import SessionCreate, SessionMessage, SessionMessageCreate
 from api.identity.auth import Principal
@@ -46,7 +46,7 @@ class SessionService:
 
     async def get(self, session_id: str, user: Principal) -> SessionRecord:
         """The session, if the caller's tenant owns it; 404 otherwise, audited."""
-        session = await self._parts.sessions.get(session_id)
+        session = await self._parts.sessions.get(known_id(session_id, "session"))
         if session is None:
             raise NotFound(f"No session {session_id}.")
         if session.tenant_id != user.tenant_id:
@@ -102,7 +102,7 @@ class SessionService:
         """Start a run in the session; `on_busy` says what happens if one is active. A
         retry with the same `run_id` and message answers with the run it started."""
         session = await self.get(session_id, user)
-        order = RunOrder(
+        order = RunOrder.of(
             agent=session.agent,
             input=body.input,
             workspace=session.workspace,

@@ -7,6 +7,7 @@ and what a run is lives in Temporal and Postgres, never in this process.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
@@ -16,7 +17,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from api.core.errors import KeelError
 from api.core.service import KeelService
@@ -91,7 +92,55 @@ class McpEndpoint:
             return
         # The tools read the caller from the request each MCP message arrives with.
         request.state.principal = principal
-        await manager.handle_request(scope, receive, send)
+        raw = await request.body()
+        refusal = malformed_id(raw)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await manager.handle_request(scope, _replay(raw, receive), send)
+
+
+def malformed_id(raw: bytes) -> JSONResponse | None:
+    """A message whose `id` is neither a string nor an integer is no valid request, yet the
+    SDK takes it for a notification and answers 202 with no body: say what is wrong."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None  # the SDK answers a parse error itself
+    messages = body if isinstance(body, list) else [body]
+    for message in messages:
+        if not isinstance(message, dict) or "id" not in message:
+            continue
+        value = message["id"]
+        if type(value) not in (str, int):
+            return JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": INVALID_REQUEST,
+                        "message": "A JSON-RPC request's id is a string or an integer, not "
+                        f"{type(value).__name__ if value is not None else 'null'}.",
+                    },
+                },
+                status_code=400,
+            )
+    return None
+
+
+def _replay(raw: bytes, receive_more: Receive) -> Receive:
+    """A `receive` that hands the SDK the body this endpoint has already read, then
+    whatever the client does next (a disconnect)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive_more()
+        sent = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    return receive
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings | None:
