@@ -7,6 +7,7 @@ invalid v0.3 params as -32602.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from typing import Any
@@ -217,6 +218,25 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number" if isinstance(value, float) else "null")
 
 
+def _check_v03_file_bytes(body: Any) -> None:
+    """A v0.3 file part carries base64 `bytes`; the SDK's conversion to v1.0 would fail on
+    anything else with an internal error, so refuse it first as invalid params."""
+    params = body.get("params") if isinstance(body, dict) else None
+    message = params.get("message") if isinstance(params, dict) else None
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for i, part in enumerate(parts if isinstance(parts, list) else []):
+        file = part.get("file") if isinstance(part, dict) else None
+        data = file.get("bytes") if isinstance(file, dict) else None
+        if not isinstance(data, str):
+            continue
+        try:
+            base64.b64decode(data, validate=True)
+        except ValueError as exc:  # binascii.Error, or a non-ASCII string
+            raise MalformedRequest(
+                -32602, f"params.message.parts[{i}].file.bytes is not valid base64: {exc}."
+            ) from exc
+
+
 def _v01_to_v03(body: dict[str, Any]) -> dict[str, Any]:
     """`tasks/send` (A2A 0.1) as `message/send` (0.3); `MalformedRequest` (-32602) when
     its params are not the shapes 0.1 names."""
@@ -300,6 +320,8 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
                 body = _v01_to_v03(body)
                 request._body = json.dumps(body).encode()
                 method = "message/send"
+            if method in ("message/send", "message/stream"):
+                _check_v03_file_bytes(body)
         except MalformedRequest as exc:
             request_id = body.get("id") if isinstance(body, dict) else None
             if type(request_id) not in (str, int):

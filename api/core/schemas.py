@@ -32,7 +32,9 @@ MAX_INPUT_CHARS = 200_000
 """The longest task a run takes, on every surface."""
 ChosenId = Annotated[str, Field(pattern=ID_PATTERN)]
 """A run or session id a client chose."""
-InputText = Annotated[StoredText, Field(min_length=1, max_length=MAX_INPUT_CHARS)]
+InputText = Annotated[
+    str, Field(min_length=1, max_length=MAX_INPUT_CHARS), AfterValidator(storable)
+]
 """The task a run is given."""
 
 
