@@ -103,13 +103,17 @@ class KeelA2AHandler(RequestHandler):
             except ValueError as exc:
                 raise InvalidParamsError(message="Malformed page_token.") from exc
         statuses = STATE_RUNS.get(params.status) if params.status else None
-        runs = await self._service.runs.page(
-            user,
-            limit=size,
-            before=before,
-            session_id=params.context_id or None,
-            statuses=statuses,
-        )
+        try:
+            runs = await self._service.runs.page(
+                user,
+                limit=size,
+                before=before,
+                session_id=params.context_id or None,
+                statuses=statuses,
+            )
+        except Invalid as exc:
+            field = "contextId" if exc.field == "session_id" else "pageToken"
+            raise _invalid_params(exc.message, field) from exc
         length = params.history_length if params.HasField("history_length") else None
         tasks = [await self._task(run, history_length=length) for run in runs]
         if not params.include_artifacts:

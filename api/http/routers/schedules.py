@@ -127,7 +127,7 @@ async def delete_schedule(schedule_id: str, user: CurrentUser, service: ServiceD
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/{schedule_id}/runs", response_model=RunList)
+@router.get("/{schedule_id}/runs", response_model=RunList, responses=documented(404))
 async def list_schedule_runs(
     schedule_id: str,
     user: CurrentUser,
@@ -135,7 +135,8 @@ async def list_schedule_runs(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> RunList:
-    """Runs the schedule started, newest first; they outlive the schedule."""
+    """Runs the schedule started, newest first; they outlive the schedule. With none, an
+    unknown schedule (or another tenant's) answers 404."""
     runs = await service.schedules.runs(
         schedule_id, user, limit=limit, before=decode_cursor(cursor) if cursor else None
     )
