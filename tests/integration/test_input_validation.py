@@ -16,7 +16,7 @@ from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
 from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -63,7 +63,9 @@ def invalid_params(status: int, data: dict[str, Any]) -> str:
 async def test_a2a_refuses_malformed_params_deep_json_and_what_rest_refuses(
     store: Store, workspace: Path, scripted: StartLLM, settings_for: MakeSettings
 ) -> None:
-    settings = settings_for(scripted(Script(turns=[])), workspace, api_port=free_port())
+    settings = settings_for(
+        scripted(Script(turns=[Turn(content="unused")])), workspace, api_port=free_port()
+    )
     async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         # 13: v0.1 `tasks/send` with params, message or parts that are no objects.
         v01 = {"jsonrpc": "2.0", "id": 1, "method": "tasks/send"}
@@ -112,7 +114,9 @@ async def test_a2a_refuses_malformed_params_deep_json_and_what_rest_refuses(
 async def test_rest_refuses_a_symlink_loop_and_a_nul_in_a_schedule_id(
     store: Store, workspace: Path, scripted: StartLLM, settings_for: MakeSettings
 ) -> None:
-    settings = settings_for(scripted(Script(turns=[])), workspace, api_port=free_port())
+    settings = settings_for(
+        scripted(Script(turns=[Turn(content="unused")])), workspace, api_port=free_port()
+    )
     loop = settings.workspace_root / "loop"
     os.symlink(loop, loop)
     async with serve_api(settings) as url:
@@ -135,7 +139,9 @@ async def test_rest_refuses_a_symlink_loop_and_a_nul_in_a_schedule_id(
 async def test_another_tenants_schedule_runs_are_unknown(
     workspace: Path, scripted: StartLLM, settings_for: MakeSettings
 ) -> None:
-    settings = settings_for(scripted(Script(turns=[])), workspace, api_port=free_port())
+    settings = settings_for(
+        scripted(Script(turns=[Turn(content="unused")])), workspace, api_port=free_port()
+    )
     async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         body = {
             "agent": "review",
@@ -160,7 +166,9 @@ async def test_another_tenants_schedule_runs_are_unknown(
 async def test_mcp_answers_a_request_with_an_object_id(
     workspace: Path, scripted: StartLLM, settings_for: MakeSettings
 ) -> None:
-    settings = settings_for(scripted(Script(turns=[])), workspace, api_port=free_port())
+    settings = settings_for(
+        scripted(Script(turns=[Turn(content="unused")])), workspace, api_port=free_port()
+    )
     async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         request = {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list", "params": {}}
         answer = await http.post("/mcp", json=request, headers={**auth_headers(), **MCP_ACCEPT})
