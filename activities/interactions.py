@@ -11,6 +11,7 @@ from workflows.models import (
     Interaction,
     OpenInteractionsInput,
     ResolveInteractionInput,
+    ResolveInteractionResult,
     SessionRulesInput,
     SessionRulesResult,
 )
@@ -59,8 +60,11 @@ class InteractionActivities(InteractionRecords):
             )
 
     @activity.defn(name="resolve_interaction")
-    async def resolve_interaction(self, request: ResolveInteractionInput) -> None:
-        await self._interactions.resolve(
+    async def resolve_interaction(
+        self, request: ResolveInteractionInput
+    ) -> ResolveInteractionResult:
+        """Store a decision or expiry unless another took first; audit only the one that took."""
+        stored, took = await self._interactions.resolve(
             run_id=request.run_id,
             tenant_id=request.tenant_id,
             session_id=request.session_id,
@@ -68,6 +72,11 @@ class InteractionActivities(InteractionRecords):
             new_rule=request.new_session_rule,
             event_seq=request.event_seq,
         )
+        if took:
+            await self._audit_resolution(request)
+        return ResolveInteractionResult(interaction=stored)
+
+    async def _audit_resolution(self, request: ResolveInteractionInput) -> None:
         ia = request.interaction
         expired = ia.status == "expired"
         action = f"interaction.{ia.status}"

@@ -32,6 +32,7 @@ from workflows.models import (
     OpenInteractionsInput,
     OpenSubagentInput,
     ResolveInteractionInput,
+    ResolveInteractionResult,
     SessionRulesInput,
     SessionRulesResult,
     StartRunInput,
@@ -119,8 +120,10 @@ class InteractionRecords(Protocol):
         ...
 
     @activity.defn(name="resolve_interaction")
-    async def resolve_interaction(self, request: ResolveInteractionInput) -> None:
-        """Persist a decision or an expiry, emit and audit it."""
+    async def resolve_interaction(
+        self, request: ResolveInteractionInput
+    ) -> ResolveInteractionResult:
+        """Store a decision or an expiry unless another took first; answer what is stored."""
         ...
 
     @activity.defn(name="session_rules")

@@ -93,6 +93,10 @@ class AgentRunWorkflow:
         self._stop_reason: StopReason | None = None
         self._fast_start = run.fast_model
         self._opening: StartRunInput | None = None
+        # The run's record keys, for handlers that may run before `run` does.
+        self._ids = run.model_copy(update={"run_id": run.run_id or workflow.info().workflow_id})
+        # Interactions whose decision is being stored right now: others wait or are refused.
+        self._deciding: set[str] = set()
 
     @workflow.query(name="progress")
     def progress(self) -> RunProgress:
@@ -454,29 +458,16 @@ class AgentRunWorkflow:
         except TimeoutError:
             pass
         if interaction.status == "pending":
-            interaction.status = "expired"
-        new_rule = None
+            # The timer fired: a decision being stored settles first, else the expiry is
+            # stored like a decision, and whichever Postgres holds is what happens.
+            await workflow.wait_condition(lambda: interaction.id not in self._deciding)
+            if interaction.status == "pending":
+                expired = interaction.model_copy(
+                    update={"status": "expired", "decision_id": str(workflow.uuid4())}
+                )
+                await self._store_outcome(expired, None)
         if interaction.decision == "approve_always":
-            new_rule = PermissionRule(
-                permission=interaction.tool,
-                pattern=_literal_glob(interaction.subject),
-                action="allow",
-            )
-            self._state.session_rules.append(new_rule)
-        await run_activity(
-            InteractionRecords.resolve_interaction,
-            ResolveInteractionInput(
-                run_id=run.run_id,
-                tenant_id=run.tenant_id,
-                session_id=run.session_id,
-                interaction=interaction,
-                new_session_rule=new_rule,
-                event_seq=self._take_seqs(1),
-            ),
-            timeouts.STORE_CALL,
-            local=True,
-            summary=f"{interaction.status} {interaction.tool}",
-        )
+            self._state.session_rules.append(self._always_rule(interaction))
         await self._tell_parent(run)
         if interaction.status == "approved" and _is_task(decision):
             interaction.status = "executing"
@@ -504,6 +495,15 @@ class AgentRunWorkflow:
             event_seq=self._take_seqs(2),
         )
 
+    @staticmethod
+    def _always_rule(interaction: Interaction) -> PermissionRule:
+        """What `approve_always` grants: this tool on exactly this subject."""
+        return PermissionRule(
+            permission=interaction.tool,
+            pattern=_literal_glob(interaction.subject),
+            action="allow",
+        )
+
     def _problem_with(self, decision: InteractionDecision) -> tuple[str, str] | None:
         """Why a decision cannot take, as (error type, sentence), or None if it can."""
         interaction = self._state.interactions.get(decision.interaction_id)
@@ -512,6 +512,11 @@ class AgentRunWorkflow:
         if interaction.status != "pending" or workflow.now() >= interaction.expires_at:
             state = "expired" if interaction.status in ("pending", "expired") else "resolved"
             return "InteractionClosed", f"Interaction {interaction.id} is already {state}."
+        if interaction.id in self._deciding:
+            return (
+                "InteractionClosed",
+                f"Interaction {interaction.id} is already being decided by another request.",
+            )
         if decision.approver not in interaction.approvers:
             return (
                 "NotAnApprover",
@@ -534,8 +539,11 @@ class AgentRunWorkflow:
             )
         return None
 
-    def _apply(self, decision: InteractionDecision) -> Interaction:
-        interaction = self._state.interactions[decision.interaction_id]
+    def _apply(
+        self, decision: InteractionDecision, interaction: Interaction | None = None
+    ) -> Interaction:
+        """Write `decision` into `interaction` (by default the run's own)."""
+        interaction = interaction or self._state.interactions[decision.interaction_id]
         interaction.decision = decision.decision
         interaction.decided_by = decision.approver
         interaction.decided_at = workflow.now()
@@ -548,14 +556,73 @@ class AgentRunWorkflow:
         }[decision.decision]  # type: ignore[assignment]
         return interaction
 
+    async def _claim(self, decision: InteractionDecision) -> Interaction:
+        """Store the decision, then take whatever Postgres holds as the outcome.
+
+        Stored before the update answers, by a regular activity: its command is recorded
+        before it runs, so a workflow task that never reaches the history (a speculative
+        one the server drops, a worker that dies) leaves no outcome in Postgres and tells
+        no caller "accepted". The first outcome stored wins; a request that finds another
+        there is refused, and the run follows the stored one.
+        """
+        interaction = self._state.interactions[decision.interaction_id]
+        decision_id = decision.decision_id or str(workflow.uuid4())
+        proposed = self._apply(decision, interaction.model_copy())
+        proposed.decision_id = decision_id
+        rule = self._always_rule(proposed) if proposed.decision == "approve_always" else None
+        self._deciding.add(interaction.id)
+        try:
+            await self._store_outcome(proposed, rule)
+        finally:
+            self._deciding.discard(interaction.id)
+        if interaction.decision_id != decision_id:
+            raise ApplicationError(
+                f"Interaction {interaction.id} is already {interaction.status}.",
+                type="InteractionClosed",
+                non_retryable=True,
+            )
+        return interaction
+
+    async def _store_outcome(self, proposed: Interaction, rule: PermissionRule | None) -> None:
+        """`resolve_interaction` for `proposed`; the run's interaction becomes what is stored."""
+        run = self._ids
+        # Regular, not local: see `_claim`.
+        result = await run_activity(
+            InteractionRecords.resolve_interaction,
+            ResolveInteractionInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interaction=proposed,
+                new_session_rule=rule,
+                event_seq=self._take_seqs(1),
+            ),
+            timeouts.STORE_CALL,
+        )
+        stored = result.interaction
+        interaction = self._state.interactions[proposed.id]
+        interaction.decision = stored.decision
+        interaction.decided_by = stored.decided_by
+        interaction.decided_at = stored.decided_at
+        interaction.answer = stored.answer
+        interaction.decision_id = stored.decision_id
+        # Past `approved` in Postgres means it is running or ran: the run is what runs it.
+        interaction.status = (
+            "approved" if stored.status in ("executing", "executed", "failed") else stored.status
+        )
+
     @workflow.update  # named after the method; bare, so a reference to it types its result
     async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
         await self._opened(decision.interaction_id)
         problem = self._problem_with(decision)
         if problem is not None:
             raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
-        interaction = self._apply(decision)
-        return DecisionOutcome(interaction_id=interaction.id, status=interaction.status)
+        interaction = await self._claim(decision)
+        return DecisionOutcome(
+            interaction_id=interaction.id,
+            status=interaction.status,
+            decision_id=interaction.decision_id,
+        )
 
     @decide.validator
     def _validate_decision(self, decision: InteractionDecision) -> None:
@@ -568,10 +635,13 @@ class AgentRunWorkflow:
     async def resolve_interaction(self, decision: InteractionDecision) -> None:
         await self._opened(decision.interaction_id)
         problem = self._problem_with(decision)
-        if problem is None:
-            self._apply(decision)
-        else:
+        if problem is not None:
             workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, problem[1])
+        else:
+            try:
+                await self._claim(decision)
+            except ApplicationError as err:
+                workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, err)
 
     async def _opened(self, interaction_id: str) -> None:
         """Wait a little for an interaction that the store has and this run does not yet.

@@ -278,6 +278,9 @@ class Interaction(BaseModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     answer: str | None = None
+    decision_id: str | None = Field(
+        default=None, description="Which decision request took, so every record names one."
+    )
 
 
 class InteractionDecision(BaseModel):
@@ -290,6 +293,11 @@ class InteractionDecision(BaseModel):
         default=None, max_length=64, description="The hash the approver saw; required to approve."
     )
     text: str | None = Field(default=None, max_length=20_000, description="Answer or reason.")
+    decision_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Names this request; the run makes one up when it is missing.",
+    )
 
 
 class DecisionOutcome(BaseModel):
@@ -297,6 +305,7 @@ class DecisionOutcome(BaseModel):
 
     interaction_id: str
     status: InteractionStatus
+    decision_id: str | None = None
 
 
 class RunInput(BaseModel):
@@ -621,6 +630,14 @@ class ChildEventInput(BaseModel):
     run_id: str = Field(description="The parent's run id.")
     event_seq: int
     child: ChildRun
+
+
+class ResolveInteractionResult(BaseModel):
+    """Output of `resolve_interaction`: the outcome Postgres holds, which the run follows.
+
+    The first decision (or expiry) stored wins; a later one gets the winner back."""
+
+    interaction: Interaction
 
 
 RunState.model_rebuild()

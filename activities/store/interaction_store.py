@@ -16,7 +16,7 @@ from workflows.permissions import PermissionRule
 COLUMNS = (
     "id, kind, step, ord, call_id, tool, arguments, payload_hash, risk, subject, question,"
     " status, requester, approvers, decision, decided_by, decided_at, answer, created_at,"
-    " expires_at"
+    " expires_at, decision_id"
 )
 
 # A run that ended (cancelled while it waited, say) waits on nothing, whatever its
@@ -99,16 +99,43 @@ class InteractionStore:
         interaction: Interaction,
         new_rule: PermissionRule | None,
         event_seq: int,
-    ) -> None:
-        """Record a decision or an expiry, its event, and any session rule it grants."""
+    ) -> tuple[Interaction, bool]:
+        """Store a decision or an expiry if the interaction is still pending.
+
+        Returns what is stored and whether it is this one (`decision_id` tells a retry of
+        the winner from a loser). Only the winner writes its event and session rule, in the
+        transaction that decides, so the records never hold two outcomes.
+        """
         ia = interaction
         async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute(
+            cur = await conn.execute(
                 "UPDATE interactions SET status = %s, decision = %s, decided_by = %s,"
-                " decided_at = %s, answer = %s, updated_at = now()"
-                " WHERE run_id = %s AND id = %s AND status = 'pending'",
-                (ia.status, ia.decision, ia.decided_by, ia.decided_at, ia.answer, run_id, ia.id),
+                " decided_at = %s, answer = %s, decision_id = %s, updated_at = now()"
+                f" WHERE run_id = %s AND id = %s AND status = 'pending' RETURNING {COLUMNS}",
+                (
+                    ia.status,
+                    ia.decision,
+                    ia.decided_by,
+                    ia.decided_at,
+                    ia.answer,
+                    ia.decision_id,
+                    run_id,
+                    ia.id,
+                ),
             )
+            row = await cur.fetchone()
+            if row is None:
+                cur = await conn.execute(
+                    f"SELECT {COLUMNS} FROM interactions WHERE run_id = %s AND id = %s",
+                    (run_id, ia.id),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise LookupError(f"Run {run_id} has no stored interaction {ia.id}.")
+                stored = _row_to_interaction(row)
+                # A retry of the request that took (runs from before decision ids: None).
+                same = stored.decision_id == ia.decision_id and stored.decision == ia.decision
+                return stored, same
             await Store.put_event_in(
                 conn, run_id, event_seq, "interaction_resolved", _event_data(ia)
             )
@@ -127,6 +154,7 @@ class InteractionStore:
                         run_id,
                     ),
                 )
+            return _row_to_interaction(row), True
 
     async def mark(self, run_id: str, interaction_id: str, status: str, *, when: str) -> bool:
         """Move an interaction along executing → executed | failed; False if not in `when`."""

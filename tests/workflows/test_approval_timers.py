@@ -29,6 +29,7 @@ from workflows.models import (
     LlmStepResult,
     OpenInteractionsInput,
     ResolveInteractionInput,
+    ResolveInteractionResult,
     RunInput,
     RunProgress,
     StartRunInput,
@@ -84,8 +85,13 @@ class StandIns(RunRecords, LlmCalls, ToolCalls, InteractionRecords):
         return None
 
     @activity.defn(name="resolve_interaction")
-    async def resolve_interaction(self, request: ResolveInteractionInput) -> None:
+    async def resolve_interaction(
+        self, request: ResolveInteractionInput
+    ) -> ResolveInteractionResult:
+        # Like Postgres: the first outcome stored is the one every later request gets back.
         self.resolved.append(request)
+        first = next(r for r in self.resolved if r.interaction.id == request.interaction.id)
+        return ResolveInteractionResult(interaction=first.interaction)
 
     @activity.defn(name="finish_run")
     async def finish_run(self, finish: FinishRunInput) -> FinishRunResult:

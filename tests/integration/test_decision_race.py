@@ -1,0 +1,128 @@
+"""Approve and reject racing for one interaction: exactly one wins, and every record agrees.
+
+Ten approvals and ten rejections go at once over HTTP to one pending `bash` call, for
+several rounds. Each round counts contradictions between the answers the requests got,
+the stored interaction, the events, the audit log, whether the command ran and what the
+model was told. Zero is the bar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from activities.store.audit import AuditLog
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from tests.conftest import in_process_worker
+from tests.integration.test_approvals import ALICE, decide, finished, pending, start
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+ROUNDS = 12
+EACH = 10
+
+
+async def one_round(
+    http: httpx.AsyncClient, store: Store, workspace: Path, round_: int
+) -> list[str]:
+    """Race one interaction; the contradictions found, as sentences."""
+    # Each round in a workspace of its own, where the command appends to `ran.txt`.
+    root = workspace / f"round-{round_}"
+    root.mkdir()
+    marker = root / "ran.txt"
+    run_id = await start(http, root)
+    [ia] = await pending(http, run_id)
+    decisions = ["approve", "reject"] * EACH
+    answers = await asyncio.gather(*(decide(http, run_id, ia, d) for d in decisions))
+    winners = [d for d, a in zip(decisions, answers, strict=True) if a.status_code == 200]
+    problems: list[str] = []
+    odd = [a.status_code for a in answers if a.status_code not in (200, 409)]
+    if odd:
+        problems.append(f"answers other than 200/409: {odd}")
+    if len(winners) != 1:
+        return [*problems, f"{len(winners)} requests were told their decision took"]
+    winner = winners[0]
+    accepted = next(a for a in answers if a.status_code == 200).json()
+    expected = "approved" if winner == "approve" else "rejected"
+    if accepted["interaction"]["status"] != expected:
+        problems.append(f"the 200 for {winner} says {accepted['interaction']['status']}")
+    for answer in answers:
+        if answer.status_code == 409 and "already" not in answer.text:
+            problems.append(f"a 409 that does not say why: {answer.text}")
+    run = await finished(http, run_id)
+    if run["status"] != "completed":
+        problems.append(f"run {run['status']}: {run.get('error')}")
+
+    [stored] = (await http.get(f"/v1/runs/{run_id}/interactions", headers=ALICE)).json()
+    final = {"approve": ("executed",), "reject": ("rejected",)}[winner]
+    if stored["status"] not in final or stored["decision"] != winner:
+        problems.append(f"{winner} won; the store says {stored['status']}/{stored['decision']}")
+
+    events = (await http.get(f"/v1/runs/{run_id}/events", headers=ALICE)).json()["events"]
+    resolved = [e["data"] for e in events if e["type"] == "interaction_resolved"]
+    if [e["decision"] for e in resolved] != [winner]:
+        problems.append(f"{winner} won; resolved events say {[e['decision'] for e in resolved]}")
+
+    actions = [
+        e.action
+        for e in await AuditLog(store.pool).entries("default", limit=10_000)
+        if e.subject == f"{run_id}/{ia['id']}" and e.action.startswith("interaction.")
+    ]
+    decided = [a for a in actions if a in ("interaction.approved", "interaction.rejected")]
+    if decided != [f"interaction.{expected}"]:
+        problems.append(f"{winner} won; the audit log says {decided}")
+
+    ran = marker.exists() and marker.read_text()
+    if (winner == "approve") != bool(ran) or (ran and ran != "x"):
+        problems.append(f"{winner} won; the command's marker holds {ran!r}")
+
+    told = [m.content or "" for m in await store.conversation(run_id, None) if m.role == "tool"]
+    said_rejected = len(told) == 1 and "rejected" in told[0]
+    said_ran = len(told) == 1 and "exit code 0" in told[0]
+    if (winner == "approve" and not said_ran) or (winner == "reject" and not said_rejected):
+        problems.append(f"{winner} won; the model was told {told}")
+    return [f"round {round_} ({run_id}): {p}" for p in problems]
+
+
+@pytest.mark.slow
+async def test_approve_and_reject_racing_leave_one_consistent_outcome(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    append = [sys.executable, "-c", "open('ran.txt', 'a').write('x')"]
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[ScriptedToolCall(name="bash", arguments={"command": append})]),
+                Turn(content="{tool_results} result."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    contradictions: list[str] = []
+    winners: list[str] = []
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
+        for round_ in range(ROUNDS):
+            found = await one_round(http, store, workspace, round_)
+            contradictions.extend(found)
+            ran = (workspace / f"round-{round_}" / "ran.txt").exists()
+            winners.append("approve" if ran else "reject")
+    print(f"winners: {winners}")
+    assert contradictions == [], "\n".join(contradictions)
