@@ -33,6 +33,7 @@ from activities.store.audit import AuditEntry, AuditLog
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
+from activities.tool_events import tool_events
 from activities.tool_schemas import tool_definitions
 from workflows.activity_refs import LlmCalls
 from workflows.models import (
@@ -44,7 +45,6 @@ from workflows.models import (
     Usage,
 )
 
-PREVIEW_CHARS = 200
 HEARTBEAT_EVERY_S = 2.0
 RETRYABLE_STATUS = {408, 409, 425, 429}
 # Live token deltas: NOTIFYs on the durable events' channel, batched so a long
@@ -226,30 +226,17 @@ class LlmActivities(LlmCalls):
             if result.child_run_id is not None:
                 await self._store_child_answer(run_id, result, result.child_run_id)
                 continue
-            events: list[tuple[int, str, dict[str, object]]] = [
-                (
-                    result.event_seq,
-                    "tool_call",
-                    {
-                        "step": result.step,
-                        "call_id": result.call_id,
-                        "name": result.name,
-                        "arguments": result.arguments,
-                    },
-                ),
-                (
-                    result.event_seq + 1,
-                    "tool_result",
-                    {
-                        "step": result.step,
-                        "call_id": result.call_id,
-                        "name": result.name,
-                        "is_error": result.copy_of is None,
-                        "cached": result.copy_of is not None,
-                        "preview": (result.content or "")[:PREVIEW_CHARS],
-                    },
-                ),
-            ]
+            cached = result.copy_of is not None
+            events = tool_events(
+                result.event_seq,
+                step=result.step,
+                call_id=result.call_id,
+                name=result.name,
+                arguments=result.arguments,
+                output=None if cached else result.content or "",
+                is_error=not cached,
+                cached=cached,
+            )
             if result.copy_of is not None:
                 await self._store.copy_tool_message(
                     run_id=run_id,

@@ -22,10 +22,12 @@ from activities.store.audit import AuditLog
 from activities.store.context_store import ContextStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
+from activities.store.outage import StoreOutageInterceptor
 from activities.store.run_store import Store
 from activities.subagents import SubagentActivities
 from activities.tools.mcp_client import McpClient
 from activities.tools.mcp_discovery import McpDiscoveryActivities
+from activities.tools.sandbox import Sandbox
 from activities.tools.tool_activities import ToolActivities
 from activities.webhooks import WebhookActivities
 from worker.a2a_tokens import A2ATokens
@@ -99,7 +101,12 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
     tool_activities = ToolActivities(
-        store, interaction_store, audit, settings.workspace_root, mcp=mcp
+        store,
+        interaction_store,
+        audit,
+        settings.workspace_root,
+        mcp=mcp,
+        sandbox=bash_sandbox(settings),
     )
     mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool))
     record_activities = RunRecordActivities(store)
@@ -133,7 +140,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             subagent_activities.open_subagent,
             subagent_activities.record_child_event,
         ],
-        interceptors=worker_interceptors(settings),
+        interceptors=[StoreOutageInterceptor(), *worker_interceptors(settings)],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
         workflow_runner=(
@@ -141,6 +148,22 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         ),
     )
     return WorkerParts(worker=worker, store=store, llm=llm)
+
+
+def bash_sandbox(settings: Settings) -> Sandbox:
+    """The sandbox `bash` commands run in; says loudly when commands will not run confined."""
+    sandbox = Sandbox.configured(settings.bash_sandbox, hidden=(settings.data_dir,))
+    if settings.bash_sandbox == "off":
+        log.warning(
+            "KEEL_BASH_SANDBOX=off: bash commands run without a sandbox; what they start "
+            "can outlive them, write anywhere this user may and reach the network."
+        )
+    elif sandbox.problem is not None:
+        log.error(
+            "bwrap is not installed: bash calls will answer with an error. Install the "
+            "bubblewrap package, or set KEEL_BASH_SANDBOX=off to run commands unconfined."
+        )
+    return sandbox
 
 
 @asynccontextmanager

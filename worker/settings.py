@@ -133,6 +133,15 @@ class Settings(BaseSettings):
             "at a cost in CPU and memory. Keel's tests run in it; workers need not."
         ),
     )
+    bash_sandbox: Literal["bwrap", "off"] = Field(
+        default="bwrap",
+        validation_alias=_env("KEEL_BASH_SANDBOX"),
+        description=(
+            "`bwrap`: `bash` commands run in a bubblewrap sandbox (own PID namespace, "
+            "read-only file system but the workspace, no network); without `bwrap` "
+            "installed, `bash` answers with an error. `off`: run them unconfined."
+        ),
+    )
 
     auth_mode: Literal["jwt", "off"] = Field(
         default="jwt",

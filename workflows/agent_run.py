@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, TypeVar
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
@@ -77,6 +78,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.permissions import PermissionRule
     from workflows.tool_specs import Risk, ToolSpec
     from workflows.webhook_delivery import WebhookDeliveryWorkflow
+
+T = TypeVar("T")
 
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
@@ -284,14 +287,16 @@ class AgentRunWorkflow:
     async def _call_llm(self, run: RunInput, step_input: LlmStepInput) -> LlmStepResult:
         state = self._state
         local = self._llm_runs_local()
-        result = await run_activity(
-            LlmCalls.llm_step,
-            step_input,
-            timeouts.llm_call(run.llm_max_attempts),
-            local=local,
-            # Regular calls only: a summary costs ~50 B of history, and fast steps (local,
-            # one marker each) are the ones that must stay small.
-            summary=None if local else f"model call {state.step} · {run.model}",
+        result = await self._outlasting_outages(
+            lambda: run_activity(
+                LlmCalls.llm_step,
+                step_input,
+                timeouts.llm_call(run.llm_max_attempts),
+                local=local,
+                # Regular calls only: a summary costs ~50 B of history, and fast steps (local,
+                # one marker each) are the ones that must stay small.
+                summary=None if local else f"model call {state.step} · {run.model}",
+            )
         )
         if local:
             state.local_llm_ms += result.latency_ms
@@ -301,6 +306,28 @@ class AgentRunWorkflow:
             state.last_llm_ms = result.latency_ms
         state.usage = state.usage.plus(result.spent())
         return result
+
+    async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`call()`, again after a durable pause while Postgres is away, for a while.
+
+        For the model call, whose retry policy counts the provider's failures: a store
+        outage fails it at once (`StoreUnavailable` is not retried there) and costs none.
+        """
+        deadline = workflow.now() + timeouts.STORE_OUTAGE_BUDGET
+        delay = timeouts.STORE_OUTAGE_FIRST_DELAY
+        while True:
+            try:
+                return await call()
+            except FailureError as err:
+                cause = err.cause if isinstance(err, ActivityError) else err
+                outage = (
+                    isinstance(cause, ApplicationError) and cause.type == timeouts.STORE_UNAVAILABLE
+                )
+                if not outage or workflow.now() + delay > deadline:
+                    raise
+            workflow.logger.warning("Postgres is unavailable; calling again in %s", delay)
+            await workflow.sleep(delay)
+            delay = min(delay * 2, timeouts.STORE_OUTAGE_MAX_DELAY)
 
     async def _tool_round(self, run: RunInput, gate: ToolGate, result: LlmStepResult) -> None:
         state = self._state
@@ -854,6 +881,7 @@ class AgentRunWorkflow:
             interaction_id=interaction_id,
             tenant_id=run.tenant_id,
             allowed_by=_rule_text(decision) if interaction_id is None else None,
+            network=decision.network,
         )
         summary = f"{call.name} {decision.subject}".strip()
         if decision.spec is not None and decision.spec.group == "mcp":

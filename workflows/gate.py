@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from workflows.mcp_tools import McpToolset
 from workflows.models import MessageRef, ToolCallRequest
-from workflows.permissions import PermissionRule, decide
+from workflows.permissions import PermissionRule, decide, network_allowed
 from workflows.tool_specs import TOOL_SPECS, TaskArgs, ToolSpec
 
 Verdict = Literal["run", "ask", "deny", "error", "cached"]
@@ -37,6 +37,8 @@ class GateDecision:
     rule: PermissionRule | None = None
     run_limit_s: int | None = None
     """How long the call may run, if its arguments say (`ToolSpec.run_limit_of`)."""
+    network: bool = False
+    """A `bash` call a `network` rule lets reach the network."""
 
     @property
     def payload_hash(self) -> str:
@@ -163,6 +165,9 @@ class ToolGate:
             )
         subject = spec.subject(args)
         action, rule = decide(spec, subject, self._agent_rules, list(session_rules or []))
+        network = spec.group == "bash" and network_allowed(
+            subject, self._agent_rules, list(session_rules or [])
+        )
         verdict: Verdict = "run" if action == "allow" else action
         if spec.group == "interact":
             verdict = "ask"  # a question always goes to a person
@@ -183,4 +188,5 @@ class ToolGate:
             rule=rule,
             message=message,
             run_limit_s=spec.run_limit_s(args),
+            network=network,
         )

@@ -503,6 +503,9 @@ class ToolCallInput(BaseModel):
     allowed_by: str | None = Field(
         default=None, description="The rule that allowed an acting call without asking."
     )
+    network: bool = Field(
+        default=False, description="A `network` rule lets this command reach the network."
+    )
 
 
 class ToolDigest(BaseModel):

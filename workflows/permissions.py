@@ -56,6 +56,21 @@ def _mcp_permission_matches(permission: str, spec: ToolSpec) -> bool:
     )
 
 
+NETWORK_PERMISSION = "network"
+"""Not a tool: rules with this permission let `bash` commands whose line matches reach the
+network (the sandbox has none otherwise). Only rules naming it exactly count."""
+
+
+def network_allowed(command_line: str, *layers: list[PermissionRule]) -> bool:
+    """Whether the last `network` rule matching the command line allows it."""
+    allowed = False
+    for layer in layers:
+        for rule in layer:
+            if rule.permission == NETWORK_PERMISSION and fnmatchcase(command_line, rule.pattern):
+                allowed = rule.action == "allow"
+    return allowed
+
+
 def decide(
     spec: ToolSpec, subject: str, *layers: list[PermissionRule]
 ) -> tuple[Action, PermissionRule | None]:

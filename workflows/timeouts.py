@@ -28,6 +28,22 @@ class ActivityOptions:
 # Local activities retry in the worker up to this long, then by durable timer.
 LOCAL_RETRY_THRESHOLD = timedelta(seconds=30)
 
+# Postgres may be away for minutes (a restart, a failover). Every activity that touches
+# it fails with `STORE_UNAVAILABLE` meanwhile (`activities.store.outage`) and is retried
+# for this long, backing off to one attempt every `STORE_OUTAGE_MAX_DELAY`, before the
+# run fails.
+STORE_OUTAGE_BUDGET = timedelta(minutes=10)
+STORE_UNAVAILABLE = "StoreUnavailable"
+STORE_OUTAGE_FIRST_DELAY = timedelta(milliseconds=500)
+STORE_OUTAGE_MAX_DELAY = timedelta(seconds=10)
+# Retries bounded by time (a schedule-to-close timeout), not by a count of attempts.
+OUTAGE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=STORE_OUTAGE_MAX_DELAY,
+    maximum_attempts=0,
+)
+
 # -- model calls ---------------------------------------------------------------------
 
 # A long completion streams for minutes; ten bounds a hung provider.
@@ -43,13 +59,16 @@ LLM_LOCAL_BUDGET_MS = 2_000
 
 
 def llm_retry(max_attempts: int) -> RetryPolicy:
-    """Provider errors: back off, honour retry-after (set by the activity), then give up."""
+    """Provider errors: back off, honour retry-after (set by the activity), then give up.
+
+    A store outage is not the provider's: it spends none of these attempts, because the
+    workflow waits it out and calls again (`AgentRunWorkflow._outlasting_outages`)."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=1),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=60),
         maximum_attempts=max_attempts,
-        non_retryable_error_types=["LlmRequestRejected"],
+        non_retryable_error_types=["LlmRequestRejected", STORE_UNAVAILABLE],
     )
 
 
@@ -70,23 +89,21 @@ def compaction_call(max_attempts: int) -> ActivityOptions:
 # -- tools ---------------------------------------------------------------------------
 
 # Built-in tools: reads and quick writes take milliseconds, searches a few seconds.
+# Tools tell the model their own failures as output; what raises is the store or the
+# worker. A read is safe to repeat and an acting call is claimed first, so retrying for
+# as long as a store outage may last costs nothing.
 TOOL_CALL = ActivityOptions(
     start_to_close=timedelta(seconds=90),
-    # A read is safe to repeat and an acting call is claimed first, so a few quick
-    # retries cost nothing and ride out a database blip.
-    retry=RetryPolicy(
-        initial_interval=timedelta(milliseconds=200),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=4,
-    ),
+    retry=OUTAGE_RETRY,
+    schedule_to_close=timedelta(seconds=90) + STORE_OUTAGE_BUDGET,
 )
 
 # A command (`bash`) runs for up to its own `timeout_s` (at most 30 min) and is then
 # killed; the attempt gets a minute more to kill it, collect its output and store it.
-# No heartbeat: the call is claimed, so a retry after a lost worker says the outcome
-# is unknown rather than run it again.
+# It heartbeats, so a worker lost mid-call is noticed in seconds: the retry runs a call
+# whose claim never started, and says the outcome is unknown of one that did.
 COMMAND_GRACE = timedelta(seconds=60)
+COMMAND_HEARTBEAT = timedelta(seconds=10)
 
 
 def tool_call(run_limit_s: int | None) -> ActivityOptions:
@@ -94,7 +111,12 @@ def tool_call(run_limit_s: int | None) -> ActivityOptions:
     if run_limit_s is None:
         return TOOL_CALL
     limit = max(timedelta(seconds=run_limit_s) + COMMAND_GRACE, TOOL_CALL.start_to_close)
-    return ActivityOptions(start_to_close=limit, retry=TOOL_CALL.retry)
+    return ActivityOptions(
+        start_to_close=limit,
+        retry=TOOL_CALL.retry,
+        heartbeat=COMMAND_HEARTBEAT,
+        schedule_to_close=limit + STORE_OUTAGE_BUDGET,
+    )
 
 
 # Tools of external MCP servers. Discovery tries a server that is down a few times
@@ -111,21 +133,21 @@ MCP_DISCOVERY = ActivityOptions(
         maximum_attempts=MCP_DISCOVERY_ATTEMPTS,
     ),
 )
-MCP_TOOL_CALL = ActivityOptions(start_to_close=timedelta(minutes=5), retry=TOOL_CALL.retry)
+MCP_TOOL_CALL = ActivityOptions(
+    start_to_close=timedelta(minutes=5),
+    retry=TOOL_CALL.retry,
+    schedule_to_close=timedelta(minutes=5) + STORE_OUTAGE_BUDGET,
+)
 
 # -- records in Postgres -------------------------------------------------------------
 
 # Reads and idempotent writes of a few milliseconds, so the run records them as
-# local activities; retried for about three minutes, so a database restart delays
-# a run and never fails it.
+# local activities; retried through a store outage, so a database restart delays a
+# run and never fails it.
 STORE_CALL = ActivityOptions(
     start_to_close=timedelta(seconds=30),
-    retry=RetryPolicy(
-        initial_interval=timedelta(milliseconds=200),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=20,
-    ),
+    retry=OUTAGE_RETRY,
+    schedule_to_close=STORE_OUTAGE_BUDGET,
 )
 
 # -- webhooks ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Risk = Literal["read", "write", "exec", "external"]
 PermissionGroup = Literal["read", "edit", "bash", "interact", "mcp", "task"]
@@ -19,9 +19,44 @@ MAX_WRITE_BYTES = 1_000_000
 
 
 class ToolArgs(BaseModel):
-    """Base for tool arguments: unknown keys are an error the model can fix."""
+    """Base for tool arguments: unknown keys and NUL characters are errors the model can fix.
+
+    No path, command argument or pattern can hold a NUL, and no record of the call could
+    be stored with one (Postgres text takes none), so it is refused here, for every tool.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: object) -> object:
+        where = _nul_at(data)
+        if where is not None:
+            raise ValueError(
+                f"{where or 'an argument'} contains a NUL character (\\u0000), which no "
+                "path, command or text may hold; remove it and call the tool again"
+            )
+        return data
+
+
+def _nul_at(value: object, where: str = "") -> str | None:
+    """The dotted location of the first NUL in `value`'s strings (keys too), if any."""
+    if isinstance(value, str):
+        return where if "\0" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{where}.{key}" if where else str(key)
+            if "\0" in str(key):
+                return inner
+            found = _nul_at(item, inner)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_at(item, f"{where}[{index}]" if where else f"[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 class ReadFileArgs(ToolArgs):

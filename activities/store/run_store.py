@@ -48,6 +48,10 @@ INSERT_RUN_TEXTS_SQL = (
     " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 
+# How long a caller waits for a pooled connection, and a new one for Postgres to answer.
+POOL_WAIT_S = 5.0
+CONNECT_TIMEOUT_S = 5
+
 
 class StoreUnavailable(RuntimeError):
     """Postgres could not be reached; retrying later may help."""
@@ -55,6 +59,26 @@ class StoreUnavailable(RuntimeError):
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def storable(text: str) -> str:
+    """`text` as Postgres can hold it: NUL (which no text column takes) written as `\\x00`.
+
+    Tools escape what they print themselves; this keeps any other text (an MCP server's
+    output, a model's reply) from failing the write, and so the activity, for ever.
+    """
+    return text.replace("\0", "\\x00") if "\0" in text else text
+
+
+def storable_json(value: object) -> object:
+    """`value` with every string (keys too) made `storable`: jsonb refuses `\\u0000` as well."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): storable_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable_json(v) for v in value]
+    return value
 
 
 def texts_key(system_prompt: str, input: str) -> str:
@@ -93,13 +117,34 @@ class Store:
         self._pool = pool
 
     @classmethod
-    async def open(cls, url: str, *, min_size: int = 1, max_size: int = 10) -> Store:
+    async def open(
+        cls,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        wait_s: float = POOL_WAIT_S,
+    ) -> Store:
+        """A pool that fails fast while Postgres is away and heals when it is back.
+
+        A caller waits at most `wait_s` for a connection, so an outage is an error in
+        seconds (the API answers 503, activities are retried) rather than a hang; each
+        connection is checked as it is handed out, so ones broken by the outage are
+        replaced rather than failing the first requests after it.
+        """
         pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             open=False,
-            kwargs={"row_factory": dict_row, "autocommit": True},
+            timeout=wait_s,
+            check=AsyncConnectionPool.check_connection,
+            reconnect_timeout=0,
+            kwargs={
+                "row_factory": dict_row,
+                "autocommit": True,
+                "connect_timeout": CONNECT_TIMEOUT_S,
+            },
         )
         try:
             await pool.open(wait=True, timeout=20)
@@ -113,6 +158,11 @@ class Store:
 
     async def close(self) -> None:
         await self._pool.close()
+
+    async def ping(self) -> None:
+        """One round trip to Postgres; raises while it is away."""
+        async with self._pool.connection() as conn:
+            await conn.execute("SELECT 1")
 
     @property
     def pool(self) -> AsyncConnectionPool[AsyncConnection[dict[str, Any]]]:
@@ -626,13 +676,29 @@ class Store:
                 },
             )
 
-    async def claim_execution(self, run_id: str, step: int, ord_: int) -> bool:
-        """Claim the right to run an acting call; False if an earlier attempt claimed it."""
+    async def claim_execution(self, run_id: str, step: int, ord_: int, claimant: str) -> bool:
+        """Claim an acting call for `claimant`; False if an earlier attempt started it.
+
+        A claim whose call never started (the worker died in between) passes to the new
+        claimant, so a call is run once: never twice, and never dropped.
+        """
         async with self._pool.connection() as conn:
             cur = await conn.execute(
-                "INSERT INTO tool_executions (run_id, step, ord) VALUES (%s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
-                (run_id, step, ord_),
+                "INSERT INTO tool_executions (run_id, step, ord, claimant) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (run_id, step, ord) DO UPDATE SET claimant = EXCLUDED.claimant"
+                " WHERE tool_executions.process_started_at IS NULL RETURNING 1",
+                (run_id, step, ord_, claimant),
+            )
+            return await cur.fetchone() is not None
+
+    async def execution_starts(self, run_id: str, step: int, ord_: int, claimant: str) -> bool:
+        """Record that `claimant` starts the call now; False if another attempt took it over."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tool_executions SET process_started_at = now()"
+                " WHERE run_id = %s AND step = %s AND ord = %s AND claimant = %s"
+                " AND process_started_at IS NULL",
+                (run_id, step, ord_, claimant),
             )
             return cur.rowcount == 1
 
@@ -680,6 +746,7 @@ class Store:
         name: str | None = None,
         is_error: bool = False,
     ) -> None:
+        content = storable(content)
         await conn.execute(
             "INSERT INTO messages (run_id, step, ord, role, content, tool_calls, tool_call_id,"
             " name, is_error, sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -690,7 +757,7 @@ class Store:
                 ord_,
                 role,
                 content,
-                Jsonb(tool_calls) if tool_calls is not None else None,
+                Jsonb(storable_json(tool_calls)) if tool_calls is not None else None,
                 tool_call_id,
                 name,
                 is_error,
@@ -721,5 +788,5 @@ class Store:
         await conn.execute(
             "INSERT INTO events (run_id, seq, type, data) VALUES (%s, %s, %s, %s)"
             " ON CONFLICT DO NOTHING",
-            (run_id, seq, type_, Jsonb(redact(data))),  # type: ignore[arg-type]
+            (run_id, seq, type_, Jsonb(storable_json(redact(data)))),  # type: ignore[arg-type]
         )

@@ -15,13 +15,20 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from activities.tools.file_tools import ToolOutput
+from activities.tools.sandbox import LaunchReport, Sandbox
 from activities.tools.workspace import PathEscapeError, Workspace
 from workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
 
-__all__ = ["SAFE_PATH", "bash", "command_env", "edit_file", "write_file"]
+__all__ = ["SAFE_PATH", "Begin", "bash", "command_env", "edit_file", "write_file"]
+
+Begin = Callable[[], bool]
+"""Called right before a tool's first effect, so a crash after it is known to be "started".
+
+False: another attempt of the same call has taken it over, and this one must not act."""
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 """Where commands find programs, after the directory of the Python running Keel."""
@@ -31,12 +38,21 @@ MAX_SHOWN_COLUMNS = 300
 READ_CHUNK_BYTES = 65_536
 KILL_GRACE_SECONDS = 2.0
 """How long to keep reading a killed command's pipes for its last words."""
+REPORT_BYTES = 4096
+TAKEN_OVER = (
+    "another attempt of this call has taken it over, so this one did not act; "
+    "its outcome is recorded there."
+)
+
+
+def _go() -> bool:
+    return True
 
 
 # ---------------------------------------------------------------- write_file
 
 
-def write_file(ws: Workspace, args: WriteFileArgs) -> ToolOutput:
+def write_file(ws: Workspace, args: WriteFileArgs, *, begin: Begin = _go) -> ToolOutput:
     """Create or overwrite a file with `args.content`, atomically, creating parent directories."""
     data = _encode(args.content, "content")
     if isinstance(data, ToolOutput):
@@ -46,6 +62,8 @@ def write_file(ws: Workspace, args: WriteFileArgs) -> ToolOutput:
         return target
     rel = ws.relative(target)
     existed = target.exists()
+    if not begin():
+        return _error(TAKEN_OVER)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         _replace_atomically(target, data)
@@ -63,7 +81,7 @@ def write_file(ws: Workspace, args: WriteFileArgs) -> ToolOutput:
 # ---------------------------------------------------------------- edit_file
 
 
-def edit_file(ws: Workspace, args: EditFileArgs) -> ToolOutput:
+def edit_file(ws: Workspace, args: EditFileArgs, *, begin: Begin = _go) -> ToolOutput:
     """Replace the single occurrence of `args.old_string` in a UTF-8 file with `args.new_string`."""
     if args.old_string == args.new_string:
         return _error(
@@ -109,6 +127,8 @@ def edit_file(ws: Workspace, args: EditFileArgs) -> ToolOutput:
     data = _encode(new_text, "new_string")
     if isinstance(data, ToolOutput):
         return data
+    if not begin():
+        return _error(TAKEN_OVER)
     try:
         _replace_atomically(target, data)
     except OSError as exc:
@@ -246,12 +266,23 @@ def command_env(ws: Workspace) -> dict[str, str]:
     }
 
 
-def bash(ws: Workspace, args: BashArgs, *, output_cap: int = 65_536) -> ToolOutput:
+def bash(
+    ws: Workspace,
+    args: BashArgs,
+    *,
+    sandbox: Sandbox,
+    network: bool = False,
+    begin: Begin = _go,
+    output_cap: int = 65_536,
+) -> ToolOutput:
     """Run `args.command` without a shell inside the workspace; its exit code and capped output.
 
-    The command runs in its own process group, which is killed when it times out or, after
-    it exits, to stop anything it left running in the background.
+    The command runs in `sandbox`, which owns every process it starts (see
+    `activities.tools.sandbox`), and in a process group of its own, which is killed when
+    it times out or, after it exits, to stop anything it left running.
     """
+    if sandbox.problem is not None:
+        return _error(sandbox.problem)
     if any("\0" in arg for arg in args.command):
         return _error("The command contains a NUL byte; remove it from the arguments.")
     try:
@@ -264,38 +295,56 @@ def bash(ws: Workspace, args: BashArgs, *, output_cap: int = 65_536) -> ToolOutp
             "use list_files to find one, or omit cwd to run at the workspace root."
         )
     env = command_env(ws)
+    report_r, report_w = os.pipe()
     try:
-        proc = subprocess.Popen(
-            args.command,
-            shell=False,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+        launch = sandbox.launch(
+            args.command, workspace=ws.root, cwd=cwd, network=network, report_fd=report_w
         )
-    except OSError as exc:
-        return _not_started(args.command[0], env["PATH"], exc)
-    out, err = _Capture(output_cap), _Capture(output_cap)
-    exited_first = False
-    try:
-        deadline = time.monotonic() + args.timeout_s
-        with selectors.DefaultSelector() as selector:
-            assert proc.stdout is not None and proc.stderr is not None
-            selector.register(proc.stdout, selectors.EVENT_READ, out)
-            selector.register(proc.stderr, selectors.EVENT_READ, err)
-            timed_out = not _drain(selector, deadline) or not _exited(proc, deadline)
-            if timed_out:
-                exited_first = _exited(proc, 0.0)
-                _kill(proc)
-                _drain(selector, time.monotonic() + KILL_GRACE_SECONDS)
+        if not begin():
+            return _error(TAKEN_OVER)
+        try:
+            proc = subprocess.Popen(
+                launch.argv,
+                shell=False,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=(report_w,) if launch.reports else (),
+            )
+        except OSError as exc:
+            return _not_started(launch.argv[0], env["PATH"], exc)
+        finally:
+            os.close(report_w)
+            report_w = -1
+        out, err = _Capture(output_cap), _Capture(output_cap)
+        exited_first = False
+        try:
+            deadline = time.monotonic() + args.timeout_s
+            with selectors.DefaultSelector() as selector:
+                assert proc.stdout is not None and proc.stderr is not None
+                selector.register(proc.stdout, selectors.EVENT_READ, out)
+                selector.register(proc.stderr, selectors.EVENT_READ, err)
+                timed_out = not _drain(selector, deadline) or not _exited(proc, deadline)
+                if timed_out:
+                    exited_first = _exited(proc, 0.0)
+                    _kill(proc)
+                    _drain(selector, time.monotonic() + KILL_GRACE_SECONDS)
+        finally:
+            _kill(proc)
+            proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+        report = _read_report(report_r) if launch.reports else None
     finally:
-        _kill(proc)
-        proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        os.close(report_r)
+        if report_w != -1:
+            os.close(report_w)
+    if report is not None and report.errno is not None:
+        return _not_started(args.command[0], env["PATH"], OSError(report.errno, ""))
     sections = _sections(out, err, output_cap)
     if timed_out:
         why = (
@@ -308,8 +357,27 @@ def bash(ws: Workspace, args: BashArgs, *, output_cap: int = 65_536) -> ToolOutp
             "everything it started; raise timeout_s (at most 1800) or run something quicker."
         )
         return ToolOutput("\n".join([head, *sections]), is_error=True)
-    head = f"exit code {proc.returncode}{_signal_note(proc.returncode)}"
-    return ToolOutput("\n".join([head, *sections]), is_error=proc.returncode != 0)
+    if launch.reports and (report is None or report.returncode is None):
+        head = (
+            f"Error: the sandbox could not run the command (bwrap exited with "
+            f"{proc.returncode}); this is a problem of the worker's setup, not of the command."
+        )
+        return ToolOutput("\n".join([head, *sections]), is_error=True)
+    returncode = report.returncode if report is not None else proc.returncode
+    assert returncode is not None
+    head = f"exit code {returncode}{_signal_note(returncode)}"
+    if out.binary or err.binary:
+        head += "\n(bytes that are not UTF-8 text, such as NUL, are shown as \\xNN escapes)"
+    return ToolOutput("\n".join([head, *sections]), is_error=returncode != 0)
+
+
+def _read_report(fd: int) -> LaunchReport | None:
+    """The launcher's report, written before it exited (so before bwrap did)."""
+    os.set_blocking(fd, False)
+    try:
+        return LaunchReport.parse(os.read(fd, REPORT_BYTES))
+    except BlockingIOError:
+        return None
 
 
 def _drain(selector: selectors.BaseSelector, deadline: float) -> bool:
@@ -398,6 +466,8 @@ class _Capture:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        self.binary = False
+        """Whether what was rendered held bytes that are not text (shown escaped)."""
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
@@ -412,14 +482,26 @@ class _Capture:
         """The stream as text within `budget` bytes: head and tail, with what was cut noted."""
         kept = bytes(self.head + self.tail)  # The whole stream when total <= cap >= budget.
         if self.total <= budget:
-            return _decode(kept)
+            return self._decode(kept)
         first = budget // 2
         last = budget - first
         cut = self.total - first - last
         return (
-            f"{_decode(kept[:first])}\n[… {_count(cut, 'byte')} cut …]\n"
-            f"{_decode(kept[len(kept) - last :])}"
+            f"{self._decode(kept[:first])}\n[… {_count(cut, 'byte')} cut …]\n"
+            f"{self._decode(kept[len(kept) - last :])}"
         )
+
+    def _decode(self, raw: bytes) -> str:
+        """UTF-8 text as it is; NUL and undecodable bytes as `\\xNN`, so nothing is lost."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", "backslashreplace")
+            self.binary = True
+        if "\0" in text:
+            text = text.replace("\0", "\\x00")
+            self.binary = True
+        return text
 
 
 def _sections(out: _Capture, err: _Capture, cap: int) -> list[str]:
@@ -438,10 +520,6 @@ def _sections(out: _Capture, err: _Capture, cap: int) -> list[str]:
         if capture.total
     ]
     return sections or ["(no output)"]
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
 
 
 # ---------------------------------------------------------------- errors

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jsonschema.validators import validator_for
 from temporalio import activity
@@ -17,71 +18,30 @@ from activities.store.audit import AuditEntry, AuditLog
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
-from activities.tools import acting_tools
-from activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
+from activities.tool_events import tool_events
+from activities.tools.acting_tools import Begin
+from activities.tools.file_tools import ToolOutput
+from activities.tools.implementations import ToolContext, implementation_of
 from activities.tools.mcp_client import McpClient
+from activities.tools.sandbox import Sandbox
 from activities.tools.workspace import Workspace
 from workflows.activity_refs import ToolCalls
 from workflows.models import ToolCallInput, ToolDigest
-from workflows.tool_specs import (
-    TOOL_SPECS,
-    BashArgs,
-    EditFileArgs,
-    ListFilesArgs,
-    ReadFileArgs,
-    SearchCodeArgs,
-    ToolArgs,
-    WriteFileArgs,
-)
+from workflows.tool_specs import TOOL_SPECS
 
 log = logging.getLogger("keel.tools")
 
-PREVIEW_CHARS = 200
 # Schema problems shown to the model for one call.
 MAX_ARGUMENT_PROBLEMS = 5
+# A regular tool activity heartbeats this often, so a dead worker's call is retried soon.
+HEARTBEAT_EVERY_S = 2.0
+# How long the thread running a tool waits for Postgres to record that it starts.
+START_RECORD_TIMEOUT_S = 60.0
 
-
-def _run_read_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
-    assert isinstance(args, ReadFileArgs)
-    return read_file(ws, args)
-
-
-def _run_list_files(ws: Workspace, args: ToolArgs) -> ToolOutput:
-    assert isinstance(args, ListFilesArgs)
-    return list_files(ws, args)
-
-
-def _run_search_code(ws: Workspace, args: ToolArgs) -> ToolOutput:
-    assert isinstance(args, SearchCodeArgs)
-    return search_code(ws, args)
-
-
-def _run_write_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
-    assert isinstance(args, WriteFileArgs)
-    return acting_tools.write_file(ws, args)
-
-
-def _run_edit_file(ws: Workspace, args: ToolArgs) -> ToolOutput:
-    assert isinstance(args, EditFileArgs)
-    return acting_tools.edit_file(ws, args)
-
-
-def _run_bash(ws: Workspace, args: ToolArgs) -> ToolOutput:
-    assert isinstance(args, BashArgs)
-    return acting_tools.bash(ws, args)
-
-
-EXECUTORS: dict[str, Callable[[Workspace, ToolArgs], ToolOutput]] = {
-    "read_file": _run_read_file,
-    "list_files": _run_list_files,
-    "search_code": _run_search_code,
-    "write_file": _run_write_file,
-    "edit_file": _run_edit_file,
-    "bash": _run_bash,
-}
+T = TypeVar("T")
 
 UNKNOWN_OUTCOME = (
-    "Error: the worker stopped while this {tool} call was running, so whether it took "
+    "Error: the worker stopped after this {tool} call had started, so whether it took "
     "effect is unknown. It was not run again. Check the workspace before deciding what to do."
 )
 
@@ -97,12 +57,14 @@ class ToolActivities(ToolCalls):
         allowed_root: Path,
         *,
         mcp: McpClient,
+        sandbox: Sandbox,
     ) -> None:
         self._store = store
         self._interactions = interactions
         self._audit = audit
         self._allowed_root = allowed_root.resolve()
         self._mcp = mcp
+        self._sandbox = sandbox
         self._mcp_tools = McpToolStore(store.pool)
 
     @activity.defn(name="run_tool")
@@ -110,8 +72,10 @@ class ToolActivities(ToolCalls):
         stored = await self._stored_digest(call)
         if stored is not None:
             return stored
-        output = await self._execute_once(
-            call, acting=call.name in TOOL_SPECS and not TOOL_SPECS[call.name].read_only
+        output = await _with_heartbeats(
+            self._execute_once(
+                call, acting=call.name in TOOL_SPECS and not TOOL_SPECS[call.name].read_only
+            )
         )
         return await self._record(call, output)
 
@@ -141,11 +105,18 @@ class ToolActivities(ToolCalls):
                 ),
                 is_error=True,
             )
+        claimant = uuid.uuid4().hex
+
+        async def claim_and_start() -> ToolOutput | None:
+            answered = await self._claim_or_answer(call, claimant)
+            if answered is None and not await self._store.execution_starts(
+                call.run_id, call.step, call.ord, claimant
+            ):
+                return ToolOutput(text=UNKNOWN_OUTCOME.format(tool=call.name), is_error=True)
+            return answered
+
         return await self._mcp.call_tool(
-            tool.url,
-            tool.tool,
-            arguments,
-            before_call=lambda: self._claim_or_answer(call),
+            tool.url, tool.tool, arguments, before_call=claim_and_start
         )
 
     async def _stored_digest(self, call: ToolCallInput) -> ToolDigest | None:
@@ -166,30 +137,15 @@ class ToolActivities(ToolCalls):
             name=call.name,
             content=output.text,
             is_error=output.is_error,
-            events=[
-                (
-                    call.event_seq,
-                    "tool_call",
-                    {
-                        "step": call.step,
-                        "call_id": call.call_id,
-                        "name": call.name,
-                        "arguments": call.arguments,
-                    },
-                ),
-                (
-                    call.event_seq + 1,
-                    "tool_result",
-                    {
-                        "step": call.step,
-                        "call_id": call.call_id,
-                        "name": call.name,
-                        "is_error": output.is_error,
-                        "size": len(output.text.encode()),
-                        "preview": output.text[:PREVIEW_CHARS],
-                    },
-                ),
-            ],
+            events=tool_events(
+                call.event_seq,
+                step=call.step,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                output=output.text,
+                is_error=output.is_error,
+            ),
         )
         if call.interaction_id is not None:
             final = "failed" if output.is_error else "executed"
@@ -203,29 +159,47 @@ class ToolActivities(ToolCalls):
         return ToolDigest(is_error=output.is_error, stale=repeats)
 
     async def _execute_once(self, call: ToolCallInput, *, acting: bool) -> ToolOutput:
-        """Run the call; an acting call that may already have run is not run again."""
+        """Run the call; an acting call that may already have run is not run again.
+
+        An acting call is claimed first and recorded as started right before its first
+        effect, so a retry after a crash tells the two apart: claimed but never started
+        runs now; started reports that its outcome is unknown.
+        """
+        begin: Begin = _go
         if acting:
-            answered = await self._claim_or_answer(call)
+            claimant = uuid.uuid4().hex
+            answered = await self._claim_or_answer(call, claimant)
             if answered is not None:
                 return answered
+            loop = asyncio.get_running_loop()
+
+            def record_start() -> bool:  # called from the tool's thread
+                starts = self._store.execution_starts(call.run_id, call.step, call.ord, claimant)
+                return asyncio.run_coroutine_threadsafe(starts, loop).result(START_RECORD_TIMEOUT_S)
+
+            begin = record_start
+
         elif call.interaction_id is not None:
             await self._interactions.mark(
                 call.run_id, call.interaction_id, "executing", when="approved"
             )
-        return await asyncio.to_thread(self._execute, call)
+        return await asyncio.to_thread(self._execute, call, begin)
 
-    async def _claim_or_answer(self, call: ToolCallInput) -> ToolOutput | None:
-        """Claim an acting call, audit who allowed it; an answer if it was claimed before."""
-        if not await self._store.claim_execution(call.run_id, call.step, call.ord):
+    async def _claim_or_answer(self, call: ToolCallInput, claimant: str) -> ToolOutput | None:
+        """Claim an acting call, audit who allowed it; an answer if it had started before."""
+        if not await self._store.claim_execution(call.run_id, call.step, call.ord, claimant):
             return ToolOutput(text=UNKNOWN_OUTCOME.format(tool=call.name), is_error=True)
-        if call.allowed_by is not None:
+        subject = f"{call.run_id}/{call.step}/{call.ord}"
+        if call.allowed_by is not None and not await self._audit.exists(
+            call.tenant_id, subject, "tool.allowed_by_policy"
+        ):
             await self._audit.append(
                 AuditEntry(
                     tenant_id=call.tenant_id,
                     actor="policy",
                     category="approval",
                     action="tool.allowed_by_policy",
-                    subject=f"{call.run_id}/{call.step}/{call.ord}",
+                    subject=subject,
                     detail={
                         "tool": call.name,
                         "rule": call.allowed_by,
@@ -239,11 +213,11 @@ class ToolActivities(ToolCalls):
             )
         return None
 
-    def _execute(self, call: ToolCallInput) -> ToolOutput:
+    def _execute(self, call: ToolCallInput, begin: Begin) -> ToolOutput:
         spec = TOOL_SPECS.get(call.name)
-        executor = EXECUTORS.get(call.name)
-        if spec is None or executor is None:
-            raise ApplicationError(f"No executor for tool {call.name}", non_retryable=True)
+        implementation = implementation_of(spec) if spec is not None else None
+        if implementation is None:
+            raise ApplicationError(f"No implementation of tool {call.name}", non_retryable=True)
         root = Path(call.workspace).resolve()
         if not root.is_relative_to(self._allowed_root):
             return ToolOutput(
@@ -254,8 +228,29 @@ class ToolActivities(ToolCalls):
             workspace = Workspace(root)
         except ValueError as exc:
             return ToolOutput(text=f"Error: {exc}", is_error=True)
-        args = spec.args_model.model_validate_json(call.arguments)
-        return executor(workspace, args)
+        context = ToolContext(
+            workspace=workspace, sandbox=self._sandbox, network=call.network, begin=begin
+        )
+        return implementation.run(context, call.arguments)
+
+
+def _go() -> bool:
+    return True
+
+
+async def _with_heartbeats(work: Awaitable[T]) -> T:
+    """Heartbeat while a tool runs, so a dead worker's call is retried within seconds."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
+            if done:
+                return task.result()
+            if not activity.info().is_local:  # a local activity lives inside a workflow task
+                activity.heartbeat()
+    finally:
+        if not task.done():
+            task.cancel()
 
 
 def _schema_problems(schema: dict[str, Any], arguments: object) -> list[str]:

@@ -352,14 +352,15 @@ async def test_a_call_an_earlier_attempt_claimed_is_never_sent_again(
         async with in_process_worker(temporal_client, store, settings):
             handle = await start_run(temporal_client, settings, workspace, spec=spec)
             asked = await pending(handle)
-            # As if a worker had claimed the call and died before storing its output.
-            assert await store.claim_execution(handle.id, asked.step, asked.ord)
+            # As if a worker had started the call and died before storing its output.
+            assert await store.claim_execution(handle.id, asked.step, asked.ord, "dead")
+            assert await store.execution_starts(handle.id, asked.step, asked.ord, "dead")
             await approve(handle, asked)
             result: RunResult = await handle.result()
 
     assert result.status == "completed", result
     [answer] = tool_messages(llm, 1)
-    assert answer.startswith("Error: the worker stopped while this mcp__tickets__lookup call")
+    assert answer.startswith("Error: the worker stopped after this mcp__tickets__lookup call")
     assert "It was not run again." in answer
     assert tickets.calls == []
 

@@ -13,6 +13,7 @@ import pytest
 
 from activities.tools.acting_tools import bash, edit_file, write_file
 from activities.tools.file_tools import ToolOutput
+from activities.tools.sandbox import Sandbox
 from activities.tools.workspace import Workspace
 from workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
 
@@ -53,10 +54,16 @@ def edit(ws: Workspace, path: str, old: str, new: str) -> ToolOutput:
     return edit_file(ws, EditFileArgs(path=path, old_string=old, new_string=new))
 
 
+SANDBOXED = Sandbox.configured("bwrap")
+UNCONFINED = Sandbox(mode="off")
+
+
 def run(ws: Workspace, *command: str, **kwargs: object) -> ToolOutput:
     cap = kwargs.pop("output_cap", 65_536)
-    assert isinstance(cap, int)
-    return bash(ws, BashArgs.model_validate({"command": list(command), **kwargs}), output_cap=cap)
+    sandbox = kwargs.pop("sandbox", SANDBOXED)
+    assert isinstance(cap, int) and isinstance(sandbox, Sandbox)
+    args = BashArgs.model_validate({"command": list(command), **kwargs})
+    return bash(ws, args, sandbox=sandbox, output_cap=cap)
 
 
 def python(code: str) -> list[str]:
@@ -334,25 +341,23 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def test_bash_timeout_kills_grandchildren(ws: Workspace) -> None:
+@pytest.mark.parametrize("sandbox", [SANDBOXED, UNCONFINED], ids=["bwrap", "off"])
+def test_bash_timeout_kills_grandchildren(ws: Workspace, root: Path, sandbox: Sandbox) -> None:
+    # The grandchild would write its file two seconds in, long after the 1 s timeout.
     code = """
         import subprocess, sys, time
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        print(child.pid, flush=True)
+        subprocess.Popen([sys.executable, "-c",
+            "import time; time.sleep(2); open('grandchild.txt', 'w').write('alive')"])
         time.sleep(60)
     """
     started = time.monotonic()
 
-    out = run(ws, *python(code), timeout_s=1)
+    out = run(ws, *python(code), timeout_s=1, sandbox=sandbox)
 
     assert time.monotonic() - started < 10
     assert_error(out, "timeout of 1 s", "killed")
-    grandchild = int(out.text.split("--- stdout ---\n")[1].split()[0])
-    for _ in range(100):
-        if not _alive(grandchild):
-            break
-        time.sleep(0.05)
-    assert not _alive(grandchild)
+    time.sleep(2.5)
+    assert not (root / "grandchild.txt").exists()
 
 
 def test_bash_timeout_when_a_background_child_keeps_the_output_open(ws: Workspace) -> None:
@@ -360,9 +365,27 @@ def test_bash_timeout_when_a_background_child_keeps_the_output_open(ws: Workspac
         import subprocess, sys
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     """
-    out = run(ws, *python(code), timeout_s=1)
+    out = run(ws, *python(code), timeout_s=1, sandbox=UNCONFINED)
 
     assert_error(out, "The program exited, but processes it started kept its output open")
+
+
+def test_bash_in_the_sandbox_what_a_command_started_dies_when_it_exits(
+    ws: Workspace, root: Path
+) -> None:
+    code = """
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c",
+            "import time; time.sleep(2); open('orphan.txt', 'w').write('alive')"])
+    """
+    started = time.monotonic()
+
+    out = run(ws, *python(code), timeout_s=30)
+
+    assert out.text == "exit code 0\n(no output)"
+    assert time.monotonic() - started < 5
+    time.sleep(2.5)
+    assert not (root / "orphan.txt").exists()
 
 
 def test_bash_output_cap_keeps_head_and_tail(ws: Workspace) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from workflows.gate import GateDecision, ToolGate, canonical_json
 from workflows.models import MessageRef, ToolCallRequest
+from workflows.permissions import PermissionRule
 from workflows.tool_specs import TOOL_SPECS
 
 READ_TOOLS = ["list_files", "read_file", "search_code"]
@@ -258,3 +259,39 @@ def test_canonical_json_sorts_keys_and_drops_spaces() -> None:
     assert canonical_json({"b": [1, {"d": 2, "c": 3}], "a": "é"}) == (
         '{"a":"é","b":[1,{"c":3,"d":2}]}'
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "where"),
+    [
+        ("write_file", {"path": "a\0b.txt", "content": "x"}, "path"),
+        ("write_file", {"path": "a.txt", "content": "x\0y"}, "content"),
+        ("bash", {"command": ["echo", "a\0b"]}, "command[1]"),
+        ("read_file", {"path": "\0"}, "path"),
+    ],
+)
+def test_a_nul_in_any_argument_is_an_error_the_model_can_correct(
+    name: str, arguments: dict[str, object], where: str
+) -> None:
+    decision = check(name, arguments, allowed=["read_file", "write_file", "bash"])
+
+    assert decision.verdict == "error"
+    assert f"{where} contains a NUL character" in decision.message
+    assert "\0" not in decision.message
+
+
+def test_network_is_allowed_only_by_a_network_rule_matching_the_command() -> None:
+    rules = [
+        PermissionRule(permission="*", pattern="*", action="allow"),
+        PermissionRule(permission="network", pattern="pip install *", action="allow"),
+    ]
+    gate = ToolGate(["bash"], rules)
+
+    def network(*command: str) -> bool:
+        call = ToolCallRequest(
+            call_id="c", name="bash", arguments=json.dumps({"command": list(command)})
+        )
+        return gate.check(call, {}).network
+
+    assert network("pip", "install", "requests")
+    assert not network("curl", "https://example.com")

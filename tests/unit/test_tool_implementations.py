@@ -1,0 +1,42 @@
+"""Every built-in tool that runs has exactly one implementation, typed by its spec's model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from activities.tools.implementations import (
+    IMPLEMENTATIONS,
+    ToolContext,
+    implementation_of,
+    implements,
+)
+from activities.tools.workspace import Workspace
+from workflows.tool_specs import TOOL_SPECS, ReadFileArgs
+
+
+def test_every_spec_that_runs_has_exactly_one_implementation() -> None:
+    runs = {name for name, spec in TOOL_SPECS.items() if spec.group != "interact"}
+
+    assert set(IMPLEMENTATIONS) == runs
+    for name in runs:
+        implementation = implementation_of(TOOL_SPECS[name])
+        assert implementation is not None and implementation.spec is TOOL_SPECS[name]
+        assert implementation.args_model is TOOL_SPECS[name].args_model
+    assert implementation_of(TOOL_SPECS["ask_user"]) is None  # a person answers it
+
+
+def test_an_implementation_must_take_its_specs_argument_model() -> None:
+    with pytest.raises(TypeError, match="write_file takes WriteFileArgs"):
+        implements("write_file", ReadFileArgs, lambda c, a: None)  # type: ignore[arg-type,return-value]
+
+
+def test_an_implementation_runs_from_the_canonical_arguments(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello\n")
+    implementation = implementation_of(TOOL_SPECS["read_file"])
+    assert implementation is not None
+
+    out = implementation.run(ToolContext(workspace=Workspace(tmp_path)), '{"path":"a.txt"}')
+
+    assert "hello" in out.text and not out.is_error
