@@ -21,12 +21,18 @@ from temporalio.worker import (
 
 from workflows.timeouts import STORE_UNAVAILABLE
 
-__all__ = ["STORE_UNAVAILABLE", "StoreOutageInterceptor", "is_store_outage"]
+__all__ = ["STORE_OUTAGES", "STORE_UNAVAILABLE", "StoreOutageInterceptor", "is_store_outage"]
+
+STORE_OUTAGES: tuple[type[Exception], ...] = (
+    PoolTimeout,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+"""What psycopg raises when Postgres cannot be reached now (not when a statement is wrong)."""
 
 
 def is_store_outage(exc: BaseException) -> bool:
-    """Whether `exc` says Postgres cannot be reached now (not that a statement is wrong)."""
-    return isinstance(exc, PoolTimeout | psycopg.OperationalError | psycopg.InterfaceError)
+    return isinstance(exc, STORE_OUTAGES)
 
 
 class _StoreOutageActivities(ActivityInboundInterceptor):

@@ -9,7 +9,7 @@ runs has exactly one.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from activities.tools import acting_tools
@@ -43,7 +43,8 @@ class ToolContext:
     """What a tool gets besides its arguments."""
 
     workspace: Workspace
-    sandbox: Sandbox = field(default_factory=lambda: Sandbox(mode="off"))
+    sandbox: Sandbox
+    """Where `bash` runs its command; no default, so none runs unconfined by omission."""
     network: bool = False
     """Whether a `network` rule lets this command reach the network (bash only)."""
     begin: Begin = _go

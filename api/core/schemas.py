@@ -234,9 +234,9 @@ class AgentPublic(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "unavailable"]
     temporal: str
-    database: Literal["ok"]
+    database: Literal["ok", "unavailable"]
 
 
 class Liveness(BaseModel):

@@ -47,6 +47,10 @@ from worker.settings import Settings
 from worker.temporal_client import connect
 from worker.tracing import temporal_plugins
 
+# A request waits at most this long for a database connection: while Postgres is
+# away it is answered 503 in seconds instead of hanging.
+API_STORE_WAIT_S = 3.0
+
 
 def create_app(settings: Settings) -> FastAPI:
     if settings.temporal_address is None or settings.database_url is None:
@@ -62,7 +66,7 @@ def create_app(settings: Settings) -> FastAPI:
         temporal = await connect(
             temporal_address, settings.temporal_namespace, plugins=temporal_plugins(settings)
         )
-        store = await Store.open(database_url)
+        store = await Store.open(database_url, wait_s=API_STORE_WAIT_S)
         audit = ApiAudit(AuditLog(store.pool))
         parts = CoreParts(
             temporal=temporal,

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from activities.store.outage import STORE_OUTAGES, is_store_outage
 from api.core.errors import (
     Conflict,
     Forbidden,
@@ -26,6 +27,12 @@ from api.core.errors import (
 from api.core.schemas import Problem
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+# What a client is told to wait before trying again while Postgres is away.
+STORE_RETRY_AFTER_S = 5
+STORE_UNAVAILABLE_DETAIL = (
+    "Keel's database is unavailable right now; nothing was changed by this request "
+    "unless it says otherwise. Try again in a few seconds."
+)
 
 ERROR_DESCRIPTIONS = {
     401: "No valid bearer token: send `Authorization: Bearer <token>`.",
@@ -133,7 +140,22 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     return Response(body, status_code=422, media_type="application/json")
 
 
+def store_unavailable() -> JSONResponse:
+    """503 with `Retry-After`: what every request gets while Postgres is away."""
+    return JSONResponse(
+        {"detail": STORE_UNAVAILABLE_DETAIL},
+        status_code=503,
+        headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
+    )
+
+
+async def _store_outage(request: Request, exc: Exception) -> Response:
+    return store_unavailable()
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    if is_store_outage(exc):  # wrapped, or raised where the handlers by class do not reach
+        return store_unavailable()
     # Last resort: a JSON body like every other answer. Starlette re-raises the exception
     # after sending it, so the server still logs it with its traceback.
     return JSONResponse(
@@ -149,4 +171,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(KeelError, _domain_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    for outage in STORE_OUTAGES:
+        app.add_exception_handler(outage, _store_outage)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
@@ -13,11 +14,12 @@ from temporalio.worker import Replayer
 
 from activities.store.run_store import Store
 from tests.conftest import in_process_worker
-from tests.integration.runs import start_run
+from tests.integration.runs import agent, start_run
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from worker.temporal_client import DATA_CONVERTER
 from workflows.agent_run import AgentRunWorkflow
+from workflows.models import InteractionDecision
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 
@@ -81,3 +83,55 @@ async def test_a_fresh_history_replays_and_a_changed_workflow_is_caught(
     bad = WorkflowHistory.from_json(handle.id, {"events": tampered})
     failed = await replayer().replay_workflow(bad, raise_on_replay_failure=False)
     assert failed.replay_failure is not None
+
+
+async def test_a_history_with_decisions_replays(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+    settings_for: Callable[..., Settings],
+) -> None:
+    # Two approvals decided through the `decide` update (stored before it answers), one
+    # each way.
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(
+                            name="write_file", arguments={"path": "a.txt", "content": "A"}
+                        ),
+                        ScriptedToolCall(name="bash", arguments={"command": ["true"]}),
+                    ]
+                ),
+                Turn(content="done"),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=agent("build"))
+        for _ in range(600):
+            asked = await handle.query(AgentRunWorkflow.list_interactions)
+            if len(asked) == 2:
+                break
+            await asyncio.sleep(0.05)
+        write, command = sorted(asked, key=lambda i: i.ord)
+        for interaction, decision in ((write, "approve"), (command, "reject")):
+            await handle.execute_update(
+                AgentRunWorkflow.decide,
+                InteractionDecision(
+                    interaction_id=interaction.id,
+                    decision=decision,  # type: ignore[arg-type]
+                    approver="anonymous",
+                    payload_hash=interaction.payload_hash,
+                ),
+            )
+        result = await handle.result()
+    assert result.status == "completed"
+    history = await handle.fetch_history()
+    assert (await replayer().replay_workflow(history)).replay_failure is None
+    if os.environ.get("KEEL_RECORD_HISTORY"):
+        target = HISTORIES / f"{os.environ['KEEL_RECORD_HISTORY']}_decisions.json"
+        target.write_text(json.dumps(history.to_json_dict(), indent=1))

@@ -12,6 +12,7 @@ from activities.tools.implementations import (
     implementation_of,
     implements,
 )
+from activities.tools.sandbox import Sandbox
 from activities.tools.workspace import Workspace
 from workflows.tool_specs import TOOL_SPECS, ReadFileArgs
 
@@ -37,6 +38,7 @@ def test_an_implementation_runs_from_the_canonical_arguments(tmp_path: Path) -> 
     implementation = implementation_of(TOOL_SPECS["read_file"])
     assert implementation is not None
 
-    out = implementation.run(ToolContext(workspace=Workspace(tmp_path)), '{"path":"a.txt"}')
+    context = ToolContext(workspace=Workspace(tmp_path), sandbox=Sandbox.configured("bwrap"))
+    out = implementation.run(context, '{"path":"a.txt"}')
 
     assert "hello" in out.text and not out.is_error

@@ -9,22 +9,36 @@ from collections.abc import Awaitable
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from activities.store.outage import is_store_outage
 from activities.store.run_store import Store
 from api.core.schemas import AgentPublic, Health, Liveness, Readiness
 from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED
+from api.http.errors import AUTHENTICATED, STORE_RETRY_AFTER_S, documented
 
 router = APIRouter(tags=["system"])
 log = logging.getLogger("keel.api")
 # A probe's own timeout is 4 s (deploy/k8s); both checks run at once.
 READY_TIMEOUT_S = 2.0
 
+# /health answers within this even when Postgres does not.
+HEALTH_DATABASE_WAIT_S = 2.0
 
-@router.get("/health", response_model=Health)
-async def health(service: ServiceDep) -> Health:
+
+@router.get("/health", response_model=Health, responses=documented(503))
+async def health(service: ServiceDep) -> Health | JSONResponse:
     parts = service.parts
-    await parts.store.list_runs(tenant_id="default", limit=1)
     target = parts.temporal.service_client.config.target_host
+    try:
+        await asyncio.wait_for(parts.store.ping(), HEALTH_DATABASE_WAIT_S)
+    except Exception as exc:
+        if not (isinstance(exc, TimeoutError) or is_store_outage(exc)):
+            raise
+        down = Health(status="unavailable", temporal=target, database="unavailable")
+        return JSONResponse(
+            down.model_dump(),
+            status_code=503,
+            headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
+        )
     return Health(status="ok", temporal=target, database="ok")
 
 
