@@ -234,3 +234,62 @@ async def test_a_worker_killed_right_after_the_approval_runs_the_command_once(
     print(f"outcomes: {outcomes}")
     # Killed before it started (claimed or not), it ran on the new worker, once.
     assert "ran once" in outcomes
+
+
+@pytest.mark.slow
+async def test_a_command_dies_with_its_killed_worker_and_the_model_is_told(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    tick = "import time\nwhile True:\n    open('ticks.txt', 'a').write('t')\n    time.sleep(0.1)"
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[bash(sys.executable, "-c", tick)]),
+                Turn(content="Stopped."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    ticks = workspace / "ticks.txt"
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "api.cli.main", "worker"],
+            env=worker_env(settings),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    workers = [spawn()]
+    try:
+        async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+            run_id = await start(http, workspace)
+            [ia] = await pending(http, run_id)
+            assert (await decide(http, run_id, ia)).status_code == 200
+            for _ in range(400):
+                if ticks.exists() and len(ticks.read_text()) >= 5:
+                    break
+                await asyncio.sleep(0.05)
+            assert ticks.exists(), "the command never started"
+            workers[0].send_signal(signal.SIGKILL)
+            workers[0].wait()
+            await asyncio.sleep(0.5)
+            settled = len(ticks.read_text())
+            await asyncio.sleep(1.5)
+            assert len(ticks.read_text()) == settled, "the command outlived its worker"
+            workers.append(spawn())
+            run = await finished(http, run_id)
+        assert run["status"] == "completed"
+        [told] = [
+            m.content or "" for m in await store.conversation(run_id, None) if m.role == "tool"
+        ]
+        assert "after this bash call had started" in told and "not run again" in told
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
