@@ -128,9 +128,9 @@ class Store:
         """A pool that fails fast while Postgres is away and heals when it is back.
 
         A caller waits at most `wait_s` for a connection, so an outage is an error in
-        seconds (the API answers 503, activities are retried) rather than a hang; each
-        connection is checked as it is handed out, so ones broken by the outage are
-        replaced rather than failing the first requests after it.
+        seconds (the API answers 503, activities are retried) rather than a hang. A
+        connection the outage broke fails its next use once and is replaced (checking
+        each one as it is handed out would cost a round trip on every statement).
         """
         pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
@@ -138,7 +138,7 @@ class Store:
             max_size=max_size,
             open=False,
             timeout=wait_s,
-            check=AsyncConnectionPool.check_connection,
+            # Give up on a lost connection at once; the next caller connects anew.
             reconnect_timeout=0,
             kwargs={
                 "row_factory": dict_row,
