@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 
 import openai
 from temporalio.client import Client
@@ -44,6 +45,8 @@ from workflows.session import SessionWorkflow
 from workflows.webhook_delivery import WebhookDeliveryWorkflow
 
 log = logging.getLogger("keel.worker")
+
+STICKY_TIMEOUT = timedelta(seconds=5)
 
 
 def openai_client(settings: Settings) -> openai.AsyncOpenAI:
@@ -141,6 +144,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             subagent_activities.record_child_event,
         ],
         interceptors=[StoreOutageInterceptor(), *worker_interceptors(settings)],
+        # A run whose worker died goes to another after this long, not the default 10 s:
+        # a decision sent to it then answers well within the API's wait for the update.
+        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
         workflow_runner=(

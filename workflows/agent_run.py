@@ -588,9 +588,12 @@ class AgentRunWorkflow:
 
         Stored before the update answers, by a regular activity: its command is recorded
         before it runs, so a workflow task that never reaches the history (a speculative
-        one the server drops, a worker that dies) leaves no outcome in Postgres and tells
-        no caller "accepted". The first outcome stored wins; a request that finds another
-        there is refused, and the run follows the stored one.
+        one the server drops when updates race, a worker that dies) writes no outcome and
+        tells no caller "accepted" — a local activity there did both, and the replayed
+        task let the other decision win. Postgres decides which request took: the first
+        outcome stored wins, every answer compares the stored `decision_id` with the
+        request's own (the API sends one per request, so a request delivered again
+        recognises itself), and the run follows what is stored.
         """
         interaction = self._state.interactions[decision.interaction_id]
         decision_id = decision.decision_id or str(workflow.uuid4())
@@ -613,7 +616,6 @@ class AgentRunWorkflow:
     async def _store_outcome(self, proposed: Interaction, rule: PermissionRule | None) -> None:
         """`resolve_interaction` for `proposed`; the run's interaction becomes what is stored."""
         run = self._ids
-        # Regular, not local: see `_claim`.
         result = await run_activity(
             InteractionRecords.resolve_interaction,
             ResolveInteractionInput(
@@ -625,6 +627,7 @@ class AgentRunWorkflow:
                 event_seq=self._take_seqs(1),
             ),
             timeouts.STORE_CALL,
+            # Regular, not local: its command is on record before it runs (see `_claim`).
         )
         stored = result.interaction
         interaction = self._state.interactions[proposed.id]
@@ -641,10 +644,12 @@ class AgentRunWorkflow:
     @workflow.update  # named after the method; bare, so a reference to it types its result
     async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
         await self._opened(decision.interaction_id)
-        problem = self._problem_with(decision)
-        if problem is not None:
-            raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
-        interaction = await self._claim(decision)
+        interaction = self._took(decision)
+        if interaction is None:
+            problem = self._problem_with(decision)
+            if problem is not None:
+                raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
+            interaction = await self._claim(decision)
         return DecisionOutcome(
             interaction_id=interaction.id,
             status=interaction.status,
@@ -653,10 +658,22 @@ class AgentRunWorkflow:
 
     @decide.validator
     def _validate_decision(self, decision: InteractionDecision) -> None:
+        if self._took(decision) is not None:
+            return
         problem = self._problem_with(decision)
         # An interaction this run does not know yet may be on its way: see `_opened`.
         if problem is not None and problem[0] != "InteractionNotFound":
             raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
+
+    def _took(self, decision: InteractionDecision) -> Interaction | None:
+        """The interaction, if this very request (by `decision_id`) is what was stored.
+
+        A request the server delivers again, after a workflow task that stored it was
+        lost, is told it took, not that the interaction is closed."""
+        interaction = self._state.interactions.get(decision.interaction_id)
+        if interaction is None or decision.decision_id is None:
+            return None
+        return interaction if interaction.decision_id == decision.decision_id else None
 
     @workflow.signal(name="resolve_interaction")
     async def resolve_interaction(self, decision: InteractionDecision) -> None:

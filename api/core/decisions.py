@@ -12,6 +12,7 @@ taken, the answer is `accepted` again, not a conflict.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
@@ -83,6 +84,8 @@ class DecisionService:
             approver=user_ref(user),
             payload_hash=body.payload_hash,
             text=body.text,
+            # Names this request, so the run can tell it took even if delivered twice.
+            decision_id=uuid.uuid4().hex,
         )
         handle = parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
         try:
