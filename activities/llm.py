@@ -33,7 +33,7 @@ from activities.store.audit import AuditEntry, AuditLog
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
-from activities.tool_events import tool_events
+from activities.tool_events import PREVIEW_CHARS, tool_events
 from activities.tool_schemas import tool_definitions
 from workflows.activity_refs import LlmCalls
 from workflows.models import (
