@@ -111,5 +111,5 @@ IMPLEMENTATIONS: Mapping[str, ToolImplementation[Any]] = _index(
 
 
 def implementation_of(spec: ToolSpec) -> ToolImplementation[Any] | None:
-    """The implementation of a built-in tool; None for one a person answers."""
+    """The implementation of a built-in tool; None for one a person or a sub-agent answers."""
     return IMPLEMENTATIONS.get(spec.name)

@@ -46,7 +46,7 @@ async def one_round(
     answers = await asyncio.gather(*(decide(http, run_id, ia, d) for d in decisions))
     winners = [d for d, a in zip(decisions, answers, strict=True) if a.status_code == 200]
     problems: list[str] = []
-    odd = [a.status_code for a in answers if a.status_code not in (200, 409)]
+    odd = [(a.status_code, a.text) for a in answers if a.status_code not in (200, 409)]
     if odd:
         problems.append(f"answers other than 200/409: {odd}")
     # The same decision sent again is the same decision (the service answers it

@@ -18,7 +18,8 @@ from workflows.tool_specs import TOOL_SPECS, ReadFileArgs
 
 
 def test_every_spec_that_runs_has_exactly_one_implementation() -> None:
-    runs = {name for name, spec in TOOL_SPECS.items() if spec.group != "interact"}
+    # `ask_user` is answered by a person and `task` by a sub-agent run: neither runs here.
+    runs = {name for name, spec in TOOL_SPECS.items() if spec.group not in ("interact", "task")}
 
     assert set(IMPLEMENTATIONS) == runs
     for name in runs:
@@ -26,6 +27,7 @@ def test_every_spec_that_runs_has_exactly_one_implementation() -> None:
         assert implementation is not None and implementation.spec is TOOL_SPECS[name]
         assert implementation.args_model is TOOL_SPECS[name].args_model
     assert implementation_of(TOOL_SPECS["ask_user"]) is None  # a person answers it
+    assert implementation_of(TOOL_SPECS["task"]) is None  # a child workflow runs it
 
 
 def test_an_implementation_must_take_its_specs_argument_model() -> None:
