@@ -12,6 +12,7 @@ taken, the answer is `accepted` again, not a conflict.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 
@@ -35,7 +36,7 @@ from api.core.schemas import DecisionResult, InteractionDecisionCreate, Interact
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows.agent_run import AgentRunWorkflow
-from workflows.models import Interaction, InteractionDecision
+from workflows.models import DecisionOutcome, Interaction, InteractionDecision
 
 # A worker runs the update in milliseconds; this long without an answer means none is
 # polling, and the decision is queued as a signal instead.
@@ -50,8 +51,24 @@ ERROR_OF_PROBLEM: dict[str, type[KeelError]] = {
 }
 
 
+# Failure types the Temporal server (not the run) gives an update: the run never saw it,
+# or the run ended before it could take it.
+UNPROCESSED = "UnprocessedUpdate"
+UNSEEN_TRIES = 6
+UNSEEN_BACKOFF_S = 0.1
+RUN_ENDED = frozenset({"CanceledUpdate", "AcceptedUpdateCompletedWorkflowFailure"})
+
+
 class InteractionClosed(Conflict):
     """The interaction was already decided (otherwise) or has expired."""
+
+
+class _DecidedMeanwhile(Exception):
+    """The interaction stopped being pending while a request for it was being resent."""
+
+    def __init__(self, current: Interaction) -> None:
+        super().__init__(current.id)
+        self.current = current
 
 
 class DecisionService:
@@ -87,26 +104,35 @@ class DecisionService:
             # Names this request, so the run can tell it took even if delivered twice.
             decision_id=uuid.uuid4().hex,
         )
-        handle = parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
         try:
-            outcome = await handle.execute_update(
-                AgentRunWorkflow.decide, decision, rpc_timeout=DECIDE_WAIT
-            )
+            try:
+                outcome = await self._send(run_id, decision)
+            except (WorkflowUpdateRPCTimeoutOrCancelledError, WorkflowUpdateFailedError) as err:
+                unseen = not isinstance(err, WorkflowUpdateFailedError) or (
+                    isinstance(err.cause, ApplicationError) and err.cause.type == UNPROCESSED
+                )
+                if not unseen:
+                    raise
+                # No worker took it in time, or none processed it: leave it with Temporal,
+                # unless it was decided meanwhile (then the signal would be ignored).
+                await self._unless_decided(run_id, decision)
+                return await self._queue(run_id, decision, stored)
+        except _DecidedMeanwhile as meanwhile:
+            return await self._too_late(run_id, decision, user, meanwhile.current)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             kind = cause.type if isinstance(cause, ApplicationError) else None
+            if kind in RUN_ENDED:
+                return await self._after_the_run(run_id, decision, user)
+            reason = str(cause)
             if kind == "InteractionClosed":
                 current = await self._current(run_id, interaction_id)
                 if current is not None and _repeats(current, decision):
                     return _result("accepted", run_id, current)
-            await parts.audit.refused_decision(
-                user, run_id, interaction_id, body.decision, str(cause)
-            )
+            await parts.audit.refused_decision(user, run_id, interaction_id, body.decision, reason)
             if kind == "InteractionClosed":
-                raise InteractionClosed(str(cause)) from err
-            raise ERROR_OF_PROBLEM.get(kind or "", Invalid)(str(cause)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            return await self._queue(run_id, decision, stored)
+                raise InteractionClosed(reason) from err
+            raise ERROR_OF_PROBLEM.get(kind or "", Invalid)(reason) from err
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return await self._after_the_run(run_id, decision, user)
@@ -124,6 +150,56 @@ class DecisionService:
             }
         )
         return _result("accepted", run_id, taken)
+
+    async def _send(self, run_id: str, decision: InteractionDecision) -> DecisionOutcome:
+        """The `decide` update, sent again while the server says the run never saw it.
+
+        Updates racing for one run meet two refusals from the Temporal server, not the
+        run: `UnprocessedUpdate` (a workflow task that carried it completed without the
+        run processing it; racing updates make the server drop and redo speculative
+        tasks) and RESOURCE_EXHAUSTED (more updates in flight for one run than the
+        server admits at once). Either way the run ran no check, so nothing was decided:
+        the same request (the same `decision_id`) is sent again, unless the interaction
+        has been decided meanwhile, which `_DecidedMeanwhile` reports.
+        """
+        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+        for attempt in range(UNSEEN_TRIES):
+            last = attempt == UNSEEN_TRIES - 1
+            try:
+                return await handle.execute_update(
+                    AgentRunWorkflow.decide, decision, rpc_timeout=DECIDE_WAIT
+                )
+            except WorkflowUpdateFailedError as err:
+                cause = err.cause
+                if last or not (isinstance(cause, ApplicationError) and cause.type == UNPROCESSED):
+                    raise
+            except RPCError as err:
+                if last or err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                    raise
+            await self._unless_decided(run_id, decision)
+            await asyncio.sleep(UNSEEN_BACKOFF_S * (attempt + 1))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _unless_decided(self, run_id: str, decision: InteractionDecision) -> None:
+        """Raise `_DecidedMeanwhile` if the interaction is no longer pending.
+
+        Read from Postgres, which holds an outcome before the run answers (and answers
+        when no worker does)."""
+        current = await self._parts.interactions.get(run_id, decision.interaction_id)
+        if current is not None and current.status != "pending":
+            raise _DecidedMeanwhile(current)
+
+    async def _too_late(
+        self, run_id: str, decision: InteractionDecision, user: Principal, current: Interaction
+    ) -> DecisionResult:
+        """The interaction was decided while this request waited: it took, or it is refused."""
+        if current.decision_id == decision.decision_id or _repeats(current, decision):
+            return _result("accepted", run_id, current)
+        reason = _closed(current)
+        await self._parts.audit.refused_decision(
+            user, run_id, decision.interaction_id, decision.decision, reason
+        )
+        raise InteractionClosed(reason)
 
     async def _queue(
         self, run_id: str, decision: InteractionDecision, stored: Interaction
@@ -152,7 +228,7 @@ class DecisionService:
             raise NotFound(f"No interaction {decision.interaction_id}.")
         if _repeats(known, decision):
             return _result("accepted", run_id, known)
-        reason = f"Interaction {decision.interaction_id} is already {known.status}."
+        reason = _closed(known)
         await self._parts.audit.refused_decision(
             user, run_id, decision.interaction_id, decision.decision, reason
         )
@@ -166,6 +242,10 @@ class DecisionService:
             return next((i for i in every if i.id == interaction_id), None)
         except RPCError:
             return await self._parts.interactions.get(run_id, interaction_id)
+
+
+def _closed(interaction: Interaction) -> str:
+    return f"Interaction {interaction.id} is already {interaction.status}."
 
 
 def _repeats(interaction: Interaction, decision: InteractionDecision) -> bool:
