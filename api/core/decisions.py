@@ -194,7 +194,13 @@ class DecisionService:
     ) -> DecisionResult:
         """The interaction was decided while this request waited: it took, or it is refused."""
         if current.decision_id == decision.decision_id or _repeats(current, decision):
-            return _result("accepted", run_id, current)
+            # Answered as the update answers: the decision, not how far its call has run.
+            ran = current.status in ("executing", "executed", "failed")
+            return _result(
+                "accepted",
+                run_id,
+                current.model_copy(update={"status": "approved"}) if ran else current,
+            )
         reason = _closed(current)
         await self._parts.audit.refused_decision(
             user, run_id, decision.interaction_id, decision.decision, reason
