@@ -628,6 +628,7 @@ class AgentRunWorkflow:
             ),
             timeouts.STORE_CALL,
             # Regular, not local: its command is on record before it runs (see `_claim`).
+            summary=f"{proposed.status} {proposed.tool}",
         )
         stored = result.interaction
         interaction = self._state.interactions[proposed.id]
