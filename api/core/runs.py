@@ -418,11 +418,9 @@ class RunService:
         """
         public = RunPublic.from_record(record)
         if record.status in ("queued", "running") and not await self._overlay_live_state(public):
-            public.pending_interactions = [
-                i.id
-                for i in await self._parts.interactions.for_run(record.id)
-                if i.status == "pending"
-            ]
+            # As the workflow's own progress does, the run lists what its sub-agents wait on.
+            tree = await tree_interactions(self._parts.store, self._parts.interactions, record)
+            public.pending_interactions = [i.id for i in tree if i.status == "pending"]
         return with_tree(public, await subtree(self._parts.store, record))
 
     async def _overlay_live_state(self, public: RunPublic) -> bool:
