@@ -128,7 +128,7 @@ class DecisionService:
             if kind == "InteractionClosed":
                 current = await self._current(run_id, interaction_id)
                 if current is not None and _repeats(current, decision):
-                    return _result("accepted", run_id, current)
+                    return _accepted(run_id, current)
             await parts.audit.refused_decision(user, run_id, interaction_id, body.decision, reason)
             if kind == "InteractionClosed":
                 raise InteractionClosed(reason) from err
@@ -194,13 +194,7 @@ class DecisionService:
     ) -> DecisionResult:
         """The interaction was decided while this request waited: it took, or it is refused."""
         if current.decision_id == decision.decision_id or _repeats(current, decision):
-            # Answered as the update answers: the decision, not how far its call has run.
-            ran = current.status in ("executing", "executed", "failed")
-            return _result(
-                "accepted",
-                run_id,
-                current.model_copy(update={"status": "approved"}) if ran else current,
-            )
+            return _accepted(run_id, current)
         reason = _closed(current)
         await self._parts.audit.refused_decision(
             user, run_id, decision.interaction_id, decision.decision, reason
@@ -233,7 +227,7 @@ class DecisionService:
         if known is None:
             raise NotFound(f"No interaction {decision.interaction_id}.")
         if _repeats(known, decision):
-            return _result("accepted", run_id, known)
+            return _accepted(run_id, known)
         reason = _closed(known)
         await self._parts.audit.refused_decision(
             user, run_id, decision.interaction_id, decision.decision, reason
@@ -261,6 +255,13 @@ def _repeats(interaction: Interaction, decision: InteractionDecision) -> bool:
     if decision.decision.startswith("approve"):
         return decision.payload_hash == interaction.payload_hash
     return (interaction.answer or None) == (decision.text or None)
+
+
+def _accepted(run_id: str, interaction: Interaction) -> DecisionResult:
+    """A decision that had already taken, answered with the interaction as it is now:
+    `approved`, or as far as the approved call has run since (`executing`, `executed`,
+    `failed`), whichever path (a resend, a repeat, a repeat after the run) found it."""
+    return _result("accepted", run_id, interaction)
 
 
 def _result(status: str, run_id: str, interaction: Interaction) -> DecisionResult:
