@@ -45,10 +45,7 @@ class InteractionActivities(InteractionRecords):
             event_seq=request.event_seq,
         )
         for ia in request.interactions:
-            await self._audit_once(
-                request.tenant_id,
-                f"{request.run_id}/{ia.id}",
-                "interaction.requested",
+            await self._audit.append_once(
                 AuditEntry(
                     tenant_id=request.tenant_id,
                     actor=ia.requester,
@@ -87,10 +84,7 @@ class InteractionActivities(InteractionRecords):
         }
         if request.new_session_rule is not None:
             detail["session_rule"] = request.new_session_rule.model_dump()
-        await self._audit_once(
-            request.tenant_id,
-            f"{request.run_id}/{ia.id}",
-            action,
+        await self._audit.append_once(
             AuditEntry(
                 tenant_id=request.tenant_id,
                 actor="timer" if expired else ia.decided_by,
@@ -105,10 +99,3 @@ class InteractionActivities(InteractionRecords):
     @activity.defn(name="session_rules")
     async def session_rules(self, request: SessionRulesInput) -> SessionRulesResult:
         return SessionRulesResult(rules=await self._interactions.session_rules(request.session_id))
-
-    async def _audit_once(
-        self, tenant_id: str, subject: str, action: str, entry: AuditEntry
-    ) -> None:
-        """A retried activity must not audit twice."""
-        if not await self._audit.exists(tenant_id, subject, action):
-            await self._audit.append(entry)

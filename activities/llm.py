@@ -29,7 +29,7 @@ from activities.context.budget import (
 from activities.genai_spans import note_finish, note_messages, note_response_model
 from activities.prices import ModelPrice
 from activities.run_records import open_run
-from activities.store.audit import AuditEntry, AuditLog
+from activities.store.audit import AuditLog, policy_entry
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
@@ -202,22 +202,14 @@ class LlmActivities(LlmCalls):
         for result in step.gate_results:
             if result.denied_by is None:
                 continue
-            subject = f"{step.run_id}/{result.step}/{result.ord}"
-            if await self._audit.exists(step.tenant_id, subject, "tool.denied_by_policy"):
-                continue
-            await self._audit.append(
-                AuditEntry(
-                    tenant_id=step.tenant_id,
-                    actor="policy",
-                    category="approval",
-                    action="tool.denied_by_policy",
-                    severity="warning",
-                    subject=subject,
-                    detail={
-                        "tool": result.name,
-                        "rule": result.denied_by,
-                        "arguments": result.arguments,
-                    },
+            await self._audit.append_once(
+                policy_entry(
+                    step.tenant_id,
+                    f"{step.run_id}/{result.step}/{result.ord}",
+                    "tool.denied_by_policy",
+                    tool=result.name,
+                    rule=result.denied_by,
+                    arguments=result.arguments,
                 )
             )
 

@@ -98,6 +98,22 @@ class AuditVerification(BaseModel):
     """A sentence for a person saying what was found."""
 
 
+def policy_entry(
+    tenant_id: str, subject: str, action: str, *, tool: str, rule: str, arguments: object
+) -> AuditEntry:
+    """What a permission rule decided about one tool call, without a person: denied
+    (a warning) or allowed to run without asking."""
+    return AuditEntry(
+        tenant_id=tenant_id,
+        actor="policy",
+        category="approval",
+        action=action,
+        severity="warning" if action.endswith("denied_by_policy") else "info",
+        subject=subject,
+        detail={"tool": tool, "rule": rule, "arguments": arguments},  # type: ignore[dict-item]
+    )
+
+
 class AuditLog:
     """Appends to and verifies the `audit_log` table through a psycopg pool."""
 
@@ -108,6 +124,25 @@ class AuditLog:
         """Redact, chain and store one entry; returns the stored row."""
         async with self._pool.connection() as conn, conn.transaction():
             return await self.append_in(conn, entry)
+
+    async def append_once(self, entry: AuditEntry) -> None:
+        """Append unless the tenant's chain already has this subject and action: a retried
+        activity audits what it did once. Checked under the chain's lock, so two
+        attempts racing cannot both append."""
+        assert entry.subject is not None, "only an entry with a subject can be told apart"
+        chain, params = _chain_filter(entry.tenant_id)
+        async with self._pool.connection() as conn, conn.transaction():
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)",
+                (AUDIT_LOCK_ID, _chain_key(entry.tenant_id)),
+            )
+            await cur.execute(
+                f"SELECT 1 FROM audit_log WHERE {chain} AND subject = %s AND action = %s LIMIT 1",
+                (*params, _redact_text(entry.subject), entry.action),
+            )
+            if await cur.fetchone() is None:
+                await self.append_in(conn, entry)
 
     @staticmethod
     async def append_in(conn: AsyncConnection[Any], entry: AuditEntry) -> AuditRecord:
@@ -166,17 +201,6 @@ class AuditLog:
         inserted = await cur.fetchone()
         assert inserted is not None
         return AuditRecord.model_validate({**record, "id": inserted["id"]})
-
-    async def exists(self, tenant_id: str | None, subject: str, action: str) -> bool:
-        """Whether an entry with this subject and action is already in the tenant's chain."""
-        chain, params = _chain_filter(tenant_id)
-        async with self._pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                f"SELECT 1 FROM audit_log WHERE {chain} AND subject = %s AND action = %s LIMIT 1",
-                (*params, subject, action),
-            )
-            return await cur.fetchone() is not None
 
     async def entries(
         self, tenant_id: str | None = None, *, after_id: int = 0, limit: int = 100

@@ -409,26 +409,16 @@ class Store:
         trigger: str | None = None,
     ) -> list[RunRecord]:
         """Newest first; `before` is the (created_at, id) of the last row already seen."""
-        clauses = ["tenant_id = %s"]
-        params: list[object] = [tenant_id]
-        if trigger:
-            clauses.append("trigger = %s")
-            params.append(trigger)
-        if schedule_id:
-            clauses.append("schedule_id = %s")
-            params.append(schedule_id)
-        if session_id:
-            clauses.append("session_id = %s")
-            params.append(session_id)
-        if statuses:
-            clauses.append("status = ANY(%s)")
-            params.append(statuses)
-        if status:
-            clauses.append("status = %s")
-            params.append(status)
-        if agent:
-            clauses.append("agent = %s")
-            params.append(agent)
+        filters = {
+            "trigger = %s": trigger,
+            "schedule_id = %s": schedule_id,
+            "session_id = %s": session_id,
+            "status = ANY(%s)": statuses,
+            "status = %s": status,
+            "agent = %s": agent,
+        }
+        clauses = ["tenant_id = %s", *(clause for clause, value in filters.items() if value)]
+        params: list[object] = [tenant_id, *(value for value in filters.values() if value)]
         if before:
             clauses.append("(created_at, id) < (%s, %s)")
             params.extend(before)

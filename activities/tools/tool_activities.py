@@ -14,7 +14,7 @@ from jsonschema.validators import validator_for
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.store.audit import AuditEntry, AuditLog
+from activities.store.audit import AuditLog, policy_entry
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
@@ -189,22 +189,15 @@ class ToolActivities(ToolCalls):
         """Claim an acting call, audit who allowed it; an answer if it had started before."""
         if not await self._store.claim_execution(call.run_id, call.step, call.ord, claimant):
             return ToolOutput(text=UNKNOWN_OUTCOME.format(tool=call.name), is_error=True)
-        subject = f"{call.run_id}/{call.step}/{call.ord}"
-        if call.allowed_by is not None and not await self._audit.exists(
-            call.tenant_id, subject, "tool.allowed_by_policy"
-        ):
-            await self._audit.append(
-                AuditEntry(
-                    tenant_id=call.tenant_id,
-                    actor="policy",
-                    category="approval",
-                    action="tool.allowed_by_policy",
-                    subject=subject,
-                    detail={
-                        "tool": call.name,
-                        "rule": call.allowed_by,
-                        "arguments": call.arguments,
-                    },
+        if call.allowed_by is not None:
+            await self._audit.append_once(
+                policy_entry(
+                    call.tenant_id,
+                    f"{call.run_id}/{call.step}/{call.ord}",
+                    "tool.allowed_by_policy",
+                    tool=call.name,
+                    rule=call.allowed_by,
+                    arguments=call.arguments,
                 )
             )
         if call.interaction_id is not None:
