@@ -14,6 +14,8 @@ Keel's metrics (Prometheus names):
   `keel_model_cost_usd{model}` (a histogram: `_sum` is the spend), `keel_model_latency_ms`
 - `keel_tool_calls_total{tool,outcome}` (`ok`, `error` the model sees, `failed`)
 - `keel_approval_wait_ms{tool,status}`: from the request to its decision or expiry
+- `keel_compactions_total{model,reason}`: conversations summarised to fit the window,
+  `threshold` (the estimate crossed it) or `refused` (the provider said too long)
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from temporalio.worker import (
 from activities.prices import ModelPrice
 from worker.settings import Settings
 from workflows.models import (
+    CompactionInput,
+    CompactionResult,
     LlmStepInput,
     LlmStepResult,
     ResolveInteractionInput,
@@ -89,6 +93,8 @@ class _ActivityMetrics(ActivityInboundInterceptor):
         result = await super().execute_activity(input)
         if isinstance(arg, ResolveInteractionInput):
             self._approval(arg)
+        elif isinstance(arg, CompactionInput) and isinstance(result, CompactionResult):
+            self._compaction(arg)
         return result
 
     async def _model_call(self, input: ExecuteActivityInput, step: LlmStepInput) -> Any:
@@ -139,6 +145,13 @@ class _ActivityMetrics(ActivityInboundInterceptor):
         _meter().create_histogram("keel_approval_wait_ms").with_additional_attributes(
             {"tool": interaction.tool, "status": interaction.status}
         ).record(waited_ms)
+
+    def _compaction(self, job: CompactionInput) -> None:
+        # Counted where the summary was made: the workflow's interceptor sees only the run.
+        reason = "refused" if job.need.refused else "threshold"
+        _meter().create_counter("keel_compactions").with_additional_attributes(
+            {"model": job.model, "reason": reason}
+        ).add(1)
 
 
 def _meter() -> MetricMeter:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,7 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
+from bench.workspaces import generate_workspace
 from tests.conftest import in_process_worker
+from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import ALICE, decide, finished, pending, start, write
 from worker.dev_stack import TemporalDevServer, free_port
 from worker.metrics import worker_runtime
@@ -129,3 +132,33 @@ async def test_a_run_moves_the_counters_by_what_it_did(
         delta(api, before, "keel_api_request_seconds_count", method="POST", route="/v1/runs") == 1
     )
     assert delta(api, before, "keel_pending_interactions", tenant="default") == 0
+
+
+async def test_compactions_are_counted_by_model_and_reason(
+    temporal_server: TemporalDevServer,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+) -> None:
+    # A model whose 5,000-token window Keel does not know: the first over-long request
+    # is refused by the provider, later ones are compacted at the threshold.
+    ws = generate_workspace(tmp_path / "ws", total_bytes=150_000)
+    model = f"small-window-{uuid.uuid4().hex[:8]}"
+    llm = scripted(Script(name=model, policy="reviewer", context_window=5_000))
+    settings = settings_for(llm, tmp_path, model=model, worker_metrics_port=free_port())
+    runtime = worker_runtime(settings)
+    assert runtime is not None
+    client = await connect(temporal_server.address, runtime=runtime)
+    spec = agent("review", max_steps=200, max_tool_calls=200)
+    async with in_process_worker(client, store, settings):
+        result = await (await start_run(client, settings, ws.root, spec=spec)).result()
+        samples, _ = await scrape(f"http://127.0.0.1:{settings.worker_metrics_port}/metrics")
+    assert result.status == "completed", result.error
+    events = await store.list_events(result.run_id, limit=5000)
+    made = [e.data for e in events if e.type == "compaction"]
+    refused = sum(1 for c in made if c["refused"])
+    assert refused >= 1 and len(made) > refused, made
+    total = value(samples, "keel_compactions_total", model=model)
+    assert total == len(made)
+    assert value(samples, "keel_compactions_total", model=model, reason="refused") == refused
