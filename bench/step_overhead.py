@@ -41,6 +41,7 @@ from activities.tools.workspace import Workspace
 from api.core.runs import as_started
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import StackError, TemporalDevServer, free_port
+from worker.payload_codec import data_converter, new_key
 from worker.runtime import build_worker, openai_client
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings, settings_from
@@ -108,6 +109,11 @@ def main(argv: list[str] | None = None) -> None:
         help=f"seconds of idle before each timed Keel run; 0 runs them back to back "
         f"(default {DEFAULT_PAUSE_S:g})",
     )
+    parser.add_argument(
+        "--payload-codec",
+        action="store_true",
+        help="encrypt every payload with a fresh AES-256-GCM key, as KEEL_PAYLOAD_KEYS does",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.steps <= MAX_STEPS:
         parser.error(f"--steps must be between 1 and {MAX_STEPS}.")
@@ -116,12 +122,12 @@ def main(argv: list[str] | None = None) -> None:
     if not 0 <= args.pause <= MAX_PAUSE_S:
         parser.error(f"--pause must be between 0 and {MAX_PAUSE_S:g} seconds.")
     try:
-        asyncio.run(bench(args.steps, args.repeat, args.pause))
+        asyncio.run(bench(args.steps, args.repeat, args.pause, codec=args.payload_codec))
     except (BenchError, StackError, StoreUnavailable) as exc:
         raise SystemExit(f"step_overhead: {exc}") from None
 
 
-async def bench(steps: int, repeat: int, pause_s: float) -> None:
+async def bench(steps: int, repeat: int, pause_s: float, *, codec: bool = False) -> None:
     admin_url = Settings().database_url or DEFAULT_ADMIN_URL
     with tempfile.TemporaryDirectory(prefix="keel-bench-") as tmp:
         root = Path(tmp)
@@ -146,6 +152,7 @@ async def bench(steps: int, repeat: int, pause_s: float) -> None:
                             data_dir=root / "data",
                             workspace_root=root,
                             llm_max_attempts=1,
+                            payload_keys={"bench": new_key()} if codec else {},
                         )
                         setup = Setup(
                             steps=steps,
@@ -155,7 +162,9 @@ async def bench(steps: int, repeat: int, pause_s: float) -> None:
                             run_timeout_s=RUN_TIMEOUT_S + RUN_TIMEOUT_PER_STEP_S * (steps + 1),
                             pause_s=pause_s,
                         )
-                        client = await connect(temporal.address)
+                        client = await connect(
+                            temporal.address, data_converter=data_converter(settings)
+                        )
                         keel, plain = await measure(client, store, setup, repeat)
                 finally:
                     await store.close()
@@ -410,7 +419,8 @@ def print_report(setup: Setup, repeat: int, keel: list[KeelRun], plain: list[flo
     )
     print(
         f"python {platform.python_version()}, temporalio {temporalio.__version__}, "
-        f"openai {openai.__version__}, nproc {os.cpu_count()}"
+        f"openai {openai.__version__}, nproc {os.cpu_count()}, "
+        f"payload codec {'on (AES-256-GCM)' if setup.settings.payload_keys else 'off'}"
     )
     rows = [
         ("ms per step, Keel on Temporal", f"{keel_median:.2f}", spread(keel_ms)),

@@ -60,6 +60,8 @@ class TemporalDevServer:
     port: int
     ui_port: int | None = None
     log_file: Path | None = None
+    ui_codec_endpoint: str | None = None
+    """Where the UI decodes encrypted payloads (Keel's `/v1/codec`); None: it shows them raw."""
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -102,6 +104,8 @@ class TemporalDevServer:
         ]
         if self.ui_port:
             args += ["--ui-port", str(self.ui_port), "--ui-ip", "127.0.0.1"]
+            if self.ui_codec_endpoint:
+                args += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         else:
             args += ["--headless"]
         for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
@@ -232,6 +236,9 @@ class EmbeddedStack:
                     port=settings.temporal_port,
                     ui_port=settings.temporal_ui_port if self._ui else None,
                     log_file=data_dir / "temporal.log",
+                    ui_codec_endpoint=(
+                        f"{settings.resolved_api_url}/v1/codec" if settings.payload_keys else None
+                    ),
                 )
                 await self.temporal.start()
                 updates["temporal_address"] = self.temporal.address

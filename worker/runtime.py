@@ -35,6 +35,7 @@ from worker.a2a_tokens import A2ATokens
 from worker.agent_catalog import AgentCatalog
 from worker.log_format import LogContext
 from worker.metrics import worker_runtime
+from worker.payload_codec import data_converter
 from worker.settings import Settings
 from worker.temporal_client import connect
 from worker.tracing import install_tracing, temporal_plugins, tracing_on
@@ -183,6 +184,7 @@ async def running_worker(settings: Settings) -> AsyncIterator[WorkerParts]:
         settings.temporal_namespace,
         plugins=temporal_plugins(settings),
         runtime=worker_runtime(settings),
+        data_converter=data_converter(settings),
     )
     store = await Store.open(settings.database_url)
     try:

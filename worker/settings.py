@@ -197,6 +197,32 @@ class Settings(BaseSettings):
         description="How long a console sign-in lasts, in seconds (never past a pasted token).",
     )
 
+    # -- operations: encrypted payloads ---------------------------------------------
+    payload_keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        validation_alias=_env("KEEL_PAYLOAD_KEYS"),
+        description=(
+            'AES-GCM keys by key id, JSON: {"2026-12": "<base64 of 32 bytes>"} (`keel keys '
+            "new` makes one). Set: every payload Keel sends to Temporal is encrypted. Keep "
+            "retired keys here so the runs they encrypted still decrypt. Give the API and "
+            "every worker the same value."
+        ),
+    )
+    payload_key_id: str | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_PAYLOAD_KEY_ID"),
+        description="The key new payloads are encrypted with; unset: the only key.",
+    )
+    codec_cors_origins: list[str] = Field(
+        default_factory=list,
+        validation_alias=_env("KEEL_CODEC_CORS_ORIGINS"),
+        description=(
+            'Temporal Web UI origins that may call the codec endpoint, JSON: ["https://'
+            "temporal.example.com\"]; the embedded UI's (localhost:KEEL_TEMPORAL_UI_PORT) "
+            "is always allowed."
+        ),
+    )
+
     # -- operations: logs -----------------------------------------------------------
     log_format: Literal["text", "json"] = Field(
         default="text",

@@ -60,15 +60,17 @@ async def connect(
     *,
     plugins: Sequence[Plugin] = (),
     runtime: Runtime | None = None,
+    data_converter: DataConverter = DATA_CONVERTER,
 ) -> Client:
     """A client whose payloads are Keel's pydantic models.
 
-    `plugins` come from `worker.tracing`, `runtime` (metrics) from `worker.metrics`.
+    `plugins` come from `worker.tracing`, `runtime` (metrics) from `worker.metrics`,
+    `data_converter` (encrypting when a key is set) from `worker.payload_codec`.
     """
     return await Client.connect(
         address,
         namespace=namespace,
-        data_converter=DATA_CONVERTER,
+        data_converter=data_converter,
         plugins=list(plugins),
         runtime=runtime,
     )

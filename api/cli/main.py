@@ -22,6 +22,7 @@ from api.cli.client import KeelApiError, KeelClient
 from api.cli.connection import keel_api
 from api.cli.console_link import console_link
 from api.cli.local_stack import StackInfo, local_stack, serve_api
+from api.cli.payload_keys import keys_app
 from api.cli.progress import Decider, follow_run, terminal_decider
 from api.cli.schedules import schedules_app
 from api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
@@ -38,6 +39,7 @@ app.add_typer(runs_app, name="runs")
 audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
 app.add_typer(schedules_app, name="schedules")
+app.add_typer(keys_app, name="keys")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -312,6 +314,7 @@ def coordinate(
     out: Annotated[Path | None, typer.Option(help="Where to save the merged report.")] = None,
 ) -> None:
     """Send one task to several A2A agents and merge their answers into one report."""
+    from worker.payload_codec import data_converter
     from worker.temporal_client import connect
     from workflows.coordination import CoordinatorInput, RemoteAgent
     from workflows.coordinator import CoordinatorWorkflow
@@ -324,7 +327,11 @@ def coordinate(
                     "keel coordinate needs TEMPORAL_ADDRESS when it uses a running Keel; "
                     "set it to that Keel's Temporal address."
                 )
-            client = await connect(settings.temporal_address, settings.temporal_namespace)
+            client = await connect(
+                settings.temporal_address,
+                settings.temporal_namespace,
+                data_converter=data_converter(settings),
+            )
             request = CoordinatorInput(
                 task=task, agents=[RemoteAgent(url=url) for url in agent], timeout_s=timeout
             )

@@ -76,3 +76,19 @@ class ApiAudit:
                 detail={"reason": reason, "client": client, "suppressed_before": suppressed},
             )
         )
+
+    async def admin_refused(self, user: Principal, action: str, path: str) -> None:
+        """A known caller without the admin scope asked for an admin operation."""
+        if not self._refusal_allowed(f"{user.tenant_id}/{user.subject}"):
+            return
+        await self.log.append(
+            AuditEntry(
+                tenant_id=user.tenant_id,
+                actor=user.subject,
+                category="auth",
+                action=f"{action}.refused",
+                severity="warning",
+                subject=path,
+                detail={"reason": "needs the keel:admin scope"},
+            )
+        )

@@ -586,3 +586,18 @@ class WebhookSecretPublic(BaseModel):
     tenant_id: str
     secret: str
     signature_header: str = Field(description="`t=<unix seconds>,v1=<hex HMAC-SHA256>`.")
+
+
+class CodecPayload(BaseModel):
+    """One Temporal payload in protobuf's JSON form: base64 bytes, empty ones left out."""
+
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="Metadata values, each base64 (`encoding`, ...)."
+    )
+    data: str = Field(default="", description="The payload's bytes, base64.")
+
+
+class CodecPayloads(BaseModel):
+    """What the Temporal Web UI and `temporal --codec-endpoint` send and receive."""
+
+    payloads: list[CodecPayload] = Field(default_factory=list)

@@ -8,6 +8,7 @@ in by. Its parts raise the domain errors of `api.core.errors`; each surface rend
 
 from __future__ import annotations
 
+from api.core.codec import CodecService
 from api.core.context import CoreParts
 from api.core.decisions import DecisionService
 from api.core.runs import RunService
@@ -18,7 +19,7 @@ from api.identity.authenticate import Authenticator
 
 
 class KeelService:
-    """Runs, sessions, decisions and schedules, and who may use them."""
+    """Runs, sessions, decisions, schedules and the payload codec, and who may use them."""
 
     def __init__(self, parts: CoreParts, authenticator: Authenticator) -> None:
         self.parts = parts
@@ -26,6 +27,7 @@ class KeelService:
         self.sessions = SessionService(parts, self.runs)
         self.decisions = DecisionService(parts, self.runs)
         self.schedules = ScheduleService(parts, self.runs)
+        self.codec = CodecService(parts)
         self._authenticator = authenticator
 
     @property

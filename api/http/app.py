@@ -22,11 +22,13 @@ from api.events.hub import EventHub
 from api.events.stream import EventReads
 from api.http.body_limit import BodySizeLimit
 from api.http.client_errors import ClientErrorLog, quiet_a2a_client_errors
+from api.http.codec_cors import CodecCors, codec_origins
 from api.http.errors import install_error_handlers
 from api.http.metrics import ApiMetrics, RequestMetrics, serving_metrics
 from api.http.request_tracing import trace_requests
 from api.http.routers import (
     admin,
+    codec,
     events,
     inbox,
     interactions,
@@ -43,6 +45,7 @@ from api.identity.authenticate import Authenticator
 from api.identity.config import auth_config, build_verifier
 from api.mcp_server import McpEndpoint
 from worker.agent_catalog import AgentCatalog
+from worker.payload_codec import data_converter
 from worker.settings import Settings
 from worker.temporal_client import connect
 from worker.tracing import temporal_plugins
@@ -64,7 +67,10 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         temporal = await connect(
-            temporal_address, settings.temporal_namespace, plugins=temporal_plugins(settings)
+            temporal_address,
+            settings.temporal_namespace,
+            plugins=temporal_plugins(settings),
+            data_converter=data_converter(settings),
         )
         store = await Store.open(database_url, wait_s=API_STORE_WAIT_S)
         audit = ApiAudit(AuditLog(store.pool))
@@ -117,6 +123,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(interactions.router)
     app.include_router(sessions.router)
     app.include_router(admin.router)
+    app.include_router(codec.router)
     app.include_router(schedule_preview.router)
     app.include_router(schedules.router)
     app.include_router(webhooks.router)
@@ -129,6 +136,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(pages_router)  # last: its catch-all serves every console path
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ClientErrorLog)
+    app.add_middleware(
+        CodecCors, origins=codec_origins(settings.codec_cors_origins, settings.temporal_ui_port)
+    )
     quiet_a2a_client_errors()
     if settings.api_metrics_port is not None:
         app.add_middleware(RequestMetrics, metrics=metrics)
