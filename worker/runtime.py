@@ -18,12 +18,14 @@ from activities.a2a_client import A2AClientActivities
 from activities.context import CompactionActivities, ContextBudget
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
+from activities.retention import RetentionActivities
 from activities.run_records import RunRecordActivities
 from activities.store.audit import AuditLog
 from activities.store.context_store import ContextStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.outage import StoreOutageInterceptor
+from activities.store.retention_store import RetentionStore
 from activities.store.run_store import Store
 from activities.subagents import SubagentActivities
 from activities.tools.mcp_client import McpClient
@@ -42,6 +44,7 @@ from worker.tracing import install_tracing, temporal_plugins, tracing_on
 from worker.webhook_secret import webhook_server_secret
 from workflows.agent_run import AgentRunWorkflow
 from workflows.coordinator import CoordinatorWorkflow
+from workflows.retention import RetentionWorkflow
 from workflows.session import SessionWorkflow
 from workflows.webhook_delivery import WebhookDeliveryWorkflow
 
@@ -116,6 +119,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     record_activities = RunRecordActivities(store)
     interaction_activities = InteractionActivities(interaction_store, audit)
     webhook_activities = WebhookActivities(webhook_server_secret(settings))
+    retention_activities = RetentionActivities(RetentionStore(store.pool))
     # The agents a `task` call may start; a malformed file stops the worker here.
     subagent_activities = SubagentActivities(store, AgentCatalog.load(settings.agents_dir).get)
     worker = Worker(
@@ -126,6 +130,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             SessionWorkflow,
             WebhookDeliveryWorkflow,
             CoordinatorWorkflow,
+            RetentionWorkflow,
         ],
         activities=[
             a2a_activities.a2a_send,
@@ -143,6 +148,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             webhook_activities.deliver_webhook,
             subagent_activities.open_subagent,
             subagent_activities.record_child_event,
+            retention_activities.purge_expired_runs,
         ],
         interceptors=[StoreOutageInterceptor(), *worker_interceptors(settings)],
         # A run whose worker died goes to another after this long, not the default 10 s:

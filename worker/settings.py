@@ -223,6 +223,17 @@ class Settings(BaseSettings):
         ),
     )
 
+    # -- operations: retention -----------------------------------------------------
+    retention_sweep_interval_s: int = Field(
+        default=86_400,
+        ge=60,
+        validation_alias=_env("KEEL_RETENTION_SWEEP_INTERVAL_S"),
+        description=(
+            "How often the retention schedule empties runs past their tenant's policy; "
+            "read when the schedule is first made (the first policy set)."
+        ),
+    )
+
     # -- operations: logs -----------------------------------------------------------
     log_format: Literal["text", "json"] = Field(
         default="text",

@@ -42,6 +42,7 @@ from workflows.models import (
     WebhookDelivery,
     WebhookReceipt,
 )
+from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
 
 __all__ = [
     "A2ADelegation",
@@ -49,6 +50,7 @@ __all__ = [
     "InteractionRecords",
     "LlmCalls",
     "McpDiscovery",
+    "RetentionPurges",
     "RunRecords",
     "Subagents",
     "ToolCalls",
@@ -166,4 +168,13 @@ class A2ADelegation(Protocol):
     @activity.defn(name="a2a_follow")
     async def a2a_follow(self, request: FollowInput) -> DelegateHandle:
         """Follow the task until it finishes or its deadline passes."""
+        ...
+
+
+class RetentionPurges(Protocol):
+    """Emptying runs past their tenant's retention (`activities.retention`)."""
+
+    @activity.defn(name="purge_expired_runs")
+    async def purge_expired_runs(self, batch: PurgeBatchInput) -> PurgeBatchResult:
+        """One batch per tenant: remove, audit, report whether more is left."""
         ...

@@ -150,6 +150,17 @@ STORE_CALL = ActivityOptions(
     schedule_to_close=STORE_OUTAGE_BUDGET,
 )
 
+# -- retention ---------------------------------------------------------------------
+
+# One batch deletes a few hundred runs' rows per tenant in one transaction each: seconds,
+# not minutes. Retried through a store outage like the run's records; a sweep that
+# still cannot finish is started again by the next fire of its schedule.
+RETENTION_BATCH = ActivityOptions(
+    start_to_close=timedelta(minutes=5),
+    retry=OUTAGE_RETRY,
+    schedule_to_close=STORE_OUTAGE_BUDGET,
+)
+
 # -- webhooks ------------------------------------------------------------------------
 
 # A down receiver delays a notice but loses nothing for three days.

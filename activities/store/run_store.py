@@ -43,9 +43,10 @@ INSERT_QUEUED_RUN_SQL = (
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s)"
     " ON CONFLICT (id) DO NOTHING"
 )
+# Storing texts again marks them used now, so retention keeps texts a recent run uses.
 INSERT_RUN_TEXTS_SQL = (
     "INSERT INTO run_texts (tenant_id, key, system_prompt, input)"
-    " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+    " VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, key) DO UPDATE SET created_at = now()"
 )
 
 # How long a caller waits for a pooled connection, and a new one for Postgres to answer.

@@ -601,3 +601,17 @@ class CodecPayloads(BaseModel):
     """What the Temporal Web UI and `temporal --codec-endpoint` send and receive."""
 
     payloads: list[CodecPayload] = Field(default_factory=list)
+
+
+class RetentionPolicyUpdate(BaseModel):
+    """How long a tenant's finished runs keep their contents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    days: int = Field(ge=1, le=36_500, description="Days after a run finishes.")
+
+
+class RetentionSweepStarted(BaseModel):
+    """A sweep was asked of the retention schedule; it runs on a worker."""
+
+    schedule_id: str

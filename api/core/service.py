@@ -11,6 +11,7 @@ from __future__ import annotations
 from api.core.codec import CodecService
 from api.core.context import CoreParts
 from api.core.decisions import DecisionService
+from api.core.retention import RetentionService
 from api.core.runs import RunService
 from api.core.schedules import ScheduleService
 from api.core.sessions import SessionService
@@ -19,7 +20,8 @@ from api.identity.authenticate import Authenticator
 
 
 class KeelService:
-    """Runs, sessions, decisions, schedules and the payload codec, and who may use them."""
+    """Runs, sessions, decisions, schedules, retention and the payload codec, and who may
+    use them."""
 
     def __init__(self, parts: CoreParts, authenticator: Authenticator) -> None:
         self.parts = parts
@@ -28,6 +30,7 @@ class KeelService:
         self.decisions = DecisionService(parts, self.runs)
         self.schedules = ScheduleService(parts, self.runs)
         self.codec = CodecService(parts)
+        self.retention = RetentionService(parts)
         self._authenticator = authenticator
 
     @property

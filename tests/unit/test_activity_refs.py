@@ -21,6 +21,7 @@ from activities.a2a_client import A2AClientActivities
 from activities.context import CompactionActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
+from activities.retention import RetentionActivities
 from activities.run_records import RunRecordActivities
 from activities.subagents import SubagentActivities
 from activities.tools.mcp_discovery import McpDiscoveryActivities
@@ -41,6 +42,7 @@ IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.WebhookDeliveries: WebhookActivities,
     activity_refs.A2ADelegation: A2AClientActivities,
     activity_refs.Subagents: SubagentActivities,
+    activity_refs.RetentionPurges: RetentionActivities,
 }
 WORKFLOWS = Path(__file__).parents[2] / "workflows"
 

@@ -1,14 +1,20 @@
-"""/v1/admin: the audit log and usage across tenants (scope keel:admin)."""
+"""/v1/admin: the audit log, usage and retention across tenants (scope keel:admin)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query, Response
 
 from activities.store.audit import AuditRecord, AuditVerification
-from api.core.schemas import StoredText, TenantUsage
-from api.http.deps import AdminUser, ServiceDep
+from activities.store.retention_store import RetentionPolicy
+from api.core.schemas import (
+    RetentionPolicyUpdate,
+    RetentionSweepStarted,
+    StoredText,
+    TenantUsage,
+)
+from api.http.deps import AdminUser, CurrentUser, ServiceDep
 from api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(
@@ -43,3 +49,43 @@ async def usage(user: AdminUser, service: ServiceDep) -> list[TenantUsage]:
     """Runs, tokens and cost per tenant."""
     rows = await service.parts.store.usage_by_tenant()
     return [TenantUsage.model_validate(row) for row in rows]
+
+
+TenantId = Annotated[StoredText, Path(min_length=1, max_length=128)]
+
+
+@router.get("/retention", response_model=list[RetentionPolicy])
+async def retention_policies(user: CurrentUser, service: ServiceDep) -> list[RetentionPolicy]:
+    """Every tenant's retention policy and its last sweep; tenants not listed keep all."""
+    return await service.retention.policies(user)
+
+
+@router.post("/retention/sweep", status_code=202, response_model=RetentionSweepStarted)
+async def retention_sweep(user: CurrentUser, service: ServiceDep) -> RetentionSweepStarted:
+    """Fire the retention schedule now instead of at its next time."""
+    return RetentionSweepStarted(schedule_id=await service.retention.sweep_now(user))
+
+
+@router.get("/retention/{tenant}", response_model=RetentionPolicy, responses=documented(404))
+async def retention_policy(
+    tenant: TenantId, user: CurrentUser, service: ServiceDep
+) -> RetentionPolicy:
+    """One tenant's policy; 404 when it has none (its runs are kept)."""
+    return await service.retention.policy(tenant, user)
+
+
+@router.put("/retention/{tenant}", response_model=RetentionPolicy)
+async def set_retention_policy(
+    tenant: TenantId, body: RetentionPolicyUpdate, user: CurrentUser, service: ServiceDep
+) -> RetentionPolicy:
+    """Empty the tenant's runs `days` days after they finish (audited)."""
+    return await service.retention.set(tenant, body.days, user)
+
+
+@router.delete("/retention/{tenant}", status_code=204, responses=documented(404))
+async def clear_retention_policy(
+    tenant: TenantId, user: CurrentUser, service: ServiceDep
+) -> Response:
+    """Keep the tenant's runs for ever again (audited)."""
+    await service.retention.clear(tenant, user)
+    return Response(status_code=204)
