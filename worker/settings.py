@@ -230,7 +230,7 @@ class Settings(BaseSettings):
         validation_alias=_env("KEEL_RETENTION_SWEEP_INTERVAL_S"),
         description=(
             "How often the retention schedule empties runs past their tenant's policy; "
-            "read when the schedule is first made (the first policy set)."
+            "applied when a policy is set or a sweep asked for."
         ),
     )
 

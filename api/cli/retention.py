@@ -32,14 +32,14 @@ class RetentionClient(KeelClient):
 
     async def set_policy(self, tenant: str, days: int) -> RetentionPolicy:
         body = RetentionPolicyUpdate(days=days).model_dump()
-        response = await self._send("PUT", f"/v1/admin/retention/{tenant}", json=body)
+        response = await self._send("PUT", f"/v1/admin/retention/tenants/{tenant}", json=body)
         return RetentionPolicy.model_validate(response.json())
 
     async def clear_policy(self, tenant: str) -> None:
-        await self._send("DELETE", f"/v1/admin/retention/{tenant}")
+        await self._send("DELETE", f"/v1/admin/retention/tenants/{tenant}")
 
     async def sweep(self) -> RetentionSweepStarted:
-        response = await self._send("POST", "/v1/admin/retention/sweep")
+        response = await self._send("POST", "/v1/admin/retention/sweeps")
         return RetentionSweepStarted.model_validate(response.json())
 
 

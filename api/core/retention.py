@@ -1,8 +1,9 @@
 """Retention as admins reach it: read and set tenants' policies, sweep now.
 
 The sweep itself runs on a Temporal Schedule (`keel-retention`, every
-`KEEL_RETENTION_SWEEP_INTERVAL_S`), made here the first time a policy is set, so a
-Keel whose admins never set one has no schedule and removes nothing. Only admins
+`KEEL_RETENTION_SWEEP_INTERVAL_S`), made here the first time a policy is set (and
+brought to the current settings whenever one is set or a sweep asked for), so a Keel
+whose admins never set one has no schedule and removes nothing. Only admins
 (`keel:admin`) may use any of it; a refusal is audited.
 """
 
@@ -18,6 +19,7 @@ from temporalio.client import (
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
+    ScheduleUpdate,
 )
 
 from activities.store.retention_store import RetentionPolicy, RetentionStore
@@ -97,7 +99,12 @@ class RetentionService:
             # A sweep still going when the next is due finishes it; the next is skipped.
             policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
         )
+        temporal = self._parts.temporal
         try:
-            await self._parts.temporal.create_schedule(RETENTION_SCHEDULE_ID, schedule)
+            await temporal.create_schedule(RETENTION_SCHEDULE_ID, schedule)
         except ScheduleAlreadyRunningError:
-            pass  # made by an earlier policy, or by another API replica just now
+            # Made by an earlier policy or another replica: bring it to these settings
+            # (task queue, interval), so sweeps never go to a queue no worker polls.
+            await temporal.get_schedule_handle(RETENTION_SCHEDULE_ID).update(
+                lambda _: ScheduleUpdate(schedule=schedule)
+            )

@@ -4,13 +4,23 @@ policy and nothing newer, nothing of a tenant without one, and the audit log ver
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio.client import Client, ScheduleActionExecutionStartWorkflow
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+)
 
 from activities.store.retention_store import RUN_CONTENT_TABLES, RetentionStore
 from activities.store.run_store import Store
@@ -23,7 +33,7 @@ from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from workflows.retention import RetentionWorkflow
-from workflows.retention_models import RetentionSweepResult
+from workflows.retention_models import RetentionSweep, RetentionSweepResult
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -122,6 +132,17 @@ async def swept(client: Client, before: set[str]) -> RetentionSweepResult:
     raise AssertionError("the retention schedule started no sweep")
 
 
+async def stale_schedule(client: Client) -> None:
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            RetentionWorkflow.run, RetentionSweep(), id="stale-sweep", task_queue="nobody-polls"
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(days=1))]),
+    )
+    with contextlib.suppress(ScheduleAlreadyRunningError):
+        await client.create_schedule(RETENTION_SCHEDULE_ID, schedule)
+
+
 async def test_a_sweep_removes_what_is_older_than_the_policy_and_nothing_newer(
     temporal_client: Client,
     store: Store,
@@ -158,17 +179,22 @@ async def test_a_sweep_removes_what_is_older_than_the_policy_and_nothing_newer(
         before_other = await contents(store, other_old)
         assert all(before_new[t] > 0 for t in ("messages", "events", "llm_calls", "interactions"))
 
+        # A schedule left pointing at a queue no worker polls (an older deployment's)
+        # is brought to this Keel's settings when a policy is set.
+        await stale_schedule(temporal_client)
         # Admins set the policy, through the CLI and the API; others may not.
         env = clean_env(KEEL_API_URL=url, KEEL_TOKEN=ADMIN_TOKEN)
         code, out = await keel("retention", "set", "30", "--tenant", kept, env=env)
         assert code == 0, out
         refused = await http.put(
-            f"/v1/admin/retention/{kept}", headers=auth_headers(kept, "alice"), json={"days": 1}
+            f"/v1/admin/retention/tenants/{kept}",
+            headers=auth_headers(kept, "alice"),
+            json={"days": 1},
         )
         assert refused.status_code == 403
-        policy = (await http.get(f"/v1/admin/retention/{kept}", headers=ADMIN)).json()
+        policy = (await http.get(f"/v1/admin/retention/tenants/{kept}", headers=ADMIN)).json()
         assert policy["days"] == 30 and policy["updated_by"] == "user:root"
-        missing = await http.get(f"/v1/admin/retention/{other}", headers=ADMIN)
+        missing = await http.get(f"/v1/admin/retention/tenants/{other}", headers=ADMIN)
         assert missing.status_code == 404
 
         schedule = temporal_client.get_schedule_handle(RETENTION_SCHEDULE_ID)
@@ -177,7 +203,7 @@ async def test_a_sweep_removes_what_is_older_than_the_policy_and_nothing_newer(
             for a in (await schedule.describe()).info.recent_actions
             if isinstance(a.action, ScheduleActionExecutionStartWorkflow)
         }
-        sweep = await http.post("/v1/admin/retention/sweep", headers=ADMIN)
+        sweep = await http.post("/v1/admin/retention/sweeps", headers=ADMIN)
         assert sweep.status_code == 202
         result = await swept(temporal_client, earlier)
         assert result.runs_purged == 1
@@ -205,7 +231,7 @@ async def test_a_sweep_removes_what_is_older_than_the_policy_and_nothing_newer(
         [purged] = [r for r in rows.json() if r["action"] == "retention.purged"]
         assert purged["detail"]["runs"] == [old]
         assert purged["detail"]["rows"]["messages"] == before_new["messages"]
-        policy = (await http.get(f"/v1/admin/retention/{kept}", headers=ADMIN)).json()
+        policy = (await http.get(f"/v1/admin/retention/tenants/{kept}", headers=ADMIN)).json()
         assert policy["runs_purged"] == 1
         assert policy["removed_head"] == purged["detail"]["removed_head"]
         assert policy["last_audit_hash"] == purged["hash"]

@@ -60,13 +60,15 @@ async def retention_policies(user: CurrentUser, service: ServiceDep) -> list[Ret
     return await service.retention.policies(user)
 
 
-@router.post("/retention/sweep", status_code=202, response_model=RetentionSweepStarted)
+@router.post("/retention/sweeps", status_code=202, response_model=RetentionSweepStarted)
 async def retention_sweep(user: CurrentUser, service: ServiceDep) -> RetentionSweepStarted:
     """Fire the retention schedule now instead of at its next time."""
     return RetentionSweepStarted(schedule_id=await service.retention.sweep_now(user))
 
 
-@router.get("/retention/{tenant}", response_model=RetentionPolicy, responses=documented(404))
+@router.get(
+    "/retention/tenants/{tenant}", response_model=RetentionPolicy, responses=documented(404)
+)
 async def retention_policy(
     tenant: TenantId, user: CurrentUser, service: ServiceDep
 ) -> RetentionPolicy:
@@ -74,7 +76,7 @@ async def retention_policy(
     return await service.retention.policy(tenant, user)
 
 
-@router.put("/retention/{tenant}", response_model=RetentionPolicy)
+@router.put("/retention/tenants/{tenant}", response_model=RetentionPolicy)
 async def set_retention_policy(
     tenant: TenantId, body: RetentionPolicyUpdate, user: CurrentUser, service: ServiceDep
 ) -> RetentionPolicy:
@@ -82,7 +84,7 @@ async def set_retention_policy(
     return await service.retention.set(tenant, body.days, user)
 
 
-@router.delete("/retention/{tenant}", status_code=204, responses=documented(404))
+@router.delete("/retention/tenants/{tenant}", status_code=204, responses=documented(404))
 async def clear_retention_policy(
     tenant: TenantId, user: CurrentUser, service: ServiceDep
 ) -> Response:
