@@ -37,6 +37,8 @@ class RunRecord(BaseModel):
     finished_at: datetime | None
     schedule_id: str | None = None
     request_hash: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """What the requester attached to the run (`RunCreate.metadata`)."""
 
 
 class NewRun(BaseModel):

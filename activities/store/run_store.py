@@ -651,8 +651,9 @@ class Store:
                 {
                     "step": step,
                     "content": content,
-                    "tool_calls": [c["function"] for c in tool_calls],
-                },  # type: ignore[index]
+                    # With each call's id, so protocol adapters can tie results to calls.
+                    "tool_calls": [_call_of(c) for c in tool_calls],
+                },
             )
             await self._put_event(
                 conn,
@@ -781,3 +782,9 @@ class Store:
             " ON CONFLICT DO NOTHING",
             (run_id, seq, type_, Jsonb(storable_json(redact(data)))),  # type: ignore[arg-type]
         )
+
+
+def _call_of(call: dict[str, object]) -> dict[str, object]:
+    """A stored tool call as the `message` event shows it: its function and its id."""
+    function = call.get("function")
+    return {**(function if isinstance(function, dict) else {}), "id": call.get("id")}

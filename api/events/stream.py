@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from activities.store.records import EventRecord
 from activities.store.run_store import Store
@@ -31,6 +32,7 @@ than a tool's 90 s timeout; once the run has finished, a gap is skipped at once.
 PAGE_SIZE = 500
 TERMINAL_EVENTS = frozenset({"done", "error", "cancelled"})
 FINISHED_STATUSES = frozenset({"completed", "failed", "cancelled"})
+_Item = TypeVar("_Item", bound="Outgoing | DeltaNotice | str")
 
 
 class RunEventStream:
@@ -61,6 +63,18 @@ class RunEventStream:
         """Notices that came after one that needed a re-read; handled after it."""
 
     async def sse(self) -> AsyncIterator[str]:
+        """Keel's own wire format: each event as `EventPublic` JSON, deltas as they come."""
+        async for item in self.items():
+            if isinstance(item, Outgoing):
+                yield item.chunk
+            elif isinstance(item, DeltaNotice):
+                yield _delta(item)
+            else:
+                yield item
+
+    async def items(self) -> AsyncIterator[Outgoing | DeltaNotice | str]:
+        """The stream as items, for surfaces that speak another protocol: durable events
+        in seq order, live deltas, and SSE comments (`: connected`, `: keepalive`)."""
         # Subscribe before reading the backlog, so nothing committed in between is missed.
         async with self._hub.subscribe(self._run_id) as subscription:
             self._fresh_since = time.monotonic()
@@ -68,21 +82,21 @@ class RunEventStream:
             while True:
                 events, more = await self._sendable()
                 for event in events:
-                    yield self._wrote(event.chunk)
+                    yield self._wrote(event)
                     if event.type in TERMINAL_EVENTS:
                         return
                 if more:
                     continue
                 if self._finished:
                     return  # finished without a terminal event: nothing more will come
-                async for chunk in self._wait(subscription):
-                    yield self._wrote(chunk)
+                async for item in self._wait(subscription):
+                    yield self._wrote(item)
 
-    def _wrote(self, chunk: str) -> str:
+    def _wrote(self, item: _Item) -> _Item:
         self._last_write = time.monotonic()
-        return chunk
+        return item
 
-    async def _wait(self, subscription: Subscription) -> AsyncIterator[str]:
+    async def _wait(self, subscription: Subscription) -> AsyncIterator[DeltaNotice | str]:
         """Until the events table may hold something new: live deltas and keepalives."""
         while True:
             if not self._held:
@@ -97,7 +111,7 @@ class RunEventStream:
             while self._held:
                 item = self._held.pop(0)
                 if isinstance(item, DeltaNotice):
-                    yield _delta(item)
+                    yield item
                 elif isinstance(item, Resync) or item.seq > self.last_seq:
                     # Events go out before the deltas that were sent after them.
                     self._fresh_since = max(self._fresh_since, item.received_at)
@@ -143,6 +157,8 @@ class Outgoing:
     seq: int
     type: str
     chunk: str
+    record: EventRecord
+    """The event itself, for surfaces that put it in another shape."""
 
 
 @dataclass
@@ -181,7 +197,7 @@ class EventReads:
 
     async def _read(self, run_id: str, seq: int) -> list[Outgoing]:
         events = await self._store.list_events(run_id, after=seq, limit=PAGE_SIZE)
-        return [Outgoing(seq=e.seq, type=e.type, chunk=_durable(e)) for e in events]
+        return [Outgoing(seq=e.seq, type=e.type, chunk=_durable(e), record=e) for e in events]
 
 
 def _durable(event: EventRecord) -> str:

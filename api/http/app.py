@@ -14,6 +14,7 @@ from activities.store.interaction_store import InteractionStore
 from activities.store.run_store import Store
 from activities.store.session_store import SessionStore
 from api.a2a.routes import a2a_routes
+from api.agui import router as agui_router
 from api.console import console_sessions, pages_router, sign_in_router
 from api.core.audit_trail import ApiAudit
 from api.core.context import CoreParts
@@ -43,6 +44,7 @@ from api.http.routers import (
 )
 from api.identity.authenticate import Authenticator
 from api.identity.config import auth_config, build_verifier
+from api.langgraph import router as langgraph_router
 from api.mcp_server import McpEndpoint
 from worker.agent_catalog import AgentCatalog
 from worker.payload_codec import data_converter
@@ -131,6 +133,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(tool_outputs.router)
     app.include_router(usage.router)
     app.include_router(sign_in_router)
+    app.include_router(langgraph_router)
+    app.include_router(agui_router)
     app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
     app.router.routes.append(Route("/mcp", endpoint=mcp))
     app.include_router(pages_router)  # last: its catch-all serves every console path

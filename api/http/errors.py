@@ -123,10 +123,21 @@ def headers_of(exc: KeelError) -> dict[str, str]:
     return {}
 
 
+# Protocol adapters whose clients show `detail` only when it is a string (the
+# `langgraph-sdk` raises "422 Unprocessable Entity" for a list): there, every refusal's
+# detail is its sentence, naming the field at fault in words.
+SENTENCE_DETAIL_PREFIXES = ("/langgraph/",)
+
+
+def _sentence_only(request: Request) -> bool:
+    return request.url.path.startswith(SENTENCE_DETAIL_PREFIXES)
+
+
 async def _domain_error(request: Request, exc: Exception) -> Response:
     """The service's refusals as Problem JSON, the shape every other error has."""
     assert isinstance(exc, KeelError)
-    body = json.dumps({"detail": jsonable_encoder(detail_of(exc))}, ensure_ascii=True)
+    detail = exc.message if _sentence_only(request) else detail_of(exc)
+    body = json.dumps({"detail": jsonable_encoder(detail)}, ensure_ascii=True)
     return Response(
         body, status_code=status_of(exc), media_type="application/json", headers=headers_of(exc)
     )
@@ -136,7 +147,12 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     # As FastAPI's own, but ASCII: errors echo the input, and a lone surrogate in it
     # (valid in JSON, refused by pydantic) cannot be encoded as UTF-8.
-    body = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
+    detail: object = exc.errors()
+    if _sentence_only(request) and exc.errors():
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        detail = f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+    body = json.dumps({"detail": jsonable_encoder(detail)}, ensure_ascii=True)
     return Response(body, status_code=422, media_type="application/json")
 
 

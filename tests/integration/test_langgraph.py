@@ -1,0 +1,246 @@
+"""The LangGraph-compatible API, driven by the real `langgraph-sdk` client against a running
+Keel (Temporal dev server, Postgres, a worker, the scripted model over HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from langgraph_sdk.schema import Command
+from temporalio.client import Client
+
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from tests.conftest import in_process_worker, token_for
+from tests.integration.test_approvals import executions, write
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+HUMAN = {"role": "user", "content": "What does the project do?"}
+
+
+@asynccontextmanager
+async def keel(
+    temporal_client: Client, store: Store, settings: Settings
+) -> AsyncIterator[tuple[str, LangGraphClient]]:
+    """A running Keel (worker and API) and a LangGraph client for alice in `default`."""
+    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+        yield url, client_for(url, "default", "alice")
+
+
+def client_for(url: str, tenant: str, sub: str) -> LangGraphClient:
+    """The SDK as a front end builds it: the Keel token is its API key."""
+    return get_client(url=f"{url}/langgraph", api_key=token_for(tenant, sub))
+
+
+def text_of(values: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(m["type"], m["content"]) for m in values["messages"]]
+
+
+async def test_chat_on_a_thread_with_wait_and_token_streaming(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(content="The project adds numbers."),
+                Turn(content="It has one function, add, in pkg/core.py.", stream_pause_s=0.02),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as (url, lg):
+        assistants = await lg.assistants.search()
+        assert {"review", "investigate", "build"} <= {a["assistant_id"] for a in assistants}
+        assert (await lg.assistants.get("review"))["graph_id"] == "review"
+        with pytest.raises(NotFoundError):
+            await lg.assistants.get("no-such-agent")
+
+        thread = await lg.threads.create(metadata={"graph_id": "investigate"})
+        thread_id = thread["thread_id"]
+        assert thread["status"] == "idle" and thread["values"] == {"messages": []}
+
+        values = await lg.runs.wait(thread_id, "investigate", input={"messages": [HUMAN]})
+        assert text_of(values)[-2:] == [
+            ("human", "What does the project do?"),
+            ("ai", "The project adds numbers."),
+        ]
+
+        follow_up = {"messages": [{"role": "user", "content": "How many functions?"}]}
+        parts = [
+            part
+            async for part in lg.runs.stream(
+                thread_id, "investigate", input=follow_up, stream_mode=["messages-tuple", "values"]
+            )
+        ]
+        assert parts[0].event == "metadata"
+        chunks = [p.data[0] for p in parts if p.event == "messages"]
+        tokens = [c["content"] for c in chunks if c["type"] == "AIMessageChunk"]
+        assert len(tokens) > 1, "the answer arrives as several tokens"
+        assert "".join(tokens) == "It has one function, add, in pkg/core.py."
+        last_values = [p.data for p in parts if p.event == "values"][-1]
+        assert text_of(last_values) == [
+            ("human", "What does the project do?"),
+            ("ai", "The project adds numbers."),
+            ("human", "How many functions?"),
+            ("ai", "It has one function, add, in pkg/core.py."),
+        ]
+        # The model saw the thread's history: the session is the thread.
+        sent = [(m["role"], m["content"]) for m in llm.last_request(1)["messages"]][1:]
+        assert sent[:2] == [
+            ("user", "What does the project do?"),
+            ("assistant", "The project adds numbers."),
+        ]
+
+        state = await lg.threads.get_state(thread_id)
+        assert text_of(state["values"])[-1] == ("ai", "It has one function, add, in pkg/core.py.")
+        runs = await lg.runs.list(thread_id)
+        assert [r["status"] for r in runs] == ["success", "success"]
+        assert len(await lg.threads.get_history(thread_id)) == 2
+        found = await lg.threads.search(metadata={"graph_id": "investigate"})
+        assert thread_id in [t["thread_id"] for t in found]
+
+        with pytest.raises(UnprocessableEntityError, match="debug"):
+            await lg.runs.create(thread_id, "investigate", input=follow_up, stream_mode="debug")
+
+        # Another tenant's thread is unknown to it, whatever it asks.
+        mallory = client_for(url, "other-tenant", "mallory")
+        with pytest.raises(NotFoundError):
+            await mallory.threads.get(thread_id)
+        with pytest.raises(httpx.HTTPStatusError) as refused:  # `wait` raises httpx's own
+            await mallory.runs.wait(thread_id, "investigate", input=follow_up)
+        assert refused.value.response.status_code == 404
+        with pytest.raises(NotFoundError):
+            await mallory.runs.get(thread_id, runs[0]["run_id"])
+        assert thread_id not in [t["thread_id"] for t in await mallory.threads.search()]
+
+
+async def test_an_approval_interrupt_is_resumed_with_command_and_the_tool_runs_once(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    database_url: str,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[Turn(tool_calls=[write("notes/out.txt", "hello")]), Turn(content="Wrote it.")]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as (url, lg):
+        thread_id = (await lg.threads.create(metadata={"graph_id": "build"}))["thread_id"]
+        ask = {"messages": [{"role": "user", "content": "Write the notes."}]}
+        parts = [
+            p async for p in lg.runs.stream(thread_id, "build", input=ask, stream_mode="updates")
+        ]
+        run_id = parts[0].data["run_id"]
+        interrupts = parts[-1].data["__interrupt__"]
+        assert len(interrupts) == 1
+        value = interrupts[0]["value"]
+        assert value["tool"] == "write_file" and value["arguments"]["path"] == "notes/out.txt"
+        assert len(value["payload_hash"]) == 64
+        assert (await lg.runs.get(thread_id, run_id))["status"] == "interrupted"
+        thread = await lg.threads.get(thread_id)
+        assert thread["status"] == "interrupted"
+        assert not (workspace / "notes" / "out.txt").exists()
+
+        # A message while the run waits, with multitask_strategy=reject, is refused.
+        with pytest.raises(ConflictError, match="busy"):
+            await lg.runs.create(thread_id, "build", input=ask, multitask_strategy="reject")
+        with pytest.raises(UnprocessableEntityError, match="rollback"):
+            await lg.runs.create(thread_id, "build", input=ask, multitask_strategy="rollback")
+        # Another tenant cannot resume it: the thread is unknown to them.
+        with pytest.raises(NotFoundError):
+            await client_for(url, "other-tenant", "mallory").runs.create(
+                thread_id, "build", command=Command(resume=True)
+            )
+
+        resumed = [
+            p
+            async for p in lg.runs.stream(
+                thread_id,
+                "build",
+                command=Command(
+                    resume={"decision": "approve", "payload_hash": value["payload_hash"]}
+                ),
+                stream_mode=["updates", "custom"],
+            )
+        ]
+        assert resumed[0].data["run_id"] == run_id, "the same durable run goes on"
+        updates = [p.data for p in resumed if p.event == "updates"]
+        assert updates[0]["tools"]["messages"][0]["name"] == "write_file"
+        assert updates[-1]["agent"]["messages"][0]["content"] == "Wrote it."
+        custom = [p.data["type"] for p in resumed if p.event == "custom"]
+        assert "interaction_resolved" in custom
+        assert (workspace / "notes" / "out.txt").read_text() == "hello"
+        assert await executions(database_url, run_id) == 1
+        assert (await lg.runs.get(thread_id, run_id))["status"] == "success"
+        # Joining the finished run answers its final state; resuming again finds nothing.
+        joined = await lg.runs.join(thread_id, run_id)
+        assert joined["messages"][-1]["content"] == "Wrote it."
+        with pytest.raises(ConflictError, match="no interrupt"):
+            await lg.runs.create(thread_id, "build", command=Command(resume=True))
+        assert await executions(database_url, run_id) == 1
+
+
+async def test_a_cron_is_a_schedule_that_starts_runs(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="Nothing changed.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as (url, lg):
+        cron = await lg.crons.create(
+            "review",
+            schedule="0 2 * * *",
+            input={"messages": [{"role": "user", "content": "Review what changed."}]},
+            timezone="Europe/Berlin",
+        )
+        cron_id = cron["cron_id"]
+        assert cron["schedule"] == "0 2 * * *" and cron["next_run_date"] is not None
+        headers = {"authorization": f"Bearer {token_for('default', 'alice')}"}
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+            fired = await http.post(f"/v1/schedules/{cron_id}/trigger", json={})
+            assert fired.status_code == 202, fired.text
+            run = await scheduled_run(http, cron_id)
+            assert run["trigger"] == "schedule" and run["report"] == "Nothing changed."
+        for _ in range(50):  # Temporal's schedule list is eventually consistent
+            if cron_id in [c["cron_id"] for c in await lg.crons.search(assistant_id="review")]:
+                break
+            await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("the cron was never listed")
+        with pytest.raises(UnprocessableEntityError, match="thread"):
+            await lg.crons.create_for_thread("t-1", "review", schedule="0 2 * * *", input={})
+        with pytest.raises(NotFoundError):
+            await client_for(url, "other-tenant", "mallory").crons.delete(cron_id)
+        await lg.crons.delete(cron_id)
+
+
+async def scheduled_run(http: httpx.AsyncClient, schedule_id: str) -> dict[str, Any]:
+    for _ in range(600):
+        runs = (await http.get("/v1/runs", params={"schedule": schedule_id})).json()["runs"]
+        if runs and runs[0]["status"] == "completed":
+            return dict(runs[0])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"schedule {schedule_id} never finished a run")
