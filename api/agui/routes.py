@@ -81,10 +81,8 @@ async def _start(
     """Resume the thread's run with the answers the request carries, or start a new one."""
     thread_id = known_id(body.thread_id, "thread")
     props: dict[str, Any] = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
-    session = await adapter.thread_session(
-        thread_id, {"graph_id": agent, "workspace": props.get("workspace") or "."}, user
-    )
-    if body.resume:
+    if body.resume:  # answers an interrupt: the thread must be the caller's already
+        session = await service.sessions.get(thread_id, user)
         answers = {
             entry.interrupt_id: (
                 (True if entry.payload is None else entry.payload)
@@ -94,6 +92,9 @@ async def _start(
             for entry in body.resume
         }
         return await adapter.resume(session, answers, user)
+    session = await adapter.thread_session(
+        thread_id, {"graph_id": agent, "workspace": props.get("workspace") or "."}, user
+    )
     order = RunOrder.of(
         agent=agent,
         input=_last_user_text(body),

@@ -88,6 +88,7 @@ class AgUiTranslator:
                     yield event
                 continue
             if not self._point.sends(item):
+                self._seen(item)
                 continue
             for event in await self._event(item):
                 yield event
@@ -128,9 +129,17 @@ class AgUiTranslator:
             return [CustomEvent(name=f"keel.{kind}", value=data)]
         return []
 
+    def _seen(self, item: Outgoing) -> None:
+        """An event the client had before this request: its calls are announced already."""
+        calls = item.record.data.get("tool_calls") if item.type == "message" else None
+        if isinstance(calls, list):
+            self._calls.update(str(c["id"]) for c in calls if isinstance(c, dict) and c.get("id"))
+
     def _delta(self, notice: DeltaNotice) -> list[BaseEvent]:
         events: list[BaseEvent] = []
         message_id = self._message_id(notice.step)
+        if notice.step not in self._open and notice.delta_index != 0:
+            return []  # joined mid-message: the stored message comes whole instead
         if notice.step not in self._open:
             self._open[notice.step] = message_id
             events.append(TextMessageStartEvent(message_id=message_id, role="assistant"))

@@ -200,6 +200,8 @@ class RunStreamTranslator:
 
     def _delta(self, notice: DeltaNotice) -> list[StreamPart]:
         message_id = self._ai_id(notice.step)
+        if notice.step not in self._streamed and notice.delta_index != 0:
+            return []  # joined mid-message: the stored message comes whole instead
         text = self._streamed.get(notice.step, "") + notice.delta
         if notice.delta_index == 0:
             text = notice.delta  # a retried step starts again
