@@ -1,11 +1,12 @@
 """Every surface starts a run the same way, and refuses the same way.
 
-One test per surface (REST, a session message, A2A, MCP, a schedule trigger) starts a
-run through its real client and checks that the same records appear: the run row, its
-stored texts (the conversation's system prompt and input, and the claim-checked texts),
-the `run_started` event and the `run.started` audit entry. Then the drift that was
-found: an A2A decision refused for a wrong hash or a wrong approver is audited exactly
-as the REST one, and a cross-tenant `contextId` is audited as a REST session id is.
+One test per surface (REST, a session message, A2A, MCP, a schedule trigger, the
+LangGraph-compatible API, AG-UI) starts a run through its real client and checks that
+the same records appear: the run row, its stored texts (the conversation's system
+prompt and input, and the claim-checked texts), the `run_started` event and the
+`run.started` audit entry. Then the drift that was found: an A2A decision (or a
+LangGraph resume) refused for a wrong hash or a wrong approver is audited exactly as
+the REST one, and a cross-tenant `contextId` is audited as a REST session id is.
 If a surface ever grows its own path again, one of these fails.
 """
 
@@ -20,6 +21,11 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import PermissionDeniedError, UnprocessableEntityError
+from langgraph_sdk.schema import Command
 from temporalio.client import Client as TemporalClient
 
 from activities.store.audit import AuditLog, AuditRecord
@@ -385,3 +391,100 @@ async def test_a_cross_tenant_context_id_is_audited_as_a_rest_session_id(
     assert [r.input for r in await store.list_runs(tenant_id="default", session_id=context_id)] == [
         "Mine."
     ]
+
+
+# -- the LangGraph-compatible API and AG-UI: the same run, the same refusals ----------
+
+
+async def test_langgraph_starts_a_run_with_every_record(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as http:
+        lg = langgraph(http, "alice")
+        thread = await lg.threads.create(metadata={"graph_id": "review"})
+        ask = {"messages": [{"role": "user", "content": "Parity via LangGraph."}]}
+        run = await lg.runs.create(thread["thread_id"], "review", input=ask)
+        assert (await finished(http, run["run_id"]))["status"] == "completed"
+    await assert_started_records(
+        store, database_url, run["run_id"], trigger="api", prompt="Parity via LangGraph."
+    )
+
+
+async def test_agui_starts_a_run_with_every_record(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    run_id = f"run-agui-{uuid.uuid4().hex[:8]}"
+    async with keel(temporal_client, store, settings) as http:
+        body = {
+            "threadId": f"thread-{uuid.uuid4().hex[:8]}",
+            "runId": run_id,
+            "messages": [{"id": "m1", "role": "user", "content": "Parity via AG-UI."}],
+        }
+        async with http.stream("POST", "/ag-ui/review", json=body) as response:
+            assert response.status_code == 200
+            lines = [line async for line in response.aiter_lines()]
+        assert '"RUN_FINISHED"' in lines[-2], lines[-2:]
+        assert (await finished(http, run_id))["status"] == "completed"
+    await assert_started_records(
+        store, database_url, run_id, trigger="api", prompt="Parity via AG-UI."
+    )
+
+
+async def test_langgraph_resumes_are_refused_and_audited_as_rest_decisions(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    write = ScriptedToolCall(name="write_file", arguments={"path": "n.txt", "content": "x"})
+    llm = scripted(Script(turns=[Turn(tool_calls=[write]), Turn(content="Wrote it.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    audit = AuditLog(store.pool)
+    async with keel(temporal_client, store, settings) as http:
+        alice, bob = langgraph(http, "alice"), langgraph(http, "bob")
+        thread_id = (await alice.threads.create(metadata={"graph_id": "build"}))["thread_id"]
+        ask = {"messages": [{"role": "user", "content": "Write n.txt."}]}
+        waiting = await alice.runs.wait(thread_id, "build", input=ask)
+        [interrupt] = waiting["__interrupt__"]
+        run_id, ia_id = interrupt["value"]["run_id"], interrupt["id"]
+        wrong_hash = {"decision": "approve", "payload_hash": "0" * 64}
+
+        url = f"/v1/runs/{run_id}/interactions/{ia_id}"
+        before = await audit.entries("default", limit=10_000)
+        assert (await http.post(url, json=wrong_hash)).status_code == 422
+        assert (await http.post(url, json=wrong_hash, headers=BOB)).status_code == 403
+        rest = refusals((await audit.entries("default", limit=10_000))[len(before) :], run_id)
+
+        before = await audit.entries("default", limit=10_000)
+        with pytest.raises(UnprocessableEntityError, match="does not match"):
+            await alice.runs.create(thread_id, "build", command=Command(resume=wrong_hash))
+        with pytest.raises(PermissionDeniedError):
+            await bob.runs.create(thread_id, "build", command=Command(resume=wrong_hash))
+        through_langgraph = refusals(
+            (await audit.entries("default", limit=10_000))[len(before) :], run_id
+        )
+        assert len(rest) == 2 and through_langgraph == rest
+        # The refusals took nothing: the interrupt still waits, and resuming approves it.
+        done = await alice.runs.wait(thread_id, "build", command=Command(resume=True))
+        assert done["messages"][-1]["content"] == "Wrote it."
+    assert (workspace / "n.txt").read_text() == "x"
+
+
+def langgraph(http: httpx.AsyncClient, sub: str) -> LangGraphClient:
+    url = str(http.base_url).rstrip("/")
+    return get_client(url=f"{url}/langgraph", api_key=token_for("default", sub))
