@@ -4,6 +4,8 @@ Keel (Temporal dev server, Postgres, a worker, the scripted model over HTTP)."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,8 +23,12 @@ from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from tests.conftest import in_process_worker, token_for
 from tests.integration.test_approvals import executions, write
+from tests.integration.test_durability import (  # noqa: F401 (spawn_worker is a fixture)
+    spawn_worker,
+    wait_until,
+)
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -244,3 +250,51 @@ async def scheduled_run(http: httpx.AsyncClient, schedule_id: str) -> dict[str, 
             return dict(runs[0])
         await asyncio.sleep(0.05)
     raise AssertionError(f"schedule {schedule_id} never finished a run")
+
+
+async def test_a_killed_worker_mid_stream_and_join_returns_the_completed_run(
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    spawn_worker: Callable[[Settings], subprocess.Popen[bytes]],  # noqa: F811
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})]),
+                Turn(content="Still thinking.", tool_calls=[], delay_s=3.0),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    first = spawn_worker(settings)
+    async with serve_api(settings) as url:
+        lg = client_for(url, "default", "alice")
+        thread_id = (await lg.threads.create(metadata={"graph_id": "review"}))["thread_id"]
+        created: list[str] = []
+        stream = lg.runs.stream(
+            thread_id,
+            "review",
+            input={"messages": [HUMAN]},
+            stream_mode="updates",
+            on_run_created=lambda meta: created.append(meta["run_id"]),
+        )
+        reading = asyncio.ensure_future(_collect(stream))
+        await wait_until(lambda: llm.requests_by_turn[1] >= 1)
+        first.send_signal(signal.SIGKILL)  # mid-step: the model call is in flight
+        first.wait()
+        spawn_worker(settings)
+        [run_id] = created
+        joined = await asyncio.wait_for(lg.runs.join(thread_id, run_id), timeout=120)
+        assert joined["messages"][-1]["content"] == "Still thinking."
+        assert (await lg.runs.get(thread_id, run_id))["status"] == "success"
+        parts = await asyncio.wait_for(reading, timeout=60)
+        # The stream the client opened before the kill saw the run through to its end.
+        answers = [p.data["agent"]["messages"][0]["content"] for p in parts if "agent" in p.data]
+        assert answers[-1] == "Still thinking."
+    assert llm.requests_by_turn[0] == 1, "the finished step was not asked again"
+
+
+async def _collect(stream: AsyncIterator[Any]) -> list[Any]:
+    return [part async for part in stream]
