@@ -97,13 +97,9 @@ async def thread_state(thread_id: str, adapter: Adapter, user: Caller) -> dict[s
 
 @router.post("/threads/{thread_id}/history")
 async def thread_history(
-    thread_id: str, request: Request, adapter: Adapter, user: Caller
+    thread_id: str, adapter: Adapter, user: Caller, body: wire.ThreadHistoryRequest | None = None
 ) -> list[dict[str, Any]]:
-    body = await _json(request)
-    limit = body.get("limit", 10)
-    if not isinstance(limit, int) or not 1 <= limit <= 1000:
-        raise Invalid("limit must be a whole number from 1 to 1000.", field="limit")
-    return await adapter.history(thread_id, user, limit)
+    return await adapter.history(thread_id, user, body.limit if body else 10)
 
 
 # -- runs --------------------------------------------------------------------------
@@ -292,15 +288,3 @@ def _locations(request: Request, started: StartedLangGraphRun) -> dict[str, str]
     if started.thread_id is None:
         return {"Content-Location": f"{PREFIX}/runs/{started.record.id}"}
     return {"Content-Location": _run_url(request, started)}
-
-
-async def _json(request: Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        body = None
-    if body is None:
-        return {}
-    if not isinstance(body, dict):
-        raise Invalid("The body must be a JSON object.")
-    return body

@@ -26,6 +26,7 @@ __all__ = [
     "CronSearch",
     "LangGraphRunCreate",
     "ThreadCreate",
+    "ThreadHistoryRequest",
     "ThreadSearch",
     "assistant",
     "cron",
@@ -72,6 +73,12 @@ class ThreadSearch(_Lenient):
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
+
+
+class ThreadHistoryRequest(_Lenient):
+    """`POST /threads/{id}/history`: Keel's checkpoints are runs, so only `limit` applies."""
+
+    limit: int = Field(default=10, ge=1, le=1000)
 
 
 class Command(_Lenient):
