@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from activities.store.records import RunRecord
 from activities.store.session_store import SessionRecord
+from api.core.schedule_fields import WebhookUrl
 from api.core.schemas import InteractionPublic, SchedulePublic, SessionMessage
 from workflows.models import AgentSpec
 
@@ -105,7 +106,8 @@ class LangGraphRunCreate(_Lenient):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     interrupt_before: Any = None
     interrupt_after: Any = None
-    webhook: str | None = None
+    webhook: WebhookUrl | None = None
+    """Receives Keel's signed POST when the run waits for approval and when it ends."""
 
 
 class CronCreate(_Lenient):
@@ -117,7 +119,7 @@ class CronCreate(_Lenient):
     context: dict[str, Any] | None = None
     timezone: str | None = None
     enabled: bool = True
-    webhook: str | None = None
+    webhook: WebhookUrl | None = None
     multitask_strategy: MultitaskStrategy | None = None
 
 

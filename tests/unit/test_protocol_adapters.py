@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from ag_ui.core import Event, EventType
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from activities.store.records import EventRecord
 from api.agui.translate import AgUiTranslator
@@ -21,6 +21,7 @@ from api.events.stream import Outgoing
 from api.langgraph.adapter import input_text, stream_modes
 from api.langgraph.resume import decisions_for
 from api.langgraph.stream import RunStreamTranslator
+from api.langgraph.wire import CronCreate, LangGraphRunCreate
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HASH = "a" * 64
@@ -278,3 +279,11 @@ async def test_agui_a_failed_run_ends_with_run_error() -> None:
         EventType.RUN_ERROR,
     ]
     assert out[-1].model_dump()["message"] == "boom"
+
+
+def test_a_webhook_must_be_an_http_url() -> None:
+    with pytest.raises(ValidationError, match="webhook"):
+        LangGraphRunCreate(assistant_id="review", webhook="file:///etc/passwd")
+    with pytest.raises(ValidationError, match="webhook"):
+        CronCreate(assistant_id="review", schedule="0 2 * * *", webhook="gopher://x")
+    assert LangGraphRunCreate(assistant_id="review", webhook="https://hooks.example/keel")
