@@ -47,8 +47,7 @@ async def run_agent(
     started = await _start(adapter, service, agent, body, user)
 
     async def pending(run_id: str) -> list[InteractionPublic]:
-        every = await service.runs.interactions(run_id, user)
-        return [ia for ia in every if ia.status == "pending"]
+        return await adapter.waiting_of(run_id, user)
 
     translator = AgUiTranslator(
         thread_id=body.thread_id,

@@ -326,7 +326,7 @@ class LangGraphAdapter:
             earlier = wire.history_messages(_before(turns, record))
 
         async def pending(run_id: str) -> list[InteractionPublic]:
-            return await self._pending_of(run_id, user)
+            return await self.waiting_of(run_id, user)
 
         return RunStreamTranslator(
             record.id,
@@ -405,6 +405,11 @@ class LangGraphAdapter:
         if record is None or record.status != "running":
             return []
         return await self._pending_of(record.id, user)
+
+    async def waiting_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
+        """What the run waits on now; nothing once it has ended (a cancelled run's
+        interactions may still read pending)."""
+        return await self._waiting(await self._service.runs.get(run_id, user), user)
 
     async def _pending_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
         every = await self._service.runs.interactions(run_id, user)

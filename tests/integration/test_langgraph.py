@@ -298,3 +298,61 @@ async def test_a_killed_worker_mid_stream_and_join_returns_the_completed_run(
 
 async def _collect(stream: AsyncIterator[Any]) -> list[Any]:
     return [part async for part in stream]
+
+
+async def test_cancel_and_multitask_interrupt_end_the_waiting_run(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(turns=[Turn(tool_calls=[write("a.txt", "a")]), Turn(content="Answered after all.")])
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with keel(temporal_client, store, settings) as (_, lg):
+        thread_id = (await lg.threads.create(metadata={"graph_id": "build"}))["thread_id"]
+        ask = {"messages": [{"role": "user", "content": "Write a.txt."}]}
+        first = await lg.runs.wait(thread_id, "build", input=ask)
+        run_id = first["__interrupt__"][0]["value"]["run_id"]
+        await lg.runs.cancel(thread_id, run_id)
+        await cancelled(store, run_id)
+        # LangGraph calls a cancelled run interrupted, as it does one waiting on a person.
+        assert (await lg.runs.get(thread_id, run_id))["status"] == "interrupted"
+        joined = await asyncio.wait_for(lg.runs.join(thread_id, run_id), timeout=60)
+        assert "__interrupt__" not in joined, "a cancelled run waits on nothing"
+        for _ in range(200):  # the session workflow notices the run ended a moment later
+            if (await lg.threads.get(thread_id))["status"] == "idle":
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the thread never became idle")
+        with pytest.raises(ConflictError):  # already over
+            await lg.runs.cancel(thread_id, run_id)
+
+        second = await lg.runs.wait(thread_id, "build", input=ask)
+        waiting = second["__interrupt__"][0]["value"]["run_id"]
+        # A new message with multitask_strategy=interrupt cancels the waiting run, then runs.
+        follow_up = {"messages": [{"role": "user", "content": "Never mind; just answer."}]}
+        third = await lg.runs.create(
+            thread_id, "build", input=follow_up, multitask_strategy="interrupt"
+        )
+        assert third["multitask_strategy"] == "interrupt"
+        joined = await asyncio.wait_for(lg.runs.join(thread_id, third["run_id"]), timeout=60)
+        # It ran (the scripted model asks for the write again): the new run waits now.
+        assert joined["__interrupt__"][0]["value"]["run_id"] == third["run_id"]
+        await cancelled(store, waiting)
+        await lg.runs.cancel(thread_id, third["run_id"])
+    assert not (workspace / "a.txt").exists()
+
+
+async def cancelled(store: Store, run_id: str) -> None:
+    """Until Keel records the run cancelled (the workflow finishes cancelling a moment
+    after the request)."""
+    for _ in range(600):
+        record = await store.get_run(run_id)
+        if record is not None and record.status == "cancelled":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} was never cancelled")
