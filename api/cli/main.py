@@ -22,6 +22,7 @@ from api.cli.client import KeelApiError, KeelClient
 from api.cli.connection import keel_api
 from api.cli.console_link import console_link
 from api.cli.local_stack import StackInfo, local_stack, serve_api
+from api.cli.mcp_stdio import serve_stdio
 from api.cli.payload_keys import keys_app
 from api.cli.progress import Decider, follow_run, terminal_decider
 from api.cli.retention import retention_app
@@ -141,6 +142,18 @@ def api() -> None:
 
     try:
         _run(main())
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command("mcp")
+def mcp_command() -> None:
+    """Serve MCP over stdin/stdout for desktop clients (Claude Desktop, IDEs): Keel's
+    tools, resources and prompts, through the running Keel (or an embedded stack)."""
+    settings = Settings()
+    configure_logging(settings, level=logging.WARNING)
+    try:
+        _run(serve_stdio(settings))
     except KeyboardInterrupt:
         pass
 

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from activities.store.records import EventRecord, RunRecord
 from api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
-from workflows.models import Interaction
+from workflows.models import AgentSpec, Interaction
 
 
 def storable(value: str) -> str:
@@ -231,6 +231,16 @@ class AgentPublic(BaseModel):
     mcp_servers: list[str] = Field(
         default_factory=list, description="Names of the MCP servers whose tools it uses."
     )
+
+    @classmethod
+    def from_spec(cls, agent: AgentSpec) -> AgentPublic:
+        return cls(
+            name=agent.name,
+            description=agent.description,
+            tools=agent.tools,
+            model=agent.model,
+            mcp_servers=[server.name for server in agent.mcp_servers],
+        )
 
 
 class Health(BaseModel):

@@ -15,13 +15,14 @@ from api.core.retention import RetentionService
 from api.core.runs import RunService
 from api.core.schedules import ScheduleService
 from api.core.sessions import SessionService
+from api.core.workspace_reads import WorkspaceReads
 from api.identity.auth import Principal
 from api.identity.authenticate import Authenticator
 
 
 class KeelService:
-    """Runs, sessions, decisions, schedules, retention and the payload codec, and who may
-    use them."""
+    """Runs, sessions, decisions, schedules, retention, the payload codec and workspace
+    reads, and who may use them."""
 
     def __init__(self, parts: CoreParts, authenticator: Authenticator) -> None:
         self.parts = parts
@@ -31,6 +32,7 @@ class KeelService:
         self.schedules = ScheduleService(parts, self.runs)
         self.codec = CodecService(parts)
         self.retention = RetentionService(parts)
+        self.workspaces = WorkspaceReads(parts)
         self._authenticator = authenticator
 
     @property

@@ -38,7 +38,11 @@ RunId = Annotated[StoredText, Field(min_length=1, max_length=200, description="T
 
 def caller(ctx: Context) -> Principal:
     """Who sent the HTTP request that carried this call; `McpEndpoint` verified it."""
-    request = ctx.request_context.request
+    return principal_of(ctx.request_context.request)
+
+
+def principal_of(request: object) -> Principal:
+    """The verified caller `McpEndpoint` put on the HTTP request."""
     principal = getattr(getattr(request, "state", None), "principal", None)
     if not isinstance(principal, Principal):
         # Fail closed: a call must never run without a verified caller.

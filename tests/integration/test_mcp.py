@@ -31,7 +31,16 @@ from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
-TOOLS = {"list_agents", "start_run", "get_run", "list_runs", "decide"}
+TOOLS = {
+    "list_agents",
+    "start_run",
+    "get_run",
+    "list_runs",
+    "decide",
+    "list_files",
+    "read_file",
+    "search_code",
+}
 FINISHED = ("completed", "failed", "cancelled")
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -106,7 +115,7 @@ async def test_tools_and_prompts_are_listed_and_a_token_is_required(
                 assert all(tool.description for tool in tools.values())
 
                 prompts = {p.name: p for p in (await client.list_prompts()).prompts}
-                assert set(prompts) == set(catalog.names())
+                assert set(prompts) == {*catalog.names(), "code_review"}
                 for agent in catalog.all():
                     prompt = prompts[agent.name]
                     assert prompt.description == agent.description

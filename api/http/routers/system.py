@@ -83,13 +83,4 @@ async def _answers(check: Awaitable[object]) -> bool:
     "/v1/agents", response_model=list[AgentPublic], tags=["agents"], responses=AUTHENTICATED
 )
 async def list_agents(service: ServiceDep, user: CurrentUser) -> list[AgentPublic]:
-    return [
-        AgentPublic(
-            name=a.name,
-            description=a.description,
-            tools=a.tools,
-            model=a.model,
-            mcp_servers=[server.name for server in a.mcp_servers],
-        )
-        for a in service.parts.catalog.all()
-    ]
+    return [AgentPublic.from_spec(a) for a in service.parts.catalog.all()]

@@ -1,0 +1,135 @@
+"""`keel mcp`: Keel's MCP server for clients that start their servers over stdio.
+
+Desktop assistants and IDEs launch an MCP server as a child process and talk to it
+on stdin and stdout. This process is such a server, and a client of Keel's own MCP
+server at `/mcp` of a running Keel (or of the embedded stack it starts when none
+answers), signed in with the local credentials. Each request is passed on as it came
+and each answer handed back, so the tools, resources and prompts are the ones the
+HTTP server offers, with its checks, tenancy and audit: there is one implementation.
+
+stdout carries the protocol and nothing else: the SDK's stdio transport points fd 1
+at stderr while it serves, and the stack starts only once it does, so neither the
+embedded servers nor a log line can break a frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Generator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+)
+
+from api.cli.local_stack import local_stack
+from api.identity.config import cli_token
+from worker.settings import Settings
+
+# A tool call waits as long as the API takes to answer it (a search over a large tree).
+UPSTREAM_TIMEOUT_S = 120.0
+Ctx = ServerRequestContext[Any, Any]
+
+
+class LocalToken(httpx2.Auth):
+    """The CLI's own bearer token, minted afresh for every request, so a client that
+    keeps `keel mcp` running for days never sends an expired one."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response]:
+        token = cli_token(self._settings)
+        if token is not None:
+            request.headers["authorization"] = f"Bearer {token}"
+        yield request
+
+
+def cursor_of(params: PaginatedRequestParams | None) -> str | None:
+    return params.cursor if params is not None else None
+
+
+def bridge(upstream: Client) -> Server[Any]:
+    """A stdio-side server whose every handler asks `upstream` (Keel's `/mcp`)."""
+
+    async def list_tools(ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return await upstream.list_tools(cursor=cursor_of(params))
+
+    async def call_tool(ctx: Ctx, params: CallToolRequestParams) -> CallToolResult:
+        return await upstream.call_tool(params.name, params.arguments)
+
+    async def list_resources(
+        ctx: Ctx, params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        return await upstream.list_resources(cursor=cursor_of(params))
+
+    async def list_resource_templates(
+        ctx: Ctx, params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        return await upstream.list_resource_templates(cursor=cursor_of(params))
+
+    async def read_resource(ctx: Ctx, params: ReadResourceRequestParams) -> ReadResourceResult:
+        return await upstream.read_resource(str(params.uri))
+
+    async def list_prompts(ctx: Ctx, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        return await upstream.list_prompts(cursor=cursor_of(params))
+
+    async def get_prompt(ctx: Ctx, params: GetPromptRequestParams) -> GetPromptResult:
+        return await upstream.get_prompt(params.name, params.arguments)
+
+    info = upstream.server_info
+    return Server(
+        info.name if info else "keel",
+        version=info.version if info else "",
+        title=info.title if info else None,
+        instructions=upstream.instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+
+
+@asynccontextmanager
+async def keel_mcp_client(api_url: str, settings: Settings) -> AsyncIterator[Client]:
+    """A client of `/mcp` at `api_url` that signs every request with the local token."""
+    async with (
+        httpx2.AsyncClient(
+            auth=LocalToken(settings), timeout=httpx2.Timeout(UPSTREAM_TIMEOUT_S)
+        ) as http,
+        # The initialize handshake: Keel's server is stateless, so nothing outlives a request.
+        Client(
+            streamable_http_client(f"{api_url}/mcp", http_client=http), mode="legacy", cache=None
+        ) as upstream,
+    ):
+        yield upstream
+
+
+async def serve_stdio(settings: Settings) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin."""
+    async with stdio_server() as (read, write):
+        async with (
+            local_stack(settings, reuse_running=True, ui=False) as info,
+            keel_mcp_client(info.api_url, info.settings) as upstream,
+        ):
+            server = bridge(upstream)
+            await server.run(read, write, server.create_initialization_options())
