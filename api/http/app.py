@@ -46,6 +46,7 @@ from api.identity.authenticate import Authenticator
 from api.identity.config import auth_config, build_verifier
 from api.langgraph import router as langgraph_router
 from api.mcp_server import McpEndpoint
+from api.mcp_server.auth_discovery import discovery_routes
 from worker.agent_catalog import AgentCatalog
 from worker.payload_codec import data_converter
 from worker.settings import Settings
@@ -137,6 +138,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(agui_router)
     app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
     app.router.routes.append(Route("/mcp", endpoint=mcp))
+    app.router.routes.extend(discovery_routes(settings))
     app.include_router(pages_router)  # last: its catch-all serves every console path
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ClientErrorLog)

@@ -22,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 from api.core.errors import KeelError
 from api.core.service import KeelService
 from api.http.errors import headers_of, status_of
+from api.mcp_server.auth_discovery import challenge
 from api.mcp_server.server import keel_mcp_server
 from worker.settings import Settings
 
@@ -73,7 +74,11 @@ class McpEndpoint:
                 client=request.client.host if request.client else None,
             )
         except KeelError as exc:
-            await _refusal(status_of(exc), exc.message, headers_of(exc))(scope, receive, send)
+            headers = headers_of(exc)
+            if "WWW-Authenticate" in headers:
+                # Points a client at the protected-resource metadata, where there is any.
+                headers["WWW-Authenticate"] = challenge(self._settings, request)
+            await _refusal(status_of(exc), exc.message, headers)(scope, receive, send)
             return
         if request.method != "POST":
             # No server-initiated messages and no sessions: no stream to open (GET) and no

@@ -13,8 +13,12 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.exceptions import OAuthRegistrationError
+from mcp.client.auth.utils import extract_resource_metadata_from_www_auth
 from mcp.client.client import ConnectMode
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientMetadata, ProtectedResourceMetadata
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 from temporalio.client import Client as TemporalClient
@@ -383,3 +387,81 @@ async def test_a_run_waiting_for_approval_is_decided_through_decide(
         )
         assert "already expired" in expired
     assert llm.total_requests == 4
+
+
+class NoTokens:
+    """A client's token storage that holds nothing yet: a client connecting for the first time."""
+
+    async def get_tokens(self) -> None:
+        return None
+
+    async def set_tokens(self, tokens: object) -> None:
+        raise AssertionError("no token can be issued")
+
+    async def get_client_info(self) -> None:
+        return None
+
+    async def set_client_info(self, client_info: object) -> None:
+        raise AssertionError("no client can be registered")
+
+
+async def test_a_client_without_a_header_is_told_which_header_to_send(
+    workspace: Path, settings_for: MakeSettings
+) -> None:
+    """With the local secret there is no authorization server: the SDK's OAuth discovery,
+    as a current client runs it on a 401, ends in the sentence naming the header."""
+    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
+    async with serve_api(settings) as url:
+        oauth = OAuthClientProvider(
+            server_url=f"{url}/mcp",
+            client_metadata=OAuthClientMetadata(redirect_uris=["http://127.0.0.1:1/callback"]),
+            storage=NoTokens(),
+        )
+        with pytest.raises(ExceptionGroup) as caught:
+            async with (
+                httpx2.AsyncClient(auth=oauth, timeout=30) as http,
+                Client(streamable_http_client(f"{url}/mcp", http_client=http), cache=None) as c,
+            ):
+                await c.list_tools()
+        assert caught.group_contains(OAuthRegistrationError, match="keel token --ttl")
+
+        async with httpx.AsyncClient(base_url=url) as plain:
+            missing = await plain.post("/mcp", json=INITIALIZE)
+            assert missing.headers["www-authenticate"] == "Bearer"
+            for path in (
+                "/.well-known/oauth-protected-resource/mcp",
+                "/.well-known/oauth-protected-resource",
+                "/.well-known/oauth-authorization-server",
+            ):
+                answer = await plain.get(path)
+                assert answer.status_code == 404
+                assert "Authorization: Bearer <token>" in answer.json()["error_description"]
+
+
+async def test_with_an_issuer_the_401_points_at_protected_resource_metadata(
+    workspace: Path, settings_for: MakeSettings
+) -> None:
+    issuer = "https://idp.example.com/realms/keel"
+    settings = settings_for(
+        "http://127.0.0.1:9/v1",
+        workspace,
+        api_port=free_port(),
+        jwks_url="https://idp.example.com/realms/keel/certs",
+        jwt_issuer=issuer,
+        jwt_secret=None,
+    )
+    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        missing = await http.post("/mcp", json=INITIALIZE)
+        assert missing.status_code == 401
+        where = extract_resource_metadata_from_www_auth(missing)  # type: ignore[arg-type]
+        assert where == f"{url}/.well-known/oauth-protected-resource/mcp"
+        answer = await http.get(where)
+        assert answer.status_code == 200
+        metadata = ProtectedResourceMetadata.model_validate_json(answer.content)
+        assert str(metadata.resource) == f"{url}/mcp"
+        assert [str(s) for s in metadata.authorization_servers] == [issuer]
+        assert metadata.bearer_methods_supported == ["header"]
+        root = await http.get("/.well-known/oauth-protected-resource")
+        assert root.json() == answer.json()
+        # Discovery goes on at the issuer: Keel answers for no authorization server itself.
+        assert (await http.get("/.well-known/oauth-authorization-server")).status_code == 404
