@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -147,6 +148,8 @@ class AgentCatalog:
 
     def __init__(self, agents: dict[str, AgentSpec]) -> None:
         self._agents = agents
+        # Definitions are read once, at start: nothing served from them changes after this.
+        self.loaded_at = datetime.now(UTC).replace(microsecond=0)
 
     @classmethod
     def load(cls, extra_dir: Path | None = None) -> AgentCatalog:

@@ -356,7 +356,10 @@ class KeelA2AHandler(RequestHandler):
     ) -> tuple[Task, set[str]]:
         parts = self._service.parts
         pending = await live_pending(parts.temporal, parts.interactions, run)
-        return task_of(run, pending, history_length=history_length), {i.id for i in pending}
+        # Every follow-up that answered the task, in order, for its history.
+        decided = [i for i in await parts.interactions.for_run(run.id) if i.decision is not None]
+        task = task_of(run, pending, history_length=history_length, decided=decided)
+        return task, {i.id for i in pending}
 
     async def _run(self, task_id: str, context: ServerCallContext) -> RunRecord:
         if not task_id:

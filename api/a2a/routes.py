@@ -36,6 +36,7 @@ from api.a2a.handler import KeelA2AHandler
 from api.a2a.tasks import INPUT_MODES
 from api.core.errors import Unauthenticated, Unavailable
 from api.core.service import KeelService
+from api.http.conditional import conditional_json
 from api.http.errors import headers_of
 from worker.agent_catalog import AgentCatalog
 from workflows.models import AgentSpec
@@ -43,6 +44,8 @@ from workflows.models import AgentSpec
 log = logging.getLogger("keel.api.a2a")
 
 PROTOCOL_VERSION = "1.0"
+# How long a client may use a card without asking again; ETag makes the asking cheap.
+CARD_MAX_AGE_S = 300
 JSON_TYPES = ("application/json", "application/a2a+json")
 V03_METHODS = {
     "message/send",
@@ -218,13 +221,24 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number" if isinstance(value, float) else "null")
 
 
-def _check_v03_file_bytes(body: Any) -> None:
-    """A v0.3 file part carries base64 `bytes`; the SDK's conversion to v1.0 would fail on
-    anything else with an internal error, so refuse it first as invalid params."""
+V03_PART_KINDS = ("text", "file", "data")
+
+
+def _check_v03_parts(body: Any) -> None:
+    """A v0.3 part says what it is in `kind`, and a file part carries base64 `bytes`. The
+    SDK's conversion to v1.0 would take a part without `kind` for text and fail on bad
+    bytes with an internal error, so refuse both first as invalid params."""
     params = body.get("params") if isinstance(body, dict) else None
     message = params.get("message") if isinstance(params, dict) else None
     parts = message.get("parts") if isinstance(message, dict) else None
     for i, part in enumerate(parts if isinstance(parts, list) else []):
+        if isinstance(part, dict) and part.get("kind") not in V03_PART_KINDS:
+            given = f"is {part['kind']!r}" if "kind" in part else "is missing"
+            raise MalformedRequest(
+                -32602,
+                f"params.message.parts[{i}].kind {given}; an A2A 0.3 part names its kind: "
+                f"{', '.join(V03_PART_KINDS)}.",
+            )
         file = part.get("file") if isinstance(part, dict) else None
         data = file.get("bytes") if isinstance(file, dict) else None
         if not isinstance(data, str):
@@ -321,7 +335,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
                 request._body = json.dumps(body).encode()
                 method = "message/send"
             if method in ("message/send", "message/stream"):
-                _check_v03_file_bytes(body)
+                _check_v03_parts(body)
         except MalformedRequest as exc:
             request_id = body.get("id") if isinstance(body, dict) else None
             if type(request_id) not in (str, int):
@@ -351,14 +365,19 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         if found is None:
             return JSONResponse({"detail": f"No agent {request.path_params['agent']}."}, 404)
         if "agent" in request.path_params:
-            return JSONResponse(card_v10(found))
-        return JSONResponse(card_for_both(found))
+            return cached(request, card_v10(found))
+        return cached(request, card_for_both(found))
 
     async def card_legacy(request: Request) -> Response:
         found = built(request)
         if found is None:
             return JSONResponse({"detail": f"No agent {request.path_params['agent']}."}, 404)
-        return JSONResponse(card_v03(found))
+        return cached(request, card_v03(found))
+
+    def cached(request: Request, data: dict[str, Any]) -> Response:
+        """Cards change only when the agent definitions are loaded again (a restart)."""
+        loaded = service().parts.catalog.loaded_at
+        return conditional_json(request, data, last_modified=loaded, max_age_s=CARD_MAX_AGE_S)
 
     return [
         # A client may join "/" to the interface URL; both spellings are the endpoint.

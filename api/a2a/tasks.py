@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
@@ -113,9 +114,14 @@ async def _recorded_pending(interactions: InteractionStore, run: RunRecord) -> l
 
 
 def task_of(
-    run: RunRecord, pending: list[Interaction], *, history_length: int | None = None
+    run: RunRecord,
+    pending: list[Interaction],
+    *,
+    history_length: int | None = None,
+    decided: Sequence[Interaction] = (),
 ) -> Task:
-    """The Task for a run; `history_length` 0 leaves the history out."""
+    """The Task for a run; `history_length` 0 leaves the history out, and `decided` (the
+    run's interactions that were answered, in order) puts each exchange in it."""
     context_id = run.session_id or run.id
     state = RUN_STATE.get(run.status, TaskState.TASK_STATE_WORKING)
     status_message = None
@@ -137,6 +143,8 @@ def task_of(
     if status_message is not None:
         status.message.CopyFrom(status_message)
     history = [text_message(f"{run.id}-input", Role.ROLE_USER, run.input, run.id, context_id)]
+    for ia in decided:
+        history += exchange(ia, run.id, context_id)
     if run.report:
         history.append(
             text_message(f"{run.id}-answer", Role.ROLE_AGENT, run.report, run.id, context_id)
@@ -151,6 +159,17 @@ def task_of(
         {"agent": run.agent, "stopReason": run.stop_reason or "", "steps": run.steps}
     )
     return task
+
+
+def exchange(ia: Interaction, task_id: str, context_id: str) -> list[Message]:
+    """A decided interaction as the two messages of the task's conversation: what the
+    agent asked (the status message it showed) and the follow-up that answered it."""
+    asked = text_message(
+        f"{task_id}-ask-{ia.id}", Role.ROLE_AGENT, question_text([ia]), task_id, context_id
+    )
+    reply = ia.answer or ia.decision or ""
+    replied = text_message(f"{task_id}-reply-{ia.id}", Role.ROLE_USER, reply, task_id, context_id)
+    return [asked, replied]
 
 
 def report_artifact(run: RunRecord) -> Artifact:

@@ -491,13 +491,7 @@ async def test_subscription_outlasts_input_required_and_ends_at_a_terminal_state
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    agents = workspace / "agents"
-    agents.mkdir()
-    (agents / "asker.md").write_text(
-        "---\nname: asker\ntools: [ask_user]\n---\nAsk, then answer.\n"
-    )
-    settings = settings.model_copy(update={"agents_dir": agents})
+    settings = asker(workspace, settings_for(llm, workspace, api_port=free_port()))
     async with (
         keel(temporal_client, store, settings) as url,
         a2a_client(url, streaming=True, agent="asker") as client,
@@ -519,3 +513,137 @@ async def test_subscription_outlasts_input_required_and_ends_at_a_terminal_state
         last = events[-1]
         state = last.status_update.status if last.HasField("status_update") else last.task.status
         assert state.state == TaskState.TASK_STATE_COMPLETED
+
+
+def asker(workspace: Path, settings: Settings) -> Settings:
+    """Settings with an `asker` agent, which may only ask the user."""
+    agents = workspace / "agents"
+    agents.mkdir(exist_ok=True)
+    (agents / "asker.md").write_text(
+        "---\nname: asker\ntools: [ask_user]\n---\nAsk, then answer.\n"
+    )
+    return settings.model_copy(update={"agents_dir": agents})
+
+
+async def test_history_holds_every_follow_up_in_order(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """As the kit's CORE-HIST-005/006 do: a task that asks twice, answered twice, then done."""
+    ask = [
+        Turn(tool_calls=[ScriptedToolCall(name="ask_user", arguments={"question": q})])
+        for q in ("Which module?", "Which function?")
+    ]
+    llm = scripted(Script(turns=[*ask, Turn(content="Both answers noted.")]))
+    settings = asker(workspace, settings_for(llm, workspace, api_port=free_port()))
+    async with (
+        keel(temporal_client, store, settings) as url,
+        a2a_client(url, streaming=False, agent="asker") as client,
+    ):
+        [first] = [r async for r in client.send_message(user_message("Start here"))]
+        task_id = first.task.id
+        assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        for reply in ("The pkg module", "The add function"):
+            _ = [r async for r in client.send_message(user_message(reply, task_id=task_id))]
+        task = await client.get_task(GetTaskRequest(id=task_id, history_length=10))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        said = [(m.role, m.parts[0].text) for m in task.history]
+        assert [text for role, text in said if role == Role.ROLE_USER] == [
+            "Start here",
+            "The pkg module",
+            "The add function",
+        ]
+        assert said[-1] == (Role.ROLE_AGENT, "Both answers noted.")
+        questions = [t for role, t in said if role == Role.ROLE_AGENT and "asks" in t]
+        assert ["Which module?" in questions[0], "Which function?" in questions[1]] == [True] * 2
+        # Question, answer, question, answer between the input and the report, in order.
+        assert [role for role, _ in said] == [Role.ROLE_USER] + [
+            Role.ROLE_AGENT,
+            Role.ROLE_USER,
+        ] * 2 + [Role.ROLE_AGENT]
+        assert len({m.message_id for m in task.history}) == len(task.history)
+        last_two = await client.get_task(GetTaskRequest(id=task_id, history_length=2))
+        assert [m.parts[0].text for m in last_two.history] == [
+            "The add function",
+            "Both answers noted.",
+        ]
+
+
+async def test_cards_carry_cache_validators_and_answer_304(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="x")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    paths = (
+        "/.well-known/agent-card.json",
+        "/.well-known/agent.json",
+        "/a2a/review/.well-known/agent-card.json",
+        "/a2a/review/.well-known/agent.json",
+    )
+    async with (
+        keel(temporal_client, store, settings) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        tags = set()
+        for path in paths:
+            card = await http.get(path)
+            assert card.status_code == 200 and card.json()["name"]
+            tag = card.headers["etag"]
+            assert tag.startswith('"') and card.headers["cache-control"] == "public, max-age=300"
+            modified = card.headers["last-modified"]
+            assert modified.endswith(" GMT")
+            assert (await http.get(path)).headers["etag"] == tag  # the same card, the same tag
+            tags.add(tag)
+
+            again = await http.get(path, headers={"if-none-match": tag})
+            assert again.status_code == 304 and again.content == b""
+            assert again.headers["etag"] == tag
+            listed = await http.get(path, headers={"if-none-match": f'"other", W/{tag}'})
+            assert listed.status_code == 304
+            changed = await http.get(path, headers={"if-none-match": '"stale"'})
+            assert changed.status_code == 200 and changed.json() == card.json()
+            since = await http.get(path, headers={"if-modified-since": modified})
+            assert since.status_code == 304
+            older = await http.get(
+                path, headers={"if-modified-since": "Mon, 01 Jan 2001 00:00:00 GMT"}
+            )
+            assert older.status_code == 200
+        assert len(tags) == len(paths)  # each shape is its own document
+
+
+async def test_a_v03_part_without_kind_is_refused(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="x")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+
+    def send(part: dict[str, Any]) -> dict[str, Any]:
+        message = {"role": "user", "messageId": "m-kind", "kind": "message", "parts": [part]}
+        return {"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": message}}
+
+    async with keel(temporal_client, store, settings) as url:
+        missing = await rpc(url, send({"text": "Review it"}))
+        assert missing["id"] == 7 and missing["error"]["code"] == -32602
+        assert "parts[0].kind is missing" in missing["error"]["message"]
+        unknown = await rpc(url, send({"kind": "image", "text": "Review it"}))
+        assert unknown["error"]["code"] == -32602 and "'image'" in unknown["error"]["message"]
+        assert llm.total_requests == 0  # nothing started
+        # v0.1's `tasks/send` has `type`, not `kind`, and stays accepted.
+        v01 = {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tasks/send",
+            "params": {"message": {"role": "user", "parts": [{"type": "text", "text": "Hi"}]}},
+        }
+        assert "result" in await rpc(url, v01)
