@@ -10,11 +10,14 @@ from typing import Any
 import httpx
 from a2a.client import A2AClientError, ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from workflows.activity_refs import A2ADelegation
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
+from workflows.findings import FINDINGS_LIST, Finding
 
 CARD_PATH = "/.well-known/agent-card.json"
 POLL_S = 1.0
@@ -133,4 +136,23 @@ def _handle(url: str, agent_name: str, rpc_url: str, task: Task) -> DelegateHand
         state=state,
         report=report or None,
         error=error,
+        findings=_findings(task),
     )
+
+
+def _findings(task: Task) -> list[Finding] | None:
+    """The findings of the task's data parts (`{"findings": [...]}`), Keel's shape; a data
+    part of another shape is some other agent's data, not findings, and is left alone."""
+    found: list[Finding] | None = None
+    for artifact in task.artifacts:
+        for part in artifact.parts:
+            if not part.HasField("data"):
+                continue
+            data = MessageToDict(part.data)
+            if not isinstance(data, dict) or "findings" not in data:
+                continue
+            try:
+                found = (found or []) + FINDINGS_LIST.validate_python(data["findings"])
+            except ValidationError:
+                continue
+    return found

@@ -313,8 +313,18 @@ def _report(known: _Knowledge) -> str:
             "## Files not readable\n" + ("\n".join(f"- {p}" for p in known.unreadable) or "(none)"),
             _findings_section(known),
             "## Tests\n- not assessed by the scripted reviewer",
+            _findings_block(known),
         ]
     )
+
+
+def _findings_block(known: _Knowledge) -> str:
+    """The findings for machines (docs/findings.md); the scripted reviewer rates all low."""
+    items = [
+        {"file": path, "line": line, "severity": "low", "title": text[:300], "detail": ""}
+        for (path, line), text in sorted(known.findings.items())
+    ]
+    return "```findings\n" + json.dumps(items, indent=1) + "\n```"
 
 
 def _text(content: object) -> str:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from workflows.findings import Finding, MergedFinding
+
 
 class RemoteAgent(BaseModel):
     """An A2A agent to delegate to: its base URL (where its agent card is served)."""
@@ -44,6 +46,9 @@ class DelegateHandle(BaseModel):
     state: str
     report: str | None = None
     error: str | None = None
+    findings: list[Finding] | None = Field(
+        default=None, description="The structured findings of the task's artifacts, if any."
+    )
 
 
 class FollowInput(BaseModel):
@@ -64,6 +69,7 @@ class AgentOutcome(BaseModel):
     task_id: str | None = None
     report: str | None = None
     error: str | None = None
+    findings: list[Finding] | None = None
 
 
 class CoordinatorResult(BaseModel):
@@ -71,3 +77,7 @@ class CoordinatorResult(BaseModel):
 
     report: str
     outcomes: list[AgentOutcome]
+    findings: list[MergedFinding] = Field(
+        default_factory=list,
+        description="The agents' structured findings, one per file and line, most severe first.",
+    )

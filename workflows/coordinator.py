@@ -8,6 +8,7 @@ reached or runs out of time leaves its section marked; the others stand.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -25,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         FollowInput,
         RemoteAgent,
     )
+    from workflows.findings import MergedFinding, merge_findings
 
 
 @workflow.defn(name="CoordinatorWorkflow")
@@ -34,7 +36,12 @@ class CoordinatorWorkflow:
         outcomes = await asyncio.gather(
             *(self._delegate(request, index, agent) for index, agent in enumerate(request.agents))
         )
-        return CoordinatorResult(report=merge(request.task, outcomes), outcomes=outcomes)
+        found = merge_findings(
+            [(o.agent_name, o.findings) for o in outcomes if o.findings is not None]
+        )
+        return CoordinatorResult(
+            report=merge(request.task, outcomes, found), outcomes=outcomes, findings=found
+        )
 
     async def _delegate(
         self, request: CoordinatorInput, index: int, agent: RemoteAgent
@@ -97,11 +104,13 @@ def _outcome(agent: RemoteAgent, name: str, handle: DelegateHandle) -> AgentOutc
         task_id=handle.task_id,
         report=handle.report,
         error=handle.error,
+        findings=handle.findings,
     )
 
 
-def merge(task: str, outcomes: list[AgentOutcome]) -> str:
-    """One Markdown report: a section per agent, failures marked, in the order given."""
+def merge(task: str, outcomes: list[AgentOutcome], found: Sequence[MergedFinding] = ()) -> str:
+    """One Markdown report: the merged findings (when the agents gave structured ones), then
+    a section per agent, failures marked, in the order given."""
     done = sum(1 for o in outcomes if o.status == "completed")
     lines = [
         "# Coordinated report",
@@ -111,6 +120,12 @@ def merge(task: str, outcomes: list[AgentOutcome]) -> str:
         f"{done} of {len(outcomes)} agents answered.",
         "",
     ]
+    if found:
+        lines += ["## Findings", ""]
+        for f in found:
+            place = f"{f.file}:{f.line}" if f.line else f.file
+            lines.append(f"- **{f.severity}** `{place}` — {f.title} ({', '.join(f.reported_by)})")
+        lines.append("")
     for outcome in outcomes:
         lines.append(f"## {outcome.agent_name} — {outcome.status.replace('_', ' ')}")
         lines.append(f"<{outcome.url}>" + (f" · task {outcome.task_id}" if outcome.task_id else ""))

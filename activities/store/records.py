@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from workflows.findings import FindingsRecord
 from workflows.models import RunInput
 
 
@@ -39,6 +40,8 @@ class RunRecord(BaseModel):
     request_hash: str | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
     """What the requester attached to the run (`RunCreate.metadata`)."""
+    findings: FindingsRecord | None = None
+    """The report's structured findings, when it had a findings block."""
 
 
 class NewRun(BaseModel):

@@ -28,6 +28,7 @@ from activities.store.records import (
     RecordedCall,
     RunRecord,
 )
+from workflows import findings
 from workflows.models import StartRunInput
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
@@ -378,11 +379,22 @@ class Store:
                 report = (row["content"] if row else "") or ""
                 if not report.strip():
                     report = f"The run stopped ({stop_reason}) before the model wrote an answer."
+            found = findings.extract(report) if final_step is not None else None
             await conn.execute(
                 "UPDATE runs SET status = %s, stop_reason = %s, error = %s,"
                 " report = coalesce(%s, report), steps = %s, tool_calls = %s,"
+                " findings = coalesce(%s, findings),"
                 " finished_at = coalesce(finished_at, now()) WHERE id = %s",
-                (status, stop_reason, error, report or None, steps, tool_calls, run_id),
+                (
+                    status,
+                    stop_reason,
+                    error,
+                    report or None,
+                    steps,
+                    tool_calls,
+                    Jsonb(found.model_dump(mode="json")) if found is not None else None,
+                    run_id,
+                ),
             )
             data: dict[str, object] = {"status": status, "stop_reason": stop_reason}
             if error:

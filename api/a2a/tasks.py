@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
+from google.protobuf.json_format import ParseDict
+from google.protobuf.struct_pb2 import Value
 from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -173,9 +175,15 @@ def exchange(ia: Interaction, task_id: str, context_id: str) -> list[Message]:
 
 
 def report_artifact(run: RunRecord) -> Artifact:
+    """The final answer as Markdown and, when it ended with a findings block, the findings
+    as a data part beside it (`{"findings": [...]}`, docs/findings.md)."""
+    parts = [Part(text=run.report or "", media_type="text/markdown")]
+    if run.findings is not None and run.findings.error is None:
+        data = {"findings": [f.model_dump(mode="json") for f in run.findings.findings]}
+        parts.append(Part(data=ParseDict(data, Value()), media_type="application/json"))
     return Artifact(
         artifact_id=f"{run.id}-report",
         name="report",
         description=f"The {run.agent} agent's final answer.",
-        parts=[Part(text=run.report or "", media_type="text/markdown")],
+        parts=parts,
     )

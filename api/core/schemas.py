@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from activities.store.records import EventRecord, RunRecord
 from api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
+from workflows.findings import Finding
 from workflows.models import AgentSpec, Interaction
 
 
@@ -155,6 +156,14 @@ class RunPublic(BaseModel):
     tool_calls: int
     usage: UsagePublic
     report: str | None
+    findings: list[Finding] | None = Field(
+        default=None,
+        description="The report's structured findings (file, line, severity, title, detail), "
+        "when it ended with a `findings` block; see docs/findings.md.",
+    )
+    findings_error: str | None = Field(
+        default=None, description="Why the report's findings block was not taken, if it was not."
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -196,6 +205,8 @@ class RunPublic(BaseModel):
                 cost_usd=float(run.cost_usd),
             ),
             report=run.report,
+            findings=run.findings.findings if run.findings and not run.findings.error else None,
+            findings_error=run.findings.error if run.findings else None,
             created_at=run.created_at,
             started_at=run.started_at,
             finished_at=run.finished_at,

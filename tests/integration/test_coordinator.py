@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+import jsonschema
 from temporalio.client import Client
 
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
-from tests.conftest import in_process_worker
+from tests.conftest import auth_headers, in_process_worker
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from workflows.coordination import CoordinatorInput, RemoteAgent
 from workflows.coordinator import CoordinatorWorkflow
+from workflows.findings import findings_schema
 
 
 async def test_two_agents_merged_and_an_unreachable_one_marked(
@@ -71,3 +75,91 @@ async def test_two_agents_merged_and_an_unreachable_one_marked(
     runs = await store.list_runs(tenant_id="default", limit=50)
     delegated = [r for r in runs if r.trigger == "a2a" and r.requester == "user:alice"]
     assert {r.agent for r in delegated} >= {"review", "investigate"}
+
+
+FINDINGS = [
+    {
+        "file": "pkg/core.py",
+        "line": 2,
+        "severity": "medium",
+        "title": "None is not handled",
+        "detail": "add(None, 1) raises TypeError; check the arguments.",
+    },
+    {"file": "README.md", "line": None, "severity": "low", "title": "The README is one line"},
+]
+
+
+async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+    settings_for: Callable[..., Settings],
+) -> None:
+    report = "## Findings\n- medium pkg/core.py:2\n\n```findings\n" + json.dumps(FINDINGS) + "\n```"
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"})
+                    ]
+                ),
+                Turn(content=report),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=auth_headers("default", "alice")) as http,
+    ):
+        result = await temporal_client.execute_workflow(
+            CoordinatorWorkflow.run,
+            CoordinatorInput(
+                task="Review pkg/core.py",
+                agents=[
+                    RemoteAgent(url=f"{url}/a2a/review", name="Reviewer"),
+                    RemoteAgent(url=f"{url}/a2a/investigate", name="Investigator"),
+                ],
+                requester="user:alice",
+                timeout_s=120,
+            ),
+            id=f"coord-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+        )
+        # Each run keeps its findings, checked against the published schema.
+        for outcome in result.outcomes:
+            assert outcome.status == "completed" and outcome.task_id
+            run = (await http.get(f"/v1/runs/{outcome.task_id}")).json()
+            jsonschema.validate(run["findings"], findings_schema())
+            assert run["findings"] == [{"detail": "", **f} for f in FINDINGS]
+            assert run["findings_error"] is None
+            # ...and the A2A task carries them as a data part of its report artifact.
+            got = await http.post(
+                "/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "GetTask",
+                    "params": {"id": outcome.task_id},
+                },
+                headers={"A2A-Version": "1.0"},
+            )
+            [artifact] = got.json()["result"]["artifacts"]
+            text, data = artifact["parts"]
+            assert text["mediaType"] == "text/markdown" and "```findings" in text["text"]
+            assert data["mediaType"] == "application/json"
+            assert data["data"]["findings"] == run["findings"]
+            assert outcome.findings is not None and len(outcome.findings) == 2
+
+    # Merged by place, not by prose: each finding once, naming both agents.
+    merged = [(f.file, f.line, f.severity, f.reported_by) for f in result.findings]
+    assert merged == [
+        ("pkg/core.py", 2, "medium", ["Reviewer", "Investigator"]),
+        ("README.md", None, "low", ["Reviewer", "Investigator"]),
+    ]
+    section = result.report.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
+    assert section.count("None is not handled") == 1
+    assert "**medium** `pkg/core.py:2` — None is not handled (Reviewer, Investigator)" in section
