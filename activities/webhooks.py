@@ -16,6 +16,8 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.a2a_push import A2A_TOKEN_HEADER, a2a_push_body
+from activities.store.push_config_store import PushConfigRecord, PushConfigStore
 from activities.webhook_signature import (
     SIGNATURE_HEADER,
     signature_header,
@@ -23,7 +25,13 @@ from activities.webhook_signature import (
     tenant_signing_secret,
 )
 from workflows.activity_refs import WebhookDeliveries
-from workflows.models import WebhookDelivery, WebhookReceipt
+from workflows.models import (
+    PushTarget,
+    PushTargets,
+    PushTargetsInput,
+    WebhookDelivery,
+    WebhookReceipt,
+)
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_RETRY_AFTER_S = 600
@@ -36,17 +44,34 @@ class WebhookActivities(WebhookDeliveries):
         self,
         server_secret: bytes,
         *,
+        push_configs: PushConfigStore | None = None,
         timeout_s: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._server_secret = server_secret
+        self._push_configs = push_configs
         self._timeout_s = timeout_s
         self._transport = transport
+
+    @activity.defn(name="push_targets")
+    async def push_targets(self, request: PushTargetsInput) -> PushTargets:
+        if self._push_configs is None:
+            return PushTargets()
+        configs = await self._push_configs.for_task(request.run_id)
+        return PushTargets(targets=[PushTarget(config_id=c.id, url=c.url) for c in configs])
 
     @activity.defn(name="deliver_webhook")
     async def deliver_webhook(self, delivery: WebhookDelivery) -> WebhookReceipt:
         notice = delivery.notice
         body = notice.model_dump_json().encode()
+        extra: dict[str, str] = {}
+        if delivery.push_config_id is not None:
+            config = await self._push_config(notice.run_id, delivery.push_config_id)
+            if config is None:  # deleted since the notice was handed over: nobody to tell
+                return WebhookReceipt(status_code=0, attempt=activity.info().attempt)
+            body = a2a_push_body(notice)
+            if config.token:
+                extra[A2A_TOKEN_HEADER] = config.token
         secret = tenant_signing_secret(self._server_secret, notice.tenant_id)
         attempt = activity.info().attempt
         now = int(time.time())
@@ -58,6 +83,7 @@ class WebhookActivities(WebhookDeliveries):
             "x-keel-attempt": str(attempt),
             SIGNATURE_HEADER: signature_header(secret, now, body),
             **standard_webhook_headers(secret, notice.id, now, body),
+            **extra,
         }
         # Only the host goes into errors: a URL's path or query may hold a token.
         host = urlsplit(delivery.url).netloc
@@ -87,6 +113,11 @@ class WebhookActivities(WebhookDeliveries):
             type="WebhookRejected",
             non_retryable=True,
         )
+
+    async def _push_config(self, task_id: str, config_id: str) -> PushConfigRecord | None:
+        if self._push_configs is None:
+            return None
+        return await self._push_configs.get(task_id, config_id)
 
 
 def _retry_after(response: httpx.Response) -> timedelta | None:

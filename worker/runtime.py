@@ -25,6 +25,7 @@ from activities.store.context_store import ContextStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.outage import StoreOutageInterceptor
+from activities.store.push_config_store import PushConfigStore
 from activities.store.retention_store import RetentionStore
 from activities.store.run_store import Store
 from activities.subagents import SubagentActivities
@@ -118,7 +119,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool))
     record_activities = RunRecordActivities(store)
     interaction_activities = InteractionActivities(interaction_store, audit)
-    webhook_activities = WebhookActivities(webhook_server_secret(settings))
+    webhook_activities = WebhookActivities(
+        webhook_server_secret(settings), push_configs=PushConfigStore(store.pool)
+    )
     retention_activities = RetentionActivities(RetentionStore(store.pool))
     # The agents a `task` call may start; a malformed file stops the worker here.
     subagent_activities = SubagentActivities(store, AgentCatalog.load(settings.agents_dir).get)
@@ -146,6 +149,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             interaction_activities.resolve_interaction,
             interaction_activities.session_rules,
             webhook_activities.deliver_webhook,
+            webhook_activities.push_targets,
             subagent_activities.open_subagent,
             subagent_activities.record_child_event,
             retention_activities.purge_expired_runs,

@@ -31,6 +31,8 @@ from workflows.models import (
     McpDiscoveryResult,
     OpenInteractionsInput,
     OpenSubagentInput,
+    PushTargets,
+    PushTargetsInput,
     ResolveInteractionInput,
     ResolveInteractionResult,
     SessionRulesInput,
@@ -154,6 +156,11 @@ class WebhookDeliveries(Protocol):
     @activity.defn(name="deliver_webhook")
     async def deliver_webhook(self, delivery: WebhookDelivery) -> WebhookReceipt:
         """POST one notice; a refusal no retry can change ends the delivery."""
+        ...
+
+    @activity.defn(name="push_targets")
+    async def push_targets(self, request: PushTargetsInput) -> PushTargets:
+        """The A2A push configs of a run's task, as they are when a notice is sent."""
         ...
 
 

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         RunRecords,
         Subagents,
         ToolCalls,
+        WebhookDeliveries,
     )
     from workflows.gate import GateDecision, ToolGate
     from workflows.mcp_tools import McpToolset
@@ -59,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         MessageRef,
         OpenInteractionsInput,
         OpenSubagentInput,
+        PushTargetsInput,
         ResolveInteractionInput,
         RunInput,
         RunProgress,
@@ -966,7 +968,7 @@ class AgentRunWorkflow:
                 usage=state.usage,
                 event_seq=self._take_seqs(1),
                 # Only a webhook notice needs the report's first characters.
-                preview=bool(run.webhook_url),
+                preview=bool(run.webhook_url or run.push_notifications),
             ),
             timeouts.STORE_CALL,
             local=True,
@@ -1008,7 +1010,7 @@ class AgentRunWorkflow:
         A delivery workflow of its own retries it, so a receiver that is down delays
         the notice but never holds the run open or loses the notice.
         """
-        if not run.webhook_url:
+        if not run.webhook_url and not run.push_notifications:
             return
         state = self._state
         state.webhooks_sent += 1
@@ -1028,16 +1030,39 @@ class AgentRunWorkflow:
             steps=state.step,
             tool_calls=state.tool_calls,
             interactions=[_webhook_interaction(i) for i in interactions or []],
+            session_id=run.session_id if run.push_notifications else None,
         )
+        if run.webhook_url:
+            await self._hand_over(
+                WebhookDelivery(url=run.webhook_url, notice=notice),
+                f"{run.run_id}-webhook-{state.webhooks_sent}",
+            )
+        if run.push_notifications:
+            # The configs as they are now: a client may set one at any time.
+            pushes = await run_activity(
+                WebhookDeliveries.push_targets,
+                PushTargetsInput(run_id=run.run_id),
+                timeouts.STORE_CALL,
+                local=True,
+                summary="push targets",
+            )
+            for target in pushes.targets:
+                await self._hand_over(
+                    WebhookDelivery(url=target.url, notice=notice, push_config_id=target.config_id),
+                    f"{run.run_id}-push-{state.webhooks_sent}-{target.config_id}",
+                )
+
+    async def _hand_over(self, delivery: WebhookDelivery, delivery_id: str) -> None:
+        """Start the delivery's own workflow, which outlives the run if it must."""
         try:
             await workflow.start_child_workflow(
                 WebhookDeliveryWorkflow.run,
-                WebhookDelivery(url=run.webhook_url, notice=notice),
-                id=f"{run.run_id}-webhook-{state.webhooks_sent}",
+                delivery,
+                id=delivery_id,
                 parent_close_policy=ParentClosePolicy.ABANDON,
             )
         except WorkflowAlreadyStartedError:
-            workflow.logger.warning("webhook notice %s was already handed over", notice.id)
+            workflow.logger.warning("webhook notice %s was already handed over", delivery_id)
 
     def _take_seqs(self, count: int) -> int:
         first = self._state.next_seq

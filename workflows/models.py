@@ -337,6 +337,10 @@ class RunInput(BaseModel):
     webhook_url: str | None = Field(
         default=None, description="Told when the run waits for approval and when it finishes."
     )
+    push_notifications: bool = Field(
+        default=False,
+        description="An A2A task: also tell the push notification configs its clients set.",
+    )
     texts_key: str | None = Field(
         default=None,
         max_length=64,
@@ -736,6 +740,9 @@ class WebhookNotice(BaseModel):
     interactions: list[WebhookInteraction] = Field(
         default_factory=list, description="`run.waiting`: what the run waits on."
     )
+    session_id: str | None = Field(
+        default=None, description="The run's session (an A2A task's contextId)."
+    )
 
 
 class WebhookDelivery(BaseModel):
@@ -743,6 +750,30 @@ class WebhookDelivery(BaseModel):
 
     url: str
     notice: WebhookNotice
+    push_config_id: str | None = Field(
+        default=None,
+        description="An A2A push config of the run's task: send the notice as an A2A task "
+        "update, with the config's token (looked up at delivery, never in history).",
+    )
+
+
+class PushTargetsInput(BaseModel):
+    """Input of `push_targets`."""
+
+    run_id: str
+
+
+class PushTarget(BaseModel):
+    """One A2A push config a notice goes to: its id and URL (its token stays in Postgres)."""
+
+    config_id: str
+    url: str
+
+
+class PushTargets(BaseModel):
+    """Output of `push_targets`: the task's push configs now."""
+
+    targets: list[PushTarget] = Field(default_factory=list)
 
 
 class WebhookReceipt(BaseModel):

@@ -30,7 +30,6 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
-    PushNotificationNotSupportedError,
     Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
@@ -46,6 +45,7 @@ from a2a.utils.errors import ExtendedAgentCardNotConfiguredError
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
+from activities.store.push_config_store import PushConfigRecord
 from activities.store.records import RunRecord
 from api.a2a.errors import a2a_error
 from api.a2a.tasks import (
@@ -58,7 +58,8 @@ from api.a2a.tasks import (
     task_of,
 )
 from api.core.errors import Conflict, Invalid, KeelError, NotFound
-from api.core.runs import RunOrder
+from api.core.push_configs import PushConfigOrder
+from api.core.runs import RunOrder, new_run_id
 from api.core.schemas import InteractionDecisionCreate
 from api.core.service import KeelService
 from api.identity.auth import Principal
@@ -172,27 +173,54 @@ class KeelA2AHandler(RequestHandler):
             await asyncio.sleep(0.1)
         return await self._task(run)
 
-    # -- push notifications are not offered (the card says so) -------------
+    # -- push notifications: Keel's signed webhook deliveries ----------------
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        run = await self._run(params.task_id, context)
+        return await self._set_push_config(run.id, params, context)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        run = await self._run(params.task_id, context)
+        try:
+            found = await self._service.push_configs.get(run.id, params.id, _principal(context))
+        except KeelError as exc:
+            raise a2a_error(exc) from exc
+        return _push_config(found)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError()
+        run = await self._run(params.task_id, context)
+        configs = await self._service.push_configs.configs(run.id, _principal(context))
+        return ListTaskPushNotificationConfigsResponse(configs=[_push_config(c) for c in configs])
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError()
+        run = await self._run(params.task_id, context)
+        try:
+            await self._service.push_configs.delete(run.id, params.id, _principal(context))
+        except KeelError as exc:
+            raise a2a_error(exc) from exc
+
+    async def _set_push_config(
+        self, task_id: str, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        return _push_config(await self._store_push_config(task_id, _push_order(params), context))
+
+    async def _store_push_config(
+        self, task_id: str, order: PushConfigOrder, context: ServerCallContext
+    ) -> PushConfigRecord:
+        try:
+            return await self._service.push_configs.set(task_id, order, _principal(context))
+        except Invalid as exc:
+            raise _invalid_params(exc) from exc
+        except KeelError as exc:
+            raise a2a_error(exc) from exc
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
@@ -213,15 +241,43 @@ class KeelA2AHandler(RequestHandler):
             )
         _check_media_types(message)
         text = _text_of(message)
+        push = self._push_order(params)
         if message.task_id:
             run = await self._run(message.task_id, context)
+            if push is not None:  # before the answer, so the updates it leads to find it
+                await self._store_push_config(run.id, push, context)
             return run, await self._answer(run, text, message, context)
         if not text.strip():
             raise InvalidParamsError(message="The message has no text part to act on.")
-        return await self._start(params, text, context), None
+        return await self._start(params, text, context, push), None
+
+    def _push_order(self, params: SendMessageRequest) -> PushConfigOrder | None:
+        """The push config sent with the message, checked; None without one."""
+        if not params.configuration.HasField("task_push_notification_config"):
+            return None
+        return _push_order(params.configuration.task_push_notification_config)
 
     async def _start(
-        self, params: SendMessageRequest, text: str, context: ServerCallContext
+        self,
+        params: SendMessageRequest,
+        text: str,
+        context: ServerCallContext,
+        push: PushConfigOrder | None = None,
+    ) -> RunRecord:
+        """A new task; a push config sent with it is stored under its id first."""
+        run_id = new_run_id(None)
+        if push is None:
+            return await self._start_run(params, text, context, run_id)
+        user = _principal(context)
+        stored = await self._service.push_configs.set_for_new_task(run_id, push, user)
+        try:
+            return await self._start_run(params, text, context, run_id)
+        except BaseException:
+            await self._service.push_configs.forget(run_id, stored.id)
+            raise
+
+    async def _start_run(
+        self, params: SendMessageRequest, text: str, context: ServerCallContext, run_id: str
     ) -> RunRecord:
         service = self._service
         settings = service.parts.settings
@@ -234,6 +290,7 @@ class KeelA2AHandler(RequestHandler):
                 input=text,
                 workspace=str(meta.get("workspace") or settings.workspace_root),
                 trigger="a2a",
+                run_id=run_id,
                 session_id=params.message.context_id or f"ctx-{uuid.uuid4().hex[:16]}",
                 on_busy="enqueue",
                 metadata={"origin": "a2a"},
@@ -402,6 +459,29 @@ class _Wake:
     async def __aexit__(self, *exc: object) -> None:
         if self._context is not None:
             await self._context.__aexit__(*exc)
+
+
+def _push_order(params: TaskPushNotificationConfig) -> PushConfigOrder:
+    """A client's config as the service checks it, or -32602 saying what is wrong."""
+    if params.HasField("authentication"):
+        raise InvalidParamsError(
+            message="authentication: Keel signs each notification (X-Keel-Signature and "
+            "the Standard Webhooks headers, with your tenant's signing secret) and sends "
+            "your token as X-A2A-Notification-Token; leave authentication out."
+        )
+    try:
+        return PushConfigOrder.of(
+            config_id=params.id or None, url=params.url, token=params.token or None
+        )
+    except Invalid as exc:
+        raise _invalid_params(exc) from exc
+
+
+def _push_config(record: PushConfigRecord) -> TaskPushNotificationConfig:
+    """A stored config as A2A shows it; the token is the client's own, so it is echoed."""
+    return TaskPushNotificationConfig(
+        id=record.id, task_id=record.task_id, url=record.url, token=record.token or ""
+    )
 
 
 def _settles(task: Task, pending: set[str], until: set[TaskState], answered: str | None) -> bool:

@@ -114,7 +114,7 @@ def agent_card(
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=list(INPUT_MODES),
         default_output_modes=["text/markdown", "text/plain"],
         skills=[_skill(a) for a in agents if a is not None],

@@ -199,6 +199,8 @@ def run_input(
         approver=order.approver,
         approval_expires_after_s=order.approval_expires_after_s,
         webhook_url=order.webhook_url,
+        # An A2A task's clients may set push notification configs at any time.
+        push_notifications=order.trigger == "a2a",
         schedule_id=schedule_id,
         max_parallel_subagents=max_parallel_subagents,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from api.core.codec import CodecService
 from api.core.context import CoreParts
 from api.core.decisions import DecisionService
+from api.core.push_configs import PushConfigService
 from api.core.retention import RetentionService
 from api.core.runs import RunService
 from api.core.schedules import ScheduleService
@@ -33,6 +34,7 @@ class KeelService:
         self.codec = CodecService(parts)
         self.retention = RetentionService(parts)
         self.workspaces = WorkspaceReads(parts)
+        self.push_configs = PushConfigService(parts, self.runs)
         self._authenticator = authenticator
 
     @property

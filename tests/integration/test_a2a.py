@@ -10,23 +10,31 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
+from a2a.utils.errors import TaskNotFoundError
 from temporalio.client import Client as TemporalClient
 
 from activities.store.run_store import Store
+from activities.webhook_signature import verify_signature
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
+from tests.integration.test_schedules import Receiver, eventually
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
@@ -647,3 +655,96 @@ async def test_a_v03_part_without_kind_is_refused(
             "params": {"message": {"role": "user", "parts": [{"type": "text", "text": "Hi"}]}},
         }
         assert "result" in await rpc(url, v01)
+
+
+async def test_push_notifications_arrive_signed_through_an_approval_wait_and_the_end(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    write = ScriptedToolCall(name="write_file", arguments={"path": "NOTES.md", "content": "hi\n"})
+    llm = scripted(Script(turns=[Turn(tool_calls=[write]), Turn(content="Wrote NOTES.md.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    with Receiver() as receiver:
+        async with (
+            keel(temporal_client, store, settings) as url,
+            a2a_client(url, streaming=False, agent="build") as client,
+        ):
+            async with httpx.AsyncClient() as http:
+                card = (await http.get(f"{url}/a2a/build/.well-known/agent-card.json")).json()
+            assert card["capabilities"]["pushNotifications"] is True
+            # The config travels with the message that creates the task.
+            send = user_message("Add notes")
+            send.configuration.task_push_notification_config.CopyFrom(
+                TaskPushNotificationConfig(id="ci", url=receiver.url, token="tok-ci")
+            )
+            [first] = [r async for r in client.send_message(send)]
+            task_id = first.task.id
+            assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+            async def pushed(state: str) -> tuple[dict[str, str], bytes] | None:
+                for headers, body in list(receiver.received):
+                    update = json.loads(body)["statusUpdate"]
+                    if update["status"]["state"] == state:
+                        return headers, body
+                return None
+
+            headers, body = await eventually(
+                lambda: pushed("TASK_STATE_INPUT_REQUIRED"), "the approval wait pushed"
+            )
+            async with httpx.AsyncClient(base_url=url, headers=ALICE) as http:
+                secret = (await http.get("/v1/webhooks/signing-secret")).json()["secret"]
+            assert verify_signature(secret, headers["x-keel-signature"], body)
+            assert headers["x-a2a-notification-token"] == "tok-ci"
+            waiting = json.loads(body)["statusUpdate"]
+            assert waiting["taskId"] == task_id and waiting["contextId"] == first.task.context_id
+            assert "write_file" in waiting["status"]["message"]["parts"][0]["text"]
+            [ia] = waiting["metadata"]["keel"]["interactions"]
+            assert ia["tool"] == "write_file" and ia["payload_hash"]
+
+            # The client manages its configs: get, list, add another, delete it.
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task_id, id="ci")
+            )
+            assert got.url == receiver.url and got.token == "tok-ci"
+            second = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task_id, url=f"{receiver.url}/2")
+            )
+            assert second.id.startswith("push-")
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task_id)
+            )
+            assert {c.id for c in listed.configs} == {"ci", second.id}
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=second.id)
+            )
+            with pytest.raises(TaskNotFoundError, match="has no push notification config"):
+                await client.get_task_push_notification_config(
+                    GetTaskPushNotificationConfigRequest(task_id=task_id, id=second.id)
+                )
+
+            # Another tenant neither sees the task's configs nor adds one.
+            async with httpx.AsyncClient(timeout=30) as http:
+                theirs = await http.post(
+                    f"{url}/a2a/build",
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "ListTaskPushNotificationConfigs",
+                        "params": {"taskId": task_id},
+                    },
+                    headers={**MALLORY, "A2A-Version": "1.0"},
+                )
+            assert theirs.json()["error"]["code"] == -32001
+
+            _ = [r async for r in client.send_message(user_message("approve", task_id=task_id))]
+            headers, body = await eventually(
+                lambda: pushed("TASK_STATE_COMPLETED"), "the completion pushed"
+            )
+            assert verify_signature(secret, headers["x-keel-signature"], body)
+            done = json.loads(body)["statusUpdate"]
+            assert done["status"]["message"]["parts"][0]["text"] == "Wrote NOTES.md."
+            # Only the config that was kept was told; the deleted one never was.
+            assert {h.get("x-a2a-notification-token") for h, _ in receiver.received} == {"tok-ci"}

@@ -1,0 +1,65 @@
+"""A2A push notification configs in Postgres: which URLs want a task's updates."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+# A config set again under its id replaces the old one (the A2A `set` semantics).
+UPSERT_PUSH_CONFIG_SQL = (
+    "INSERT INTO a2a_push_configs (task_id, id, tenant_id, url, token)"
+    " VALUES (%s, %s, %s, %s, %s)"
+    " ON CONFLICT (task_id, id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token"
+    " RETURNING task_id, id, tenant_id, url, token, created_at"
+)
+SELECT_PUSH_CONFIGS_SQL = (
+    "SELECT task_id, id, tenant_id, url, token, created_at FROM a2a_push_configs"
+    " WHERE task_id = %s ORDER BY created_at, id"
+)
+DELETE_PUSH_CONFIG_SQL = "DELETE FROM a2a_push_configs WHERE task_id = %s AND id = %s"
+# Bounds what one task can fan out to: each config is a delivery on every update.
+MAX_CONFIGS_PER_TASK = 10
+
+
+class PushConfigRecord(BaseModel):
+    """One registered push target of a task (a run)."""
+
+    task_id: str
+    id: str
+    tenant_id: str
+    url: str
+    token: str | None
+    created_at: datetime
+
+
+class PushConfigStore:
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        self._pool = pool
+
+    async def put(
+        self, *, task_id: str, config_id: str, tenant_id: str, url: str, token: str | None
+    ) -> PushConfigRecord:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                UPSERT_PUSH_CONFIG_SQL, (task_id, config_id, tenant_id, url, token)
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        return PushConfigRecord.model_validate(row)
+
+    async def for_task(self, task_id: str) -> list[PushConfigRecord]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(SELECT_PUSH_CONFIGS_SQL, (task_id,))
+            rows = await cur.fetchall()
+        return [PushConfigRecord.model_validate(row) for row in rows]
+
+    async def get(self, task_id: str, config_id: str) -> PushConfigRecord | None:
+        return next((c for c in await self.for_task(task_id) if c.id == config_id), None)
+
+    async def delete(self, task_id: str, config_id: str) -> bool:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(DELETE_PUSH_CONFIG_SQL, (task_id, config_id))
+            return cur.rowcount > 0

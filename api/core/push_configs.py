@@ -1,0 +1,99 @@
+"""A2A push notification configs: where a task's updates go, set by its clients.
+
+A config belongs to a task (a run) of the caller's tenant; another tenant's task is
+"no such task", audited, as for every read. Its URL is checked as a webhook URL is
+(http or https, with a host). Deliveries are Keel's webhook deliveries: signed with the
+tenant's secret, retried for days, sent when the run waits for a person and when it
+finishes (`activities/a2a_push.py` for the body).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pydantic import BaseModel, Field, ValidationError
+
+from activities.store.push_config_store import (
+    MAX_CONFIGS_PER_TASK,
+    PushConfigRecord,
+    PushConfigStore,
+)
+from api.core.context import CoreParts
+from api.core.errors import Conflict, NotFound, invalid_request, known_id
+from api.core.runs import FINISHED, RunService
+from api.core.schedule_fields import WebhookUrl
+from api.identity.auth import Principal
+
+
+class PushConfigOrder(BaseModel):
+    """A config as a client asks for it (build it with `of`, which says what is wrong)."""
+
+    config_id: str | None = Field(default=None, min_length=1, max_length=200)
+    url: WebhookUrl
+    token: str | None = Field(default=None, max_length=4096)
+
+    @classmethod
+    def of(cls, **fields: object) -> PushConfigOrder:
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            raise invalid_request(exc) from exc
+
+
+class PushConfigService:
+    def __init__(self, parts: CoreParts, runs: RunService) -> None:
+        self._runs = runs
+        self._store = PushConfigStore(parts.store.pool)
+
+    async def set(self, task_id: str, order: PushConfigOrder, user: Principal) -> PushConfigRecord:
+        """Create the config, or replace the one with the same id."""
+        run = await self._runs.get(task_id, user, allow_admin=False)
+        if run.status in FINISHED:
+            raise Conflict(f"Task {task_id} is already {run.status}; it sends no more updates.")
+        config_id = known_id(order.config_id or f"push-{uuid.uuid4().hex[:12]}", "config")
+        existing = await self._store.for_task(run.id)
+        if config_id not in {c.id for c in existing} and len(existing) >= MAX_CONFIGS_PER_TASK:
+            raise Conflict(
+                f"Task {task_id} has {MAX_CONFIGS_PER_TASK} push notification configs already; "
+                "delete one first."
+            )
+        return await self._store.put(
+            task_id=run.id,
+            config_id=config_id,
+            tenant_id=run.tenant_id,
+            url=order.url,
+            token=order.token,
+        )
+
+    async def set_for_new_task(
+        self, task_id: str, order: PushConfigOrder, user: Principal
+    ) -> PushConfigRecord:
+        """The config of a task the caller's request is about to start (`task_id` is the
+        fresh run id it will start with), stored first so no update of it is missed."""
+        return await self._store.put(
+            task_id=task_id,
+            config_id=known_id(order.config_id or f"push-{uuid.uuid4().hex[:12]}", "config"),
+            tenant_id=user.tenant_id,
+            url=order.url,
+            token=order.token,
+        )
+
+    async def forget(self, task_id: str, config_id: str) -> None:
+        """Drop a config stored for a task that then did not start."""
+        await self._store.delete(task_id, config_id)
+
+    async def get(self, task_id: str, config_id: str, user: Principal) -> PushConfigRecord:
+        run = await self._runs.get(task_id, user, allow_admin=False)
+        found = await self._store.get(run.id, config_id)
+        if found is None:
+            raise NotFound(f"Task {task_id} has no push notification config {config_id}.")
+        return found
+
+    async def configs(self, task_id: str, user: Principal) -> list[PushConfigRecord]:
+        run = await self._runs.get(task_id, user, allow_admin=False)
+        return await self._store.for_task(run.id)
+
+    async def delete(self, task_id: str, config_id: str, user: Principal) -> None:
+        run = await self._runs.get(task_id, user, allow_admin=False)
+        if not await self._store.delete(run.id, config_id):
+            raise NotFound(f"Task {task_id} has no push notification config {config_id}.")
