@@ -72,6 +72,8 @@ class WebhookActivities(WebhookDeliveries):
             body = a2a_push_body(notice)
             if config.token:
                 extra[A2A_TOKEN_HEADER] = config.token
+            if config.auth_scheme:
+                extra["authorization"] = f"{config.auth_scheme} {config.auth_credentials or ''}"
         secret = tenant_signing_secret(self._server_secret, notice.tenant_id)
         attempt = activity.info().attempt
         now = int(time.time())

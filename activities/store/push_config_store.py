@@ -8,30 +8,40 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
+COLUMNS = "task_id, id, tenant_id, url, token, auth_scheme, auth_credentials, created_at"
 # A config set again under its id replaces the old one (the A2A `set` semantics).
 UPSERT_PUSH_CONFIG_SQL = (
-    "INSERT INTO a2a_push_configs (task_id, id, tenant_id, url, token)"
-    " VALUES (%s, %s, %s, %s, %s)"
-    " ON CONFLICT (task_id, id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token"
-    " RETURNING task_id, id, tenant_id, url, token, created_at"
+    "INSERT INTO a2a_push_configs"
+    " (task_id, id, tenant_id, url, token, auth_scheme, auth_credentials)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (task_id, id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,"
+    " auth_scheme = EXCLUDED.auth_scheme, auth_credentials = EXCLUDED.auth_credentials"
+    " RETURNING " + COLUMNS
 )
 SELECT_PUSH_CONFIGS_SQL = (
-    "SELECT task_id, id, tenant_id, url, token, created_at FROM a2a_push_configs"
-    " WHERE task_id = %s ORDER BY created_at, id"
+    "SELECT " + COLUMNS + " FROM a2a_push_configs WHERE task_id = %s ORDER BY created_at, id"
 )
 DELETE_PUSH_CONFIG_SQL = "DELETE FROM a2a_push_configs WHERE task_id = %s AND id = %s"
 # Bounds what one task can fan out to: each config is a delivery on every update.
 MAX_CONFIGS_PER_TASK = 10
 
 
-class PushConfigRecord(BaseModel):
-    """One registered push target of a task (a run)."""
+class NewPushConfig(BaseModel):
+    """One push target of a task (a run), as it is stored."""
 
     task_id: str
     id: str
     tenant_id: str
     url: str
     token: str | None
+    auth_scheme: str | None = None
+    auth_credentials: str | None = None
+    """Sent as `Authorization: <scheme> <credentials>` with each notification."""
+
+
+class PushConfigRecord(NewPushConfig):
+    """A stored push target, with when it was set."""
+
     created_at: datetime
 
 
@@ -39,12 +49,19 @@ class PushConfigStore:
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
 
-    async def put(
-        self, *, task_id: str, config_id: str, tenant_id: str, url: str, token: str | None
-    ) -> PushConfigRecord:
+    async def put(self, config: NewPushConfig) -> PushConfigRecord:
         async with self._pool.connection() as conn:
             cur = await conn.execute(
-                UPSERT_PUSH_CONFIG_SQL, (task_id, config_id, tenant_id, url, token)
+                UPSERT_PUSH_CONFIG_SQL,
+                (
+                    config.task_id,
+                    config.id,
+                    config.tenant_id,
+                    config.url,
+                    config.token,
+                    config.auth_scheme,
+                    config.auth_credentials,
+                ),
             )
             row = await cur.fetchone()
         assert row is not None

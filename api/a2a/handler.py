@@ -18,6 +18,7 @@ from a2a.server.events import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import (
     AgentCard,
+    AuthenticationInfo,
     CancelTaskRequest,
     ContentTypeNotSupportedError,
     DeleteTaskPushNotificationConfigRequest,
@@ -463,25 +464,28 @@ class _Wake:
 
 def _push_order(params: TaskPushNotificationConfig) -> PushConfigOrder:
     """A client's config as the service checks it, or -32602 saying what is wrong."""
-    if params.HasField("authentication"):
-        raise InvalidParamsError(
-            message="authentication: Keel signs each notification (X-Keel-Signature and "
-            "the Standard Webhooks headers, with your tenant's signing secret) and sends "
-            "your token as X-A2A-Notification-Token; leave authentication out."
-        )
+    auth = params.authentication if params.HasField("authentication") else None
     try:
         return PushConfigOrder.of(
-            config_id=params.id or None, url=params.url, token=params.token or None
+            config_id=params.id or None,
+            url=params.url,
+            token=params.token or None,
+            auth_scheme=auth.scheme if auth else None,
+            auth_credentials=auth.credentials if auth else None,
         )
     except Invalid as exc:
         raise _invalid_params(exc) from exc
 
 
 def _push_config(record: PushConfigRecord) -> TaskPushNotificationConfig:
-    """A stored config as A2A shows it; the token is the client's own, so it is echoed."""
-    return TaskPushNotificationConfig(
+    """A stored config as A2A shows it: the token (the client's own check) is echoed."""
+    config = TaskPushNotificationConfig(
         id=record.id, task_id=record.task_id, url=record.url, token=record.token or ""
     )
+    if record.auth_scheme:
+        # The scheme, not the credentials: a secret given once is not read back.
+        config.authentication.CopyFrom(AuthenticationInfo(scheme=record.auth_scheme))
+    return config
 
 
 def _settles(task: Task, pending: set[str], until: set[TaskState], answered: str | None) -> bool:

@@ -15,14 +15,19 @@ from pydantic import BaseModel, Field, ValidationError
 
 from activities.store.push_config_store import (
     MAX_CONFIGS_PER_TASK,
+    NewPushConfig,
     PushConfigRecord,
     PushConfigStore,
 )
 from api.core.context import CoreParts
 from api.core.errors import Conflict, NotFound, invalid_request, known_id
-from api.core.runs import FINISHED, RunService
+from api.core.runs import RunService
 from api.core.schedule_fields import WebhookUrl
 from api.identity.auth import Principal
+
+# A scheme is one HTTP auth-scheme token (`Bearer`, `Basic`); credentials stay on one line.
+AUTH_SCHEME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
+ONE_LINE = r"^[^\r\n]*$"
 
 
 class PushConfigOrder(BaseModel):
@@ -30,7 +35,9 @@ class PushConfigOrder(BaseModel):
 
     config_id: str | None = Field(default=None, min_length=1, max_length=200)
     url: WebhookUrl
-    token: str | None = Field(default=None, max_length=4096)
+    token: str | None = Field(default=None, max_length=4096, pattern=ONE_LINE)
+    auth_scheme: str | None = Field(default=None, pattern=AUTH_SCHEME)
+    auth_credentials: str | None = Field(default=None, max_length=8192, pattern=ONE_LINE)
 
     @classmethod
     def of(cls, **fields: object) -> PushConfigOrder:
@@ -39,6 +46,17 @@ class PushConfigOrder(BaseModel):
         except ValidationError as exc:
             raise invalid_request(exc) from exc
 
+    def stored(self, task_id: str, tenant_id: str) -> NewPushConfig:
+        return NewPushConfig(
+            task_id=task_id,
+            id=known_id(self.config_id or f"push-{uuid.uuid4().hex[:12]}", "config"),
+            tenant_id=tenant_id,
+            url=self.url,
+            token=self.token,
+            auth_scheme=self.auth_scheme,
+            auth_credentials=self.auth_credentials,
+        )
+
 
 class PushConfigService:
     def __init__(self, parts: CoreParts, runs: RunService) -> None:
@@ -46,37 +64,24 @@ class PushConfigService:
         self._store = PushConfigStore(parts.store.pool)
 
     async def set(self, task_id: str, order: PushConfigOrder, user: Principal) -> PushConfigRecord:
-        """Create the config, or replace the one with the same id."""
+        """Create the config, or replace the one with the same id. A task that has ended
+        keeps it too, and simply sends no more updates."""
         run = await self._runs.get(task_id, user, allow_admin=False)
-        if run.status in FINISHED:
-            raise Conflict(f"Task {task_id} is already {run.status}; it sends no more updates.")
-        config_id = known_id(order.config_id or f"push-{uuid.uuid4().hex[:12]}", "config")
+        config = order.stored(run.id, run.tenant_id)
         existing = await self._store.for_task(run.id)
-        if config_id not in {c.id for c in existing} and len(existing) >= MAX_CONFIGS_PER_TASK:
+        if config.id not in {c.id for c in existing} and len(existing) >= MAX_CONFIGS_PER_TASK:
             raise Conflict(
                 f"Task {task_id} has {MAX_CONFIGS_PER_TASK} push notification configs already; "
                 "delete one first."
             )
-        return await self._store.put(
-            task_id=run.id,
-            config_id=config_id,
-            tenant_id=run.tenant_id,
-            url=order.url,
-            token=order.token,
-        )
+        return await self._store.put(config)
 
     async def set_for_new_task(
         self, task_id: str, order: PushConfigOrder, user: Principal
     ) -> PushConfigRecord:
         """The config of a task the caller's request is about to start (`task_id` is the
         fresh run id it will start with), stored first so no update of it is missed."""
-        return await self._store.put(
-            task_id=task_id,
-            config_id=known_id(order.config_id or f"push-{uuid.uuid4().hex[:12]}", "config"),
-            tenant_id=user.tenant_id,
-            url=order.url,
-            token=order.token,
-        )
+        return await self._store.put(order.stored(task_id, user.tenant_id))
 
     async def forget(self, task_id: str, config_id: str) -> None:
         """Drop a config stored for a task that then did not start."""
@@ -94,6 +99,6 @@ class PushConfigService:
         return await self._store.for_task(run.id)
 
     async def delete(self, task_id: str, config_id: str, user: Principal) -> None:
+        """Gone afterwards, whether it was there or not: a repeated delete is no error."""
         run = await self._runs.get(task_id, user, allow_admin=False)
-        if not await self._store.delete(run.id, config_id):
-            raise NotFound(f"Task {task_id} has no push notification config {config_id}.")
+        await self._store.delete(run.id, config_id)

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import (
+    AuthenticationInfo,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
@@ -678,7 +679,12 @@ async def test_push_notifications_arrive_signed_through_an_approval_wait_and_the
             # The config travels with the message that creates the task.
             send = user_message("Add notes")
             send.configuration.task_push_notification_config.CopyFrom(
-                TaskPushNotificationConfig(id="ci", url=receiver.url, token="tok-ci")
+                TaskPushNotificationConfig(
+                    id="ci",
+                    url=receiver.url,
+                    token="tok-ci",
+                    authentication=AuthenticationInfo(scheme="Bearer", credentials="s3cret"),
+                )
             )
             [first] = [r async for r in client.send_message(send)]
             task_id = first.task.id
@@ -698,6 +704,7 @@ async def test_push_notifications_arrive_signed_through_an_approval_wait_and_the
                 secret = (await http.get("/v1/webhooks/signing-secret")).json()["secret"]
             assert verify_signature(secret, headers["x-keel-signature"], body)
             assert headers["x-a2a-notification-token"] == "tok-ci"
+            assert headers["authorization"] == "Bearer s3cret"
             waiting = json.loads(body)["statusUpdate"]
             assert waiting["taskId"] == task_id and waiting["contextId"] == first.task.context_id
             assert "write_file" in waiting["status"]["message"]["parts"][0]["text"]
@@ -709,6 +716,8 @@ async def test_push_notifications_arrive_signed_through_an_approval_wait_and_the
                 GetTaskPushNotificationConfigRequest(task_id=task_id, id="ci")
             )
             assert got.url == receiver.url and got.token == "tok-ci"
+            # The scheme is shown, the credentials are not read back.
+            assert got.authentication.scheme == "Bearer" and not got.authentication.credentials
             second = await client.create_task_push_notification_config(
                 TaskPushNotificationConfig(task_id=task_id, url=f"{receiver.url}/2")
             )
@@ -717,9 +726,10 @@ async def test_push_notifications_arrive_signed_through_an_approval_wait_and_the
                 ListTaskPushNotificationConfigsRequest(task_id=task_id)
             )
             assert {c.id for c in listed.configs} == {"ci", second.id}
-            await client.delete_task_push_notification_config(
-                DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=second.id)
-            )
+            for _ in range(2):  # deleting again is no error
+                await client.delete_task_push_notification_config(
+                    DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=second.id)
+                )
             with pytest.raises(TaskNotFoundError, match="has no push notification config"):
                 await client.get_task_push_notification_config(
                     GetTaskPushNotificationConfigRequest(task_id=task_id, id=second.id)

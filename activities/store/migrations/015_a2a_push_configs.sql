@@ -1,5 +1,6 @@
 -- A2A push notification configs: where a client wants a task's updates POSTed. The token
--- is the client's own (sent back as X-A2A-Notification-Token), never a Keel secret. No
+-- and the authentication (scheme and credentials, sent as `Authorization`) are the
+-- client's own, never Keel secrets, and never enter a workflow history. No
 -- foreign key to runs: a config sent with the message that creates the task is stored
 -- just before its run, so that the run's first update already finds it.
 CREATE TABLE a2a_push_configs (
@@ -8,6 +9,8 @@ CREATE TABLE a2a_push_configs (
     tenant_id text NOT NULL,
     url text NOT NULL,
     token text,
+    auth_scheme text,
+    auth_credentials text,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (task_id, id)
 );
