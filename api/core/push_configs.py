@@ -9,8 +9,6 @@ finishes (`activities/a2a_push.py` for the body).
 
 from __future__ import annotations
 
-import uuid
-
 from pydantic import BaseModel, Field, ValidationError
 
 from activities.store.push_config_store import (
@@ -49,7 +47,8 @@ class PushConfigOrder(BaseModel):
     def stored(self, task_id: str, tenant_id: str) -> NewPushConfig:
         return NewPushConfig(
             task_id=task_id,
-            id=known_id(self.config_id or f"push-{uuid.uuid4().hex[:12]}", "config"),
+            # Without an id, the task's own, as the a2a-sdk's stores name it.
+            id=known_id(self.config_id or task_id, "config"),
             tenant_id=tenant_id,
             url=self.url,
             token=self.token,

@@ -721,7 +721,7 @@ async def test_push_notifications_arrive_signed_through_an_approval_wait_and_the
             second = await client.create_task_push_notification_config(
                 TaskPushNotificationConfig(task_id=task_id, url=f"{receiver.url}/2")
             )
-            assert second.id.startswith("push-")
+            assert second.id == task_id  # no id given: the task's, as the a2a-sdk's stores do
             listed = await client.list_task_push_notification_configs(
                 ListTaskPushNotificationConfigsRequest(task_id=task_id)
             )
