@@ -160,3 +160,30 @@ async def test_keel_mcp_over_stdio_offers_tools_resources_and_prompts(
             assert not any(run_id in uri for uri in theirs)
             with pytest.raises(MCPError, match=f"No run {run_id}"):
                 await eve.read_resource(f"keel://runs/{run_id}/report")
+
+
+@pytest.mark.slow
+async def test_keel_mcp_starts_the_embedded_stack_when_no_keel_answers(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """No Keel at KEEL_API_URL: `keel mcp` starts one of its own (Temporal, Postgres, worker,
+    API) for as long as the client keeps it, and signs in with that stack's local secret."""
+    env = clean_env(
+        KEEL_API_URL=f"http://127.0.0.1:{free_port()}",
+        KEEL_DATA_DIR=str(tmp_path / "keel-data"),
+        KEEL_WORKSPACE_ROOT=str(workspace),
+        KEEL_API_PORT=str(free_port()),
+        KEEL_TEMPORAL_PORT=str(free_port()),
+        KEEL_TEMPORAL_UI_PORT=str(free_port()),
+    )
+    env.pop("KEEL_JWT_SECRET", None)
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "api.cli.main", "mcp"], env=env
+    )
+    async with Client(stdio_client(server), cache=None, read_timeout_seconds=180) as client:
+        read = await client.call_tool("read_file", {"workspace": ".", "path": "README.md"})
+        assert not read.is_error and "# project" in text_of(read)
+        uris = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert "keel://agents/review" in uris
+    assert (tmp_path / "keel-data" / "temporal.sqlite").exists()
+    assert (tmp_path / "keel-data" / "jwt-secret").exists()
