@@ -266,9 +266,9 @@ class KeelA2AHandler(RequestHandler):
         push: PushConfigOrder | None = None,
     ) -> RunRecord:
         """A new task; a push config sent with it is stored under its id first."""
-        run_id = new_run_id(None)
         if push is None:
-            return await self._start_run(params, text, context, run_id)
+            return await self._start_run(params, text, context, None)
+        run_id = new_run_id(None)  # chosen here, so the config can be stored before the run
         user = _principal(context)
         stored = await self._service.push_configs.set_for_new_task(run_id, push, user)
         try:
@@ -278,7 +278,11 @@ class KeelA2AHandler(RequestHandler):
             raise
 
     async def _start_run(
-        self, params: SendMessageRequest, text: str, context: ServerCallContext, run_id: str
+        self,
+        params: SendMessageRequest,
+        text: str,
+        context: ServerCallContext,
+        run_id: str | None,
     ) -> RunRecord:
         service = self._service
         settings = service.parts.settings
