@@ -80,6 +80,9 @@ def keel_mcp_server(service: KeelService) -> KeelMcpServer:
         version="0.1.0",
         # MCPServer configures the root logger when nothing has; keep that to warnings.
         log_level="WARNING",
+        # Stateless JSON answers carry no stream, so no `subscriptions/listen`: without
+        # it, a 2026-07-28 client is not told of change notifications that never come.
+        subscriptions=False,
     )
     tools = KeelTools(service)
     code = CodeTools(service)

@@ -109,6 +109,10 @@ async def test_tools_and_prompts_are_listed_and_a_token_is_required(
         for mode in ("auto", "legacy"):
             # `legacy` is the initialize handshake most desktop clients still use.
             async with mcp_client(url, token_for(), mode=mode) as client:
+                # Only what works is declared: no subscriptions or change notifications.
+                resources = client.server_capabilities.resources
+                assert resources is not None and not resources.subscribe
+                assert not resources.list_changed
                 tools = {tool.name: tool for tool in (await client.list_tools()).tools}
                 assert set(tools) == TOOLS
                 assert tools["start_run"].input_schema["required"] == [
