@@ -8,20 +8,20 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-COLUMNS = "task_id, id, tenant_id, url, token, auth_scheme, auth_credentials, created_at"
+COLUMNS = "run_id AS task_id, id, tenant_id, url, token, auth_scheme, auth_credentials, created_at"
 # A config set again under its id replaces the old one (the A2A `set` semantics).
 UPSERT_PUSH_CONFIG_SQL = (
     "INSERT INTO a2a_push_configs"
-    " (task_id, id, tenant_id, url, token, auth_scheme, auth_credentials)"
+    " (run_id, id, tenant_id, url, token, auth_scheme, auth_credentials)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (task_id, id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,"
+    " ON CONFLICT (run_id, id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,"
     " auth_scheme = EXCLUDED.auth_scheme, auth_credentials = EXCLUDED.auth_credentials"
     " RETURNING " + COLUMNS
 )
 SELECT_PUSH_CONFIGS_SQL = (
-    "SELECT " + COLUMNS + " FROM a2a_push_configs WHERE task_id = %s ORDER BY created_at, id"
+    "SELECT " + COLUMNS + " FROM a2a_push_configs WHERE run_id = %s ORDER BY created_at, id"
 )
-DELETE_PUSH_CONFIG_SQL = "DELETE FROM a2a_push_configs WHERE task_id = %s AND id = %s"
+DELETE_PUSH_CONFIG_SQL = "DELETE FROM a2a_push_configs WHERE run_id = %s AND id = %s"
 # Bounds what one task can fan out to: each config is a delivery on every update.
 MAX_CONFIGS_PER_TASK = 10
 

@@ -3,10 +3,10 @@
 A policy keeps a tenant's finished runs' contents for `days` days. A sweep removes,
 for runs finished before then, everything they hold: messages (tool outputs among
 them), events, LLM call traces, interactions (the arguments approved), context
-summaries, execution claims and MCP tool lists, and blanks the run row's input, report
-and error. The row itself stays (status, usage, cost, lineage), marked `purged_at`, so
-usage totals and the run's place in its session and tree are kept. Texts (`run_texts`)
-go when no run has used them for as long.
+summaries, execution claims, MCP tool lists and A2A push configs, and blanks the run
+row's input, report, findings and error. The row itself stays (status, usage, cost,
+lineage), marked `purged_at`, so usage totals and the run's place in its session and
+tree are kept. Texts (`run_texts`) go when no run has used them for as long.
 
 The audit log is never touched: it is append-only and hash-chained, and a sweep
 appends to it. Each batch is one transaction that removes the rows and appends a
@@ -45,6 +45,7 @@ RUN_CONTENT_TABLES = (
     "context_summaries",
     "tool_executions",
     "mcp_tools",
+    "a2a_push_configs",
 )
 
 POLICIES_SQL = (
@@ -65,7 +66,8 @@ EXPIRED_RUNS_SQL = (
     " ORDER BY finished_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 PURGE_RUN_ROWS_SQL = (
-    "UPDATE runs SET purged_at = now(), input = '', report = NULL, error = NULL WHERE id = ANY(%s)"
+    "UPDATE runs SET purged_at = now(), input = '', report = NULL, error = NULL,"
+    " findings = NULL WHERE id = ANY(%s)"
 )
 # Texts no run has stored or used since the cutoff (every use stores them again,
 # which refreshes `created_at`).
