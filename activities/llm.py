@@ -27,6 +27,7 @@ from activities.context.budget import (
     openai_message,
 )
 from activities.genai_spans import note_finish, note_messages, note_response_model
+from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
 from activities.run_records import open_run
 from activities.store.audit import AuditLog, policy_entry
@@ -34,7 +35,7 @@ from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
 from activities.tool_events import PREVIEW_CHARS, tool_events
-from activities.tool_schemas import tool_definitions
+from activities.tool_schemas import plugin_tool_definition, tool_definitions
 from workflows.activity_refs import LlmCalls
 from workflows.models import (
     CompactionNeed,
@@ -70,12 +71,14 @@ class LlmActivities(LlmCalls):
         audit: AuditLog,
         prices: dict[str, ModelPrice] | None = None,
         budget: ContextBudget | None = None,
+        plugins: PluginCode | None = None,
     ) -> None:
         self._client = client
         self._store = store
         self._audit = audit
         self._prices = prices or {}
         self._budget = budget
+        self._plugins = plugins
         self._mcp_tools = McpToolStore(store.pool)
         self._runs = RunTreeStore(store.pool)
 
@@ -108,6 +111,8 @@ class LlmActivities(LlmCalls):
         if step.mcp:
             # Discovered at the run's start; the history carries only their names.
             tools = tools + [t.definition() for t in await self._mcp_tools.for_run(step.run_id)]
+        if step.plugin_tools:
+            tools = tools + self._plugin_tool_definitions(step.plugin_tools)
         messages = [openai_message(m) for m in history]
         estimated = 0
         if budget is not None and inputs is not None:
@@ -163,6 +168,11 @@ class LlmActivities(LlmCalls):
             estimated_tokens=estimated,
         )
         return _digest(tool_calls, usage, latency_ms)
+
+    def _plugin_tool_definitions(self, names: list[str]) -> list[dict[str, Any]]:
+        """The plugin tools this worker has; one it lacks is not offered (the gate refuses it)."""
+        found = [self._plugins.tool(n) for n in names] if self._plugins is not None else []
+        return [plugin_tool_definition(tool) for tool in found if tool is not None]
 
     async def _refused(self, step: LlmStepInput, refusal: ContextLengthExceeded) -> LlmStepResult:
         """A provider said the request was too long: learn its window, compact harder."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from activities.plugin_api import PluginTool
 from workflows.tool_specs import TOOL_SPECS
 
 
@@ -22,3 +23,14 @@ def tool_definitions(names: tuple[str, ...]) -> list[dict[str, Any]]:
         }
         for name in names
     ]
+
+
+@functools.lru_cache(maxsize=256)
+def plugin_tool_definition(tool: PluginTool) -> dict[str, Any]:
+    """A plugin tool as a chat request offers it: its own description and JSON schema."""
+    schema = tool.args_model.model_json_schema()
+    schema.pop("title", None)
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+    }

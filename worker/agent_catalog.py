@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from worker.plugins.registry import PluginRegistry
 from workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
 from workflows.permissions import PermissionRule
+from workflows.plugin_refs import PluginToolRef
 from workflows.tool_specs import TOOL_SPECS
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?(.*)\Z", re.DOTALL | re.MULTILINE)
@@ -56,10 +68,12 @@ class AgentFrontMatter(BaseModel):
 
     @field_validator("tools")
     @classmethod
-    def _known_tools(cls, tools: list[str]) -> list[str]:
-        unknown = [t for t in tools if t not in TOOL_SPECS]
+    def _known_tools(cls, tools: list[str], info: ValidationInfo) -> list[str]:
+        plugin_tools = (info.context or {}).get("plugin_tools", {})
+        unknown = [t for t in tools if t not in TOOL_SPECS and t not in plugin_tools]
         if unknown:
-            raise ValueError(f"unknown tools {unknown}; available: {sorted(TOOL_SPECS)}")
+            available = sorted([*TOOL_SPECS, *plugin_tools])
+            raise ValueError(f"unknown tools {unknown}; available: {available}")
         return tools
 
     @model_validator(mode="after")
@@ -72,8 +86,11 @@ class AgentFrontMatter(BaseModel):
         return self
 
 
-def parse_agent(text: str, source: str) -> AgentSpec:
-    """Parse one agent file's text."""
+def parse_agent(
+    text: str, source: str, plugin_tools: Mapping[str, PluginToolRef] | None = None
+) -> AgentSpec:
+    """Parse one agent file's text; it may list the loaded plugins' tools too."""
+    plugin_tools = plugin_tools or {}
     if not text.startswith("---"):
         raise AgentDefinitionError(f"{source}: an agent file starts with '---' YAML front matter.")
     match = FRONT_MATTER.match(text)
@@ -87,7 +104,7 @@ def parse_agent(text: str, source: str) -> AgentSpec:
     if not isinstance(data, dict):
         raise AgentDefinitionError(f"{source}: the front matter must be a YAML mapping.")
     try:
-        meta = AgentFrontMatter.model_validate(data)
+        meta = AgentFrontMatter.model_validate(data, context={"plugin_tools": plugin_tools})
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
@@ -108,6 +125,7 @@ def parse_agent(text: str, source: str) -> AgentSpec:
         mcp_servers=meta.mcp_servers,
         context_window=meta.context_window,
         subagents=meta.subagents,
+        plugin_tools=[plugin_tools[t] for t in meta.tools if t in plugin_tools],
     )
 
 
@@ -144,30 +162,44 @@ def link_subagents(agents: dict[str, AgentSpec], sources: dict[str, str]) -> dic
 
 
 class AgentCatalog:
-    """Built-in agents plus those of a user's directory (which win on name clashes)."""
+    """Built-in agents, then installed plugins' agents (which may not replace a built-in),
+    then those of a user's directory (which win on name clashes).
 
-    def __init__(self, agents: dict[str, AgentSpec]) -> None:
+    Every agent's spec carries the installed hooks, so its runs call them; with no
+    hook installed, a run makes no hook call at all.
+    """
+
+    def __init__(self, agents: dict[str, AgentSpec], plugins: PluginRegistry) -> None:
         self._agents = agents
         # Definitions are read once, at start: nothing served from them changes after this.
         self.loaded_at = datetime.now(UTC).replace(microsecond=0)
+        self.plugins = plugins
 
     @classmethod
-    def load(cls, extra_dir: Path | None = None) -> AgentCatalog:
+    def load(
+        cls, extra_dir: Path | None = None, plugins: PluginRegistry | None = None
+    ) -> AgentCatalog:
+        plugins = plugins if plugins is not None else PluginRegistry.installed()
         agents: dict[str, AgentSpec] = {}
         sources: dict[str, str] = {}
+        _load_plugin_agents(plugins, agents, sources)
+        tools = plugins.tool_refs()
         for file in sorted(resources.files("worker.agents").iterdir(), key=lambda f: f.name):
             if file.name.endswith(".md"):
-                spec = parse_agent(file.read_text(), f"built-in {file.name}")
+                spec = parse_agent(file.read_text(), f"built-in {file.name}", tools)
                 agents[spec.name] = spec
                 sources[spec.name] = f"built-in {file.name}"
         if extra_dir is not None:
             if not extra_dir.is_dir():
                 raise AgentDefinitionError(f"Agents directory {extra_dir} does not exist.")
             for path in sorted(extra_dir.glob("*.md")):
-                spec = parse_agent(path.read_text(), str(path))
+                spec = parse_agent(path.read_text(), str(path), tools)
                 agents[spec.name] = spec
                 sources[spec.name] = str(path)
-        return cls(link_subagents(agents, sources))
+        hooks = plugins.hook_refs()
+        if hooks:
+            agents = {n: s.model_copy(update={"hooks": hooks}) for n, s in agents.items()}
+        return cls(link_subagents(agents, sources), plugins)
 
     def get(self, name: str) -> AgentSpec | None:
         return self._agents.get(name)
@@ -177,3 +209,43 @@ class AgentCatalog:
 
     def all(self) -> list[AgentSpec]:
         return [self._agents[n] for n in self.names()]
+
+
+def _agent_files(directory: Path | Traversable) -> list[Traversable]:
+    return sorted((f for f in directory.iterdir() if f.name.endswith(".md")), key=lambda f: f.name)
+
+
+def _load_plugin_agents(
+    plugins: PluginRegistry, agents: dict[str, AgentSpec], sources: dict[str, str]
+) -> None:
+    """Each plugin's agent files, all or none: a bad file or a taken name refuses the plugin.
+
+    A plugin never replaces a built-in agent or another plugin's; a user's agents
+    directory, read later, may replace a plugin's.
+    """
+    builtin = {
+        f.name.removesuffix(".md")
+        for f in resources.files("worker.agents").iterdir()
+        if f.name.endswith(".md")
+    }
+    for plugin, directory in plugins.agent_dirs():
+        tools = plugins.tool_refs()
+        try:
+            found = [
+                (parse_agent(f.read_text(), f"plugin {plugin}: {f.name}", tools), f.name)
+                for f in _agent_files(directory)
+            ]
+            for spec, file in found:
+                if spec.name in builtin or spec.name in agents:
+                    owner = "a built-in agent" if spec.name in builtin else sources[spec.name]
+                    raise AgentDefinitionError(
+                        f"{file}: '{spec.name}' is the name of {owner}; "
+                        "a plugin cannot replace it, so rename the plugin's agent"
+                    )
+        except (AgentDefinitionError, OSError) as exc:
+            plugins.refuse(plugin, f"agents: {exc}")
+            continue
+        for spec, file in found:
+            agents[spec.name] = spec
+            sources[spec.name] = f"plugin {plugin}: {file}"
+        plugins.note_agents(plugin, [spec.name for spec, _ in found])

@@ -16,6 +16,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.a2a_client import A2AClientActivities
 from activities.context import CompactionActivities, ContextBudget
+from activities.hooks import HookActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.retention import RetentionActivities
@@ -39,6 +40,7 @@ from worker.agent_catalog import AgentCatalog
 from worker.log_format import LogContext
 from worker.metrics import worker_runtime
 from worker.payload_codec import data_converter
+from worker.plugins import PluginRegistry
 from worker.settings import Settings
 from worker.temporal_client import connect
 from worker.tracing import install_tracing, temporal_plugins, tracing_on
@@ -96,6 +98,9 @@ class WorkerParts:
 
 def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
     llm = openai_client(settings)
+    plugins = installed_plugins()
+    # The agents a `task` call may start; a malformed file stops the worker here.
+    catalog = AgentCatalog.load(settings.agents_dir, plugins)
     audit = AuditLog(store.pool)
     a2a_activities = A2AClientActivities(A2ATokens(settings))
     budget = ContextBudget(
@@ -104,7 +109,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         default_window=settings.model_context_window,
         enabled=settings.context_budget,
     )
-    llm_activities = LlmActivities(llm, store, audit, settings.prices, budget)
+    llm_activities = LlmActivities(llm, store, audit, settings.prices, budget, plugins=plugins)
     compaction_activities = CompactionActivities(llm, store, budget)
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
@@ -115,7 +120,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         settings.workspace_root,
         mcp=mcp,
         sandbox=bash_sandbox(settings),
+        plugins=plugins,
     )
+    hook_activities = HookActivities(plugins, tool_activities, audit)
     mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool))
     record_activities = RunRecordActivities(store)
     interaction_activities = InteractionActivities(interaction_store, audit)
@@ -123,8 +130,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         webhook_server_secret(settings), push_configs=PushConfigStore(store.pool)
     )
     retention_activities = RetentionActivities(RetentionStore(store.pool))
-    # The agents a `task` call may start; a malformed file stops the worker here.
-    subagent_activities = SubagentActivities(store, AgentCatalog.load(settings.agents_dir).get)
+    subagent_activities = SubagentActivities(store, catalog.get)
     worker = Worker(
         client,
         task_queue=settings.task_queue,
@@ -142,6 +148,10 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             compaction_activities.compact_context,
             tool_activities.run_tool,
             tool_activities.run_mcp_tool,
+            tool_activities.run_plugin_tool,
+            hook_activities.tool_before_hooks,
+            hook_activities.tool_after_hooks,
+            hook_activities.run_end_hooks,
             mcp_activities.discover_mcp_tools,
             record_activities.start_run,
             record_activities.finish_run,
@@ -165,6 +175,17 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         ),
     )
     return WorkerParts(worker=worker, store=store, llm=llm)
+
+
+def installed_plugins() -> PluginRegistry:
+    """The plugins installed with this worker; each one refused is logged with its reason."""
+    plugins = PluginRegistry.installed()
+    for entry in plugins.report():
+        if entry.status == "refused":
+            log.error("plugin %s (%s) refused: %s", entry.entry_point, entry.source, entry.reason)
+        else:
+            log.info("plugin %s %s loaded from %s", entry.name, entry.version, entry.source)
+    return plugins
 
 
 def bash_sandbox(settings: Settings) -> Sandbox:

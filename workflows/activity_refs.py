@@ -20,6 +20,9 @@ from temporalio import activity
 
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
 from workflows.models import (
+    AfterHooksInput,
+    BeforeHooksInput,
+    BeforeHooksResult,
     ChildEventInput,
     CompactionInput,
     CompactionResult,
@@ -35,6 +38,7 @@ from workflows.models import (
     PushTargetsInput,
     ResolveInteractionInput,
     ResolveInteractionResult,
+    RunEndInput,
     SessionRulesInput,
     SessionRulesResult,
     StartRunInput,
@@ -52,6 +56,7 @@ __all__ = [
     "InteractionRecords",
     "LlmCalls",
     "McpDiscovery",
+    "PluginHooks",
     "RetentionPurges",
     "RunRecords",
     "Subagents",
@@ -89,6 +94,30 @@ class ToolCalls(Protocol):
     @activity.defn(name="run_mcp_tool")
     async def run_mcp_tool(self, call: ToolCallInput) -> ToolDigest:
         """A tool of an external MCP server, claimed before it is called."""
+        ...
+
+    @activity.defn(name="run_plugin_tool")
+    async def run_plugin_tool(self, call: ToolCallInput) -> ToolDigest:
+        """A tool of an installed plugin; acting ones claimed before they run."""
+        ...
+
+
+class PluginHooks(Protocol):
+    """Hooks of installed plugins, every decision audited (`activities.hooks`)."""
+
+    @activity.defn(name="tool_before_hooks")
+    async def tool_before_hooks(self, request: BeforeHooksInput) -> BeforeHooksResult:
+        """Each hook judges one step's calls: allow, deny with a reason, or ask."""
+        ...
+
+    @activity.defn(name="tool_after_hooks")
+    async def tool_after_hooks(self, request: AfterHooksInput) -> ToolDigest:
+        """Annotate or redact a held output, then store it as the call's answer."""
+        ...
+
+    @activity.defn(name="run_end_hooks")
+    async def run_end_hooks(self, request: RunEndInput) -> None:
+        """Tell each hook how the run ended."""
         ...
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         InteractionRecords,
         LlmCalls,
         McpDiscovery,
+        PluginHooks,
         RunRecords,
         Subagents,
         ToolCalls,
@@ -43,7 +45,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gate import GateDecision, ToolGate
     from workflows.mcp_tools import McpToolset
     from workflows.models import (
+        AfterHooksInput,
         AgentSpec,
+        BeforeHooksInput,
         ChildEventInput,
         ChildRun,
         ChildRunNotice,
@@ -52,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         DecisionOutcome,
         FinishRunInput,
         GateResult,
+        HookCall,
         Interaction,
         InteractionDecision,
         LlmStepInput,
@@ -62,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         OpenSubagentInput,
         PushTargetsInput,
         ResolveInteractionInput,
+        RunEndInput,
         RunInput,
         RunProgress,
         RunResult,
@@ -78,6 +84,7 @@ with workflow.unsafe.imports_passed_through():
         WebhookNotice,
     )
     from workflows.permissions import PermissionRule
+    from workflows.plugin_refs import PluginToolset, hooks_for
     from workflows.tool_specs import Risk, ToolSpec
     from workflows.webhook_delivery import WebhookDeliveryWorkflow
 
@@ -174,6 +181,7 @@ class AgentRunWorkflow:
                 unavailable=tuple(state.mcp_unavailable),
             ),
             subagents=run.agent.subagents if run.depth < subagents.MAX_SUBAGENT_DEPTH else [],
+            plugins=PluginToolset(tuple(run.agent.plugin_tools)),
         )
         while True:
             plan = convergence.plan_next_call(state, limits)
@@ -246,6 +254,7 @@ class AgentRunWorkflow:
             start=self._opening,
             mcp=bool(gate.mcp_tool_names),
             context_window=run.agent.context_window,
+            plugin_tools=gate.plugin_tool_names,
         )
         self._opening = None
         result = await self._call_llm(run, step_input)
@@ -343,6 +352,8 @@ class AgentRunWorkflow:
                 answered_now[decision.fingerprint] = MessageRef(step=step, ord=ord_)
             decisions.append((ord_, decision))
         state.tool_calls += len(decisions)
+        if hooks_for(run.agent.hooks, "tool.before"):
+            decisions = await self._before_hooks(run, decisions)
 
         asks = [(o, d) for o, d in decisions if d.verdict == "ask"]
         interactions = await self._open_interactions(run, asks)
@@ -398,15 +409,145 @@ class AgentRunWorkflow:
                     copy_of=decision.copy_of,
                     event_seq=self._take_seqs(2),
                     denied_by=_rule_text(decision, acting_only=False)
-                    if decision.verdict == "deny"
+                    if decision.verdict == "deny" and not decision.hook
                     else None,
                 )
             state.pending_results.append(outcome)
-            failures.append(decision.verdict in ("error", "deny"))
+            # A call that was to run but has a gate's answer: a hook failed around it.
+            failures.append(
+                decision.verdict in ("error", "deny")
+                or (decision.verdict == "run" and outcome.is_error)
+            )
         for fingerprint, ref in answered_now.items():
             if self._answer_is_final(ref):
                 state.answered[fingerprint] = ref
         convergence.record_round(state, failures, fresh=fresh)
+
+    async def _before_hooks(
+        self, run: RunInput, decisions: list[tuple[int, GateDecision]]
+    ) -> list[tuple[int, GateDecision]]:
+        """`tool.before` hooks judge the calls the rules would run or ask about.
+
+        They can only tighten: deny (the model is told the hook's reason) or ask a
+        person; an allow leaves the rules' verdict. Hooks that keep failing refuse the
+        calls they had to judge, so no call runs unjudged.
+        """
+        calls = [
+            HookCall(
+                ord=o,
+                call_id=d.call.call_id,
+                tool=d.call.name,
+                arguments=d.canonical_arguments,
+                subject=d.subject,
+                risk=d.spec.risk,
+                verdict="run" if d.verdict == "run" else "ask",
+            )
+            for o, d in decisions
+            if d.verdict in ("run", "ask")
+            and d.spec is not None
+            and d.spec.group != "interact"
+            and hooks_for(run.agent.hooks, "tool.before", d.call.name)
+        ]
+        if not calls:
+            return decisions
+        judged = BeforeHooksInput(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            agent=run.agent.name,
+            step=self._state.step,
+            hooks=hooks_for(run.agent.hooks, "tool.before"),
+            calls=calls,
+        )
+        try:
+            result = await run_activity(
+                PluginHooks.tool_before_hooks, judged, timeouts.HOOK_CALL, summary="tool.before"
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            failed = (
+                f"Error: this call did not run: the tool.before hooks that must judge it "
+                f"failed ({err.cause or err}). Tell the user; retrying will not help."
+            )
+            refused = {c.ord for c in calls}
+            return [
+                (o, dataclasses.replace(d, verdict="deny", message=failed, hook="failed"))
+                if o in refused
+                else (o, d)
+                for o, d in decisions
+            ]
+        verdicts = {v.ord: v for v in result.verdicts}
+        judged_decisions: list[tuple[int, GateDecision]] = []
+        for ord_, decision in decisions:
+            verdict = verdicts.get(ord_)
+            if verdict is not None and verdict.action == "deny":
+                decision = dataclasses.replace(
+                    decision,
+                    verdict="deny",
+                    hook=verdict.hook,
+                    message=(
+                        f"Error: {decision.call.name} was refused by the hook {verdict.hook}: "
+                        f"{verdict.reason or 'no reason given'}. Do not retry it unchanged."
+                    ),
+                )
+            elif verdict is not None and verdict.action == "ask":
+                decision = dataclasses.replace(decision, verdict="ask", hook=verdict.hook)
+            judged_decisions.append((ord_, decision))
+        return judged_decisions
+
+    async def _after_hooks(self, run: RunInput, call: ToolCallInput) -> ToolDigest | GateResult:
+        """`tool.after` hooks annotate or redact a held output before the model sees it.
+
+        Hooks that keep failing withhold the output: the model is told, the run goes on.
+        """
+        try:
+            return await run_activity(
+                PluginHooks.tool_after_hooks,
+                AfterHooksInput(
+                    call=call,
+                    agent=run.agent.name,
+                    hooks=hooks_for(run.agent.hooks, "tool.after", call.name),
+                ),
+                timeouts.HOOK_CALL,
+                summary=f"tool.after {call.name}",
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            return GateResult(
+                step=call.step,
+                ord=call.ord,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                content=(
+                    f"Error: {call.name} ran, but the tool.after hooks that must see its "
+                    f"output failed ({err.cause or err}), so the output is withheld."
+                ),
+                event_seq=self._take_seqs(2),
+            )
+
+    async def _run_end_hooks(
+        self, run: RunInput, status: RunStatus, reason: StopReason, error: str | None
+    ) -> None:
+        """`run.end` hooks (a notification, a ticket): the run's outcome stands whatever they do."""
+        try:
+            await run_activity(
+                PluginHooks.run_end_hooks,
+                RunEndInput(
+                    run_id=run.run_id,
+                    tenant_id=run.tenant_id,
+                    agent=run.agent.name,
+                    status=status,
+                    stop_reason=reason,
+                    error=error,
+                    hooks=hooks_for(run.agent.hooks, "run.end"),
+                ),
+                timeouts.HOOK_CALL,
+                summary="run.end",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("run.end hooks of %s failed: %s", run.run_id, err.cause)
 
     def _answer_is_final(self, ref: MessageRef) -> bool:
         """Expired requests may be asked again; every other answer is reused."""
@@ -888,7 +1029,12 @@ class AgentRunWorkflow:
         decision: GateDecision,
         *,
         interaction_id: str | None = None,
-    ) -> ToolDigest:
+    ) -> ToolDigest | GateResult:
+        held = (
+            decision.spec is not None
+            and decision.spec.group != "task"
+            and bool(hooks_for(run.agent.hooks, "tool.after", decision.call.name))
+        )
         call = ToolCallInput(
             run_id=run.run_id,
             step=self._state.step,
@@ -902,12 +1048,22 @@ class AgentRunWorkflow:
             tenant_id=run.tenant_id,
             allowed_by=_rule_text(decision) if interaction_id is None else None,
             network=decision.network,
+            hold_output=held,
         )
+        digest = await self._execute_tool(call, decision)
+        return await self._after_hooks(run, call) if held else digest
+
+    async def _execute_tool(self, call: ToolCallInput, decision: GateDecision) -> ToolDigest:
         summary = f"{call.name} {decision.subject}".strip()
         if decision.spec is not None and decision.spec.group == "mcp":
             # A call to another service: on record before the run goes on.
             return await run_activity(
                 ToolCalls.run_mcp_tool, call, timeouts.MCP_TOOL_CALL, summary=summary
+            )
+        if decision.spec is not None and decision.spec.group == "plugin":
+            # A plugin's code: on record before the run goes on, like a call to a service.
+            return await run_activity(
+                ToolCalls.run_plugin_tool, call, timeouts.PLUGIN_TOOL_CALL, summary=summary
             )
         # Short calls run in the worker that holds the workflow: one marker, no round trip.
         local = decision.spec is not None and self._tool_runs_local(decision.spec)
@@ -974,6 +1130,8 @@ class AgentRunWorkflow:
             local=True,
             summary=f"finish {status}",
         )
+        if hooks_for(run.agent.hooks, "run.end"):
+            await self._run_end_hooks(run, status, reason, error)
         # Terminal only once Postgres has the outcome, so readers never see it early.
         self._status = status
         self._stop_reason = reason

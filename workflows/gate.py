@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from workflows.mcp_tools import McpToolset
 from workflows.models import MessageRef, ToolCallRequest
 from workflows.permissions import PermissionRule, decide, network_allowed
+from workflows.plugin_refs import PluginToolset, argument_problems
 from workflows.tool_specs import TOOL_SPECS, TaskArgs, ToolSpec
 
 Verdict = Literal["run", "ask", "deny", "error", "cached"]
@@ -39,6 +40,8 @@ class GateDecision:
     """How long the call may run, if its arguments say (`ToolSpec.run_limit_of`)."""
     network: bool = False
     """A `bash` call a `network` rule lets reach the network."""
+    hook: str = ""
+    """The `tool.before` hook (`plugin/hook`) that denied the call or asked for it."""
 
     @property
     def payload_hash(self) -> str:
@@ -61,6 +64,7 @@ class ToolGate:
         agent_rules: list[PermissionRule] | None = None,
         mcp: McpToolset | None = None,
         subagents: list[str] | None = None,
+        plugins: PluginToolset | None = None,
     ) -> None:
         self._subagents = list(subagents or [])
         # `task` is offered exactly when there are sub-agents to run.
@@ -70,11 +74,16 @@ class ToolGate:
         self._allowed = [name for name in offered if name in TOOL_SPECS]
         self._agent_rules = list(agent_rules or [])
         self._mcp = mcp or McpToolset()
+        self._plugins = plugins or PluginToolset()
 
     @property
     def tool_names(self) -> list[str]:
         """The built-in tools offered to the model (MCP tools travel by reference)."""
         return list(self._allowed)
+
+    @property
+    def plugin_tool_names(self) -> list[str]:
+        return self._plugins.names
 
     @property
     def mcp_tool_names(self) -> list[str]:
@@ -83,7 +92,7 @@ class ToolGate:
     def _spec(self, name: str) -> ToolSpec | None:
         if name in self._allowed:
             return TOOL_SPECS[name]
-        return self._mcp.spec(name)
+        return self._mcp.spec(name) or self._plugins.spec(name)
 
     def check(
         self,
@@ -104,7 +113,9 @@ class ToolGate:
                         "Do without it, or say in your answer that it was unavailable."
                     ),
                 )
-            available = ", ".join([*self._allowed, *self._mcp.names]) or "none"
+            available = (
+                ", ".join([*self._allowed, *self._mcp.names, *self._plugins.names]) or "none"
+            )
             return GateDecision(
                 verdict="error",
                 call=call,
@@ -129,11 +140,14 @@ class ToolGate:
             )
         try:
             args = spec.args_model.model_validate(raw)
+            plugin_tool = self._plugins.ref(call.name) if spec.group == "plugin" else None
+            problems = "; ".join(argument_problems(plugin_tool, raw) if plugin_tool else [])
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}"
                 for err in exc.errors()
             )
+        if problems:
             return GateDecision(
                 verdict="error",
                 call=call,

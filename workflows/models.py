@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workflows.permissions import PermissionRule
+from workflows.plugin_refs import HookRef, PluginToolRef
 from workflows.tool_specs import Risk
 
 Trigger = Literal["api", "cli", "a2a", "schedule", "parent"]
@@ -137,6 +138,12 @@ class AgentSpec(BaseModel):
     subagents: list[str] = Field(
         default_factory=list,
         description="Agents this one may run through the `task` tool; none: no `task` tool.",
+    )
+    plugin_tools: list[PluginToolRef] = Field(
+        default_factory=list, description="The plugin tools of `tools`, as the gate judges them."
+    )
+    hooks: list[HookRef] = Field(
+        default_factory=list, description="The installed plugins' hooks, in the order they run."
     )
 
 
@@ -437,6 +444,9 @@ class LlmStepInput(BaseModel):
     context_window: int | None = Field(
         default=None, description="The agent file's context window for the model, if any."
     )
+    plugin_tools: list[str] = Field(
+        default_factory=list, description="Plugin tools to offer, described by the worker."
+    )
 
 
 class CompactionNeed(BaseModel):
@@ -509,6 +519,10 @@ class ToolCallInput(BaseModel):
     )
     network: bool = Field(
         default=False, description="A `network` rule lets this command reach the network."
+    )
+    hold_output: bool = Field(
+        default=False,
+        description="Keep the output aside for `tool.after` hooks instead of answering with it.",
     )
 
 
@@ -781,3 +795,64 @@ class WebhookReceipt(BaseModel):
 
     status_code: int
     attempt: int
+
+
+class HookCall(BaseModel):
+    """One tool call the rules would run or ask about, as `tool.before` hooks see it."""
+
+    ord: int
+    call_id: str
+    tool: str
+    arguments: str = Field(description="The canonical JSON arguments.")
+    subject: str
+    risk: Risk
+    verdict: Literal["run", "ask"] = Field(description="What the permission rules decided.")
+
+
+class BeforeHooksInput(BaseModel):
+    """Input of `tool_before_hooks`: one step's calls, judged by every applicable hook."""
+
+    run_id: str
+    tenant_id: str = "default"
+    agent: str
+    step: int
+    hooks: list[HookRef]
+    calls: list[HookCall]
+
+
+HookAction = Literal["allow", "deny", "ask"]
+
+
+class HookVerdict(BaseModel):
+    """What the hooks made of one call: the first `deny` wins, else any `ask`."""
+
+    ord: int
+    action: HookAction = "allow"
+    hook: str = Field(default="", description="`plugin/hook` that decided, if any did.")
+    reason: str = ""
+
+
+class BeforeHooksResult(BaseModel):
+    """Output of `tool_before_hooks`, one verdict per call."""
+
+    verdicts: list[HookVerdict] = Field(default_factory=list)
+
+
+class AfterHooksInput(BaseModel):
+    """Input of `tool_after_hooks`: the held output of one call, to annotate or redact."""
+
+    call: ToolCallInput
+    agent: str
+    hooks: list[HookRef]
+
+
+class RunEndInput(BaseModel):
+    """Input of `run_end_hooks`: the outcome of a finished run."""
+
+    run_id: str
+    tenant_id: str = "default"
+    agent: str
+    status: RunStatus
+    stop_reason: StopReason
+    error: str | None = None
+    hooks: list[HookRef]

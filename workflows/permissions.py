@@ -1,8 +1,9 @@
 """Permission rules: which tool calls run, which ask a person, which are refused.
 
 A rule is `{permission, pattern, action}`. `permission` is a tool name, a group
-(`read`, `edit`, `bash`, `interact`, `mcp`) or `*`, or for tools from MCP servers a
-glob over `mcp:<server>:<tool>` (`mcp:*`, `mcp:tickets:*`); `pattern` is a glob over
+(`read`, `edit`, `bash`, `interact`, `mcp`, `plugin`) or `*`, or for tools from MCP
+servers a glob over `mcp:<server>:<tool>` (`mcp:*`, `mcp:tickets:*`), for plugin tools
+over `plugin:<plugin>:<tool>`; `pattern` is a glob over
 the call's subject (a path, a command line, an MCP call's arguments as JSON). Rules
 are merged defaults → agent → session and the last match wins. A write, exec or
 external call that no rule matches asks.
@@ -40,18 +41,18 @@ DEFAULT_RULES: list[PermissionRule] = [
 
 
 def rule_matches(rule: PermissionRule, spec: ToolSpec, subject: str) -> bool:
-    if rule.permission not in ("*", spec.name, spec.group) and not _mcp_permission_matches(
+    if rule.permission not in ("*", spec.name, spec.group) and not _named_permission_matches(
         rule.permission, spec
     ):
         return False
     return fnmatchcase(subject, rule.pattern)
 
 
-def _mcp_permission_matches(permission: str, spec: ToolSpec) -> bool:
-    """`mcp:*`, `mcp:tickets:*` or `mcp:tickets:lookup` against an MCP tool's name."""
+def _named_permission_matches(permission: str, spec: ToolSpec) -> bool:
+    """`mcp:tickets:*` against an MCP tool's name, `plugin:acme:*` against a plugin tool's."""
     return (
         bool(spec.permission)
-        and permission.startswith("mcp:")
+        and permission.startswith(("mcp:", "plugin:"))
         and fnmatchcase(spec.permission, permission)
     )
 

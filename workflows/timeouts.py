@@ -139,6 +139,31 @@ MCP_TOOL_CALL = ActivityOptions(
     schedule_to_close=timedelta(minutes=5) + STORE_OUTAGE_BUDGET,
 )
 
+# Plugin tools: a plugin's own code, on the workers that have it. Five minutes covers a
+# call to a slow service; the activity heartbeats, so a lost worker is noticed within
+# the heartbeat timeout. An acting call is claimed first, so retries never repeat it.
+PLUGIN_TOOL_CALL = ActivityOptions(
+    start_to_close=timedelta(minutes=5),
+    retry=TOOL_CALL.retry,
+    heartbeat=timedelta(seconds=30),
+    schedule_to_close=timedelta(minutes=5) + STORE_OUTAGE_BUDGET,
+)
+
+# Hooks of plugins (`tool.before`, `tool.after`, `run.end`): policy code that should
+# answer in seconds. Three attempts ride out a flaky dependency; a hook that fails all
+# three refuses the calls it judges (or withholds the output it sees) rather than stall
+# the run, and the model is told why.
+HOOK_ATTEMPTS = 3
+HOOK_CALL = ActivityOptions(
+    start_to_close=timedelta(seconds=60),
+    retry=RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=5),
+        maximum_attempts=HOOK_ATTEMPTS,
+    ),
+)
+
 # -- records in Postgres -------------------------------------------------------------
 
 # Reads and idempotent writes of a few milliseconds, so the run records them as

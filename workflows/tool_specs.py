@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Risk = Literal["read", "write", "exec", "external"]
-PermissionGroup = Literal["read", "edit", "bash", "interact", "mcp", "task"]
+PermissionGroup = Literal["read", "edit", "bash", "interact", "mcp", "task", "plugin"]
 
 MAX_WRITE_BYTES = 1_000_000
 
@@ -159,7 +159,8 @@ class ToolSpec(BaseModel):
     args_model: type[ToolArgs]
     subject_of: Callable[[ToolArgs], str]
     permission: str = ""
-    """An MCP tool's permission name, `mcp:<server>:<tool>`; rules match it as a glob."""
+    """An MCP tool's permission name, `mcp:<server>:<tool>`, or a plugin tool's,
+    `plugin:<plugin>:<tool>`; rules match it as a glob."""
     run_limit_of: Callable[[ToolArgs], int] | None = None
     """Seconds a call may run, by its arguments (a command's own `timeout_s`); None: the
     tools' default. The activity's timeout follows it, so a long command is not cut off."""

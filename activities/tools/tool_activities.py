@@ -11,17 +11,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jsonschema.validators import validator_for
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
 from activities.store.audit import AuditLog, policy_entry
+from activities.store.held_output_store import HeldOutputStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
 from activities.store.run_store import Store
 from activities.tool_events import tool_events
 from activities.tools.acting_tools import Begin
 from activities.tools.file_tools import ToolOutput
-from activities.tools.implementations import ToolContext, implementation_of
+from activities.tools.implementations import ToolContext as BuiltinContext
+from activities.tools.implementations import implementation_of
 from activities.tools.mcp_client import McpClient
 from activities.tools.sandbox import Sandbox
 from activities.tools.workspace import Workspace
@@ -37,6 +41,8 @@ MAX_ARGUMENT_PROBLEMS = 5
 HEARTBEAT_EVERY_S = 2.0
 # How long the thread running a tool waits for Postgres to record that it starts.
 START_RECORD_TIMEOUT_S = 60.0
+# A plugin tool's answer beyond this is cut (the context budget caps what the model sees).
+MAX_PLUGIN_OUTPUT_CHARS = 1_000_000
 
 T = TypeVar("T")
 
@@ -58,6 +64,7 @@ class ToolActivities(ToolCalls):
         *,
         mcp: McpClient,
         sandbox: Sandbox,
+        plugins: PluginCode | None = None,
     ) -> None:
         self._store = store
         self._interactions = interactions
@@ -66,6 +73,8 @@ class ToolActivities(ToolCalls):
         self._mcp = mcp
         self._sandbox = sandbox
         self._mcp_tools = McpToolStore(store.pool)
+        self._plugins = plugins
+        self._held = HeldOutputStore(store.pool)
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolDigest:
@@ -87,6 +96,56 @@ class ToolActivities(ToolCalls):
             return stored
         output = await self._call_mcp_tool(call)
         return await self._record(call, output)
+
+    @activity.defn(name="run_plugin_tool")
+    async def run_plugin_tool(self, call: ToolCallInput) -> ToolDigest:
+        """Run an installed plugin's tool; an acting one is claimed first, like every other."""
+        stored = await self._stored_digest(call)
+        if stored is not None:
+            return stored
+        output = await _with_heartbeats(self._call_plugin_tool(call))
+        return await self._record(call, output)
+
+    async def _call_plugin_tool(self, call: ToolCallInput) -> ToolOutput:
+        tool = self._plugins.tool(call.name) if self._plugins is not None else None
+        if tool is None:
+            return ToolOutput(
+                text=(
+                    f"Error: the plugin that provides {call.name} is not installed on the "
+                    "worker that took this call, so it did not run."
+                ),
+                is_error=True,
+            )
+        try:
+            args = tool.args_model.model_validate_json(call.arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}"
+                for err in exc.errors()[:MAX_ARGUMENT_PROBLEMS]
+            )
+            return ToolOutput(
+                text=(
+                    f"Error: invalid arguments for {call.name}: {problems}. "
+                    "Fix the arguments to match the tool's schema and call it again."
+                ),
+                is_error=True,
+            )
+        workspace = self._workspace_of(call)
+        if isinstance(workspace, ToolOutput):
+            return workspace
+        if not tool.read_only:
+            claimant = uuid.uuid4().hex
+            answered = await self._claim_or_answer(call, claimant)
+            if answered is not None:
+                return answered
+            if not await self._store.execution_starts(call.run_id, call.step, call.ord, claimant):
+                return ToolOutput(text=UNKNOWN_OUTCOME.format(tool=call.name), is_error=True)
+        elif call.interaction_id is not None:
+            await self._interactions.mark(
+                call.run_id, call.interaction_id, "executing", when="approved"
+            )
+        context = ToolContext(run_id=call.run_id, tenant_id=call.tenant_id, workspace=workspace)
+        return await _run_plugin_tool(tool, args, context)
 
     async def _call_mcp_tool(self, call: ToolCallInput) -> ToolOutput:
         tool = await self._mcp_tools.get(call.run_id, call.name)
@@ -120,15 +179,43 @@ class ToolActivities(ToolCalls):
         )
 
     async def _stored_digest(self, call: ToolCallInput) -> ToolDigest | None:
-        """A retry after the output was stored: answer from the store, run nothing."""
+        """A retry after the output was stored (or held): answer from the store, run nothing."""
         stored = await self._store.get_message(call.run_id, call.step, call.ord)
         if stored is None:
-            return None
+            held = (
+                await self._held.get(call.run_id, call.step, call.ord) if call.hold_output else None
+            )
+            return ToolDigest(is_error=held[1]) if held is not None else None
         repeats = await self._store.output_repeats(call.run_id, call.step, stored.sha256 or "")
         return ToolDigest(is_error=stored.is_error, stale=repeats)
 
     async def _record(self, call: ToolCallInput, output: ToolOutput) -> ToolDigest:
-        """Store the output as the call's tool message, with its two events."""
+        """Store the output as the call's tool message, with its two events.
+
+        An output for `tool.after` hooks is held aside instead: `answer_held` stores what
+        the hooks leave of it."""
+        if call.hold_output:
+            await self._held.hold(call.run_id, call.step, call.ord, output.text, output.is_error)
+            return ToolDigest(is_error=output.is_error)
+        return await self.answer(call, output)
+
+    async def held_output(self, call: ToolCallInput) -> ToolOutput | None:
+        """The output held for hooks; None once it has been answered (or was never held)."""
+        held = await self._held.get(call.run_id, call.step, call.ord)
+        return ToolOutput(text=held[0], is_error=held[1]) if held is not None else None
+
+    async def stored_digest(self, call: ToolCallInput) -> ToolDigest | None:
+        """The digest of a call already answered, or None."""
+        return await self._stored_digest(call.model_copy(update={"hold_output": False}))
+
+    async def answer_held(self, call: ToolCallInput, output: ToolOutput) -> ToolDigest:
+        """Store what the hooks left of a held output as the answer, and drop the held one."""
+        digest = await self.answer(call, output)
+        await self._held.release(call.run_id, call.step, call.ord)
+        return digest
+
+    async def answer(self, call: ToolCallInput, output: ToolOutput) -> ToolDigest:
+        """Store `output` as the call's answer: its tool message and events."""
         repeats = await self._store.put_tool_message(
             run_id=call.run_id,
             step=call.step,
@@ -206,11 +293,8 @@ class ToolActivities(ToolCalls):
             )
         return None
 
-    def _execute(self, call: ToolCallInput, begin: Begin) -> ToolOutput:
-        spec = TOOL_SPECS.get(call.name)
-        implementation = implementation_of(spec) if spec is not None else None
-        if implementation is None:
-            raise ApplicationError(f"No implementation of tool {call.name}", non_retryable=True)
+    def _workspace_of(self, call: ToolCallInput) -> Workspace | ToolOutput:
+        """The run's workspace, or the error the model gets when it is not a usable one."""
         root = Path(call.workspace).resolve()
         if not root.is_relative_to(self._allowed_root):
             return ToolOutput(
@@ -218,10 +302,19 @@ class ToolActivities(ToolCalls):
                 is_error=True,
             )
         try:
-            workspace = Workspace(root)
+            return Workspace(root)
         except ValueError as exc:
             return ToolOutput(text=f"Error: {exc}", is_error=True)
-        context = ToolContext(
+
+    def _execute(self, call: ToolCallInput, begin: Begin) -> ToolOutput:
+        spec = TOOL_SPECS.get(call.name)
+        implementation = implementation_of(spec) if spec is not None else None
+        if implementation is None:
+            raise ApplicationError(f"No implementation of tool {call.name}", non_retryable=True)
+        workspace = self._workspace_of(call)
+        if isinstance(workspace, ToolOutput):
+            return workspace
+        context = BuiltinContext(
             workspace=workspace, sandbox=self._sandbox, network=call.network, begin=begin
         )
         return implementation.run(context, call.arguments)
@@ -229,6 +322,19 @@ class ToolActivities(ToolCalls):
 
 def _go() -> bool:
     return True
+
+
+async def _run_plugin_tool(tool: PluginTool, args: object, context: ToolContext) -> ToolOutput:
+    """The plugin's answer; what it raises is the call's error, told to the model."""
+    try:
+        text = await call_plugin(tool.run, args, context)
+    except Exception as exc:  # the plugin's failure is the call's, not the worker's
+        log.warning("plugin tool %s failed: %s", tool.name, type(exc).__name__)
+        return ToolOutput(text=f"Error: {tool.name} failed: {exc}", is_error=True)
+    text = text if isinstance(text, str) else str(text)
+    if len(text) > MAX_PLUGIN_OUTPUT_CHARS:
+        text = text[:MAX_PLUGIN_OUTPUT_CHARS] + f"\n[cut at {MAX_PLUGIN_OUTPUT_CHARS} characters]"
+    return ToolOutput(text=text)
 
 
 async def _with_heartbeats(work: Awaitable[T]) -> T:

@@ -19,6 +19,7 @@ from temporalio import activity, workflow
 
 from activities.a2a_client import A2AClientActivities
 from activities.context import CompactionActivities
+from activities.hooks import HookActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.retention import RetentionActivities
@@ -43,6 +44,7 @@ IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.A2ADelegation: A2AClientActivities,
     activity_refs.Subagents: SubagentActivities,
     activity_refs.RetentionPurges: RetentionActivities,
+    activity_refs.PluginHooks: HookActivities,
 }
 WORKFLOWS = Path(__file__).parents[2] / "workflows"
 
@@ -122,6 +124,10 @@ class OtherResult(activity_refs.ToolCalls):
     async def run_mcp_tool(self, call: LlmStepInput) -> ToolDigest:  # type: ignore[override]
         return ToolDigest()
 
+    @activity.defn(name="run_plugin_tool")
+    async def run_plugin_tool(self, call: ToolCallInput) -> ToolDigest:
+        return ToolDigest()
+
 
 class Missing(activity_refs.ToolCalls):
     @activity.defn(name="run_tool")
@@ -130,6 +136,10 @@ class Missing(activity_refs.ToolCalls):
 
     @activity.defn(name="run_shell")
     async def run_shell(self, call: ToolCallInput) -> ToolDigest:
+        return ToolDigest()
+
+    @activity.defn(name="run_plugin_tool")
+    async def run_plugin_tool(self, call: ToolCallInput) -> ToolDigest:
         return ToolDigest()
 
 
