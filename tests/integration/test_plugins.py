@@ -1,0 +1,216 @@
+"""Plugins end to end: the example plugin installed, a real worker, model and Postgres.
+
+Its tools run as activities through the gate, rules and approvals; its hooks deny,
+redact and notify; a hook that keeps failing is retried, then refuses the call; and a
+broken plugin installed beside it is refused while the worker starts anyway.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from temporalio.client import Client
+
+from activities.store.run_store import Store
+from tests.conftest import in_process_worker
+from tests.integration.runs import start_run
+from tests.integration.test_approvals import executions
+from tests.integration.test_mcp_tools import approve, call, history_text, pending, tool_messages
+from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
+from worker.agent_catalog import AgentCatalog
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.settings import Settings
+from workflows import timeouts
+from workflows.models import AgentSpec
+from workflows.permissions import PermissionRule
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+
+# A hook that always fails, on `search_code` only; it counts its attempts.
+FRAGILE = """
+from worker.plugins import Plugin, PluginHook
+
+ATTEMPTS = []
+
+def judge(call):
+    ATTEMPTS.append(call.tool)
+    raise ConnectionError("the policy service is down")
+
+plugin = Plugin(
+    manifest={"name": "fragile", "version": "1.0.0", "kinds": ["hook"]},
+    hooks=[PluginHook(name="policy_service", event="tool.before", run=judge,
+                      tools="search_code")],
+)
+"""
+BROKEN = 'from worker.plugins import Plugin\nplugin = Plugin(manifest={"name": "broken"})\n'
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> Iterator[Path]:
+    """The example plugin, a fragile hook and a broken plugin, installed for one test."""
+    site = tmp_path / "site"
+    site.mkdir()
+    modules = install_project(EXAMPLE_PLUGIN, site)
+    modules += install_module(
+        site, "fragile", "fragile_hook", FRAGILE, {"fragile": "fragile_hook:plugin"}
+    )
+    modules += install_module(
+        site, "broken", "broken_plugin", BROKEN, {"broken": "broken_plugin:plugin"}
+    )
+    with on_path(site, modules):
+        yield site
+
+
+def agent(name: str, *rules: PermissionRule) -> AgentSpec:
+    spec = AgentCatalog.load().get(name)
+    assert spec is not None
+    return spec.model_copy(update={"permissions": [*spec.permissions, *rules]})
+
+
+async def audit_of(database_url: str, run_id: str) -> list[dict[str, Any]]:
+    async with await psycopg.AsyncConnection.connect(database_url, row_factory=dict_row) as conn:
+        cur = await conn.execute(
+            "SELECT action, subject, detail FROM audit_log WHERE subject LIKE %s ORDER BY id",
+            (f"{run_id}/%",),
+        )
+        return list(await cur.fetchall())
+
+
+async def events_text(database_url: str, run_id: str) -> str:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute("SELECT data::text FROM events WHERE run_id = %s", (run_id,))
+        return "\n".join(row[0] for row in await cur.fetchall())
+
+
+async def test_plugin_tools_run_as_activities_ask_when_they_write_and_obey_deny_rules(
+    installed: Path,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    database_url: str,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        call("word_count", path="README.md"),
+                        call("append_note", path="NOTES.md", text="README measured"),
+                    ]
+                ),
+                Turn(tool_calls=[call("append_note", path="secret/keys.md", text="x")]),
+                Turn(content="Measured and noted."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace)
+    deny = PermissionRule(permission="plugin:example:*", pattern="secret/*", action="deny")
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=agent("notes", deny))
+        asked = await pending(handle)
+        # A write with no rule asks, and the model has the plugin's own schema.
+        assert (asked.tool, asked.risk, asked.subject) == ("append_note", "write", "NOTES.md")
+        offered = {t["function"]["name"]: t["function"] for t in llm.last_request(0)["tools"]}
+        assert offered["append_note"]["description"].startswith("Append one line")
+        assert offered["append_note"]["parameters"]["required"] == ["path", "text"]
+        assert not (workspace / "NOTES.md").exists()
+        await approve(handle, asked)
+        result = await handle.result()
+
+    assert result.status == "completed"
+    first, second = tool_messages(llm, 1), tool_messages(llm, 2)
+    assert first == ["README.md: 1 lines, 2 words, 10 characters", "Appended one line to NOTES.md."]
+    assert (workspace / "NOTES.md").read_text() == "README measured\n"
+    assert "denied by policy (rule plugin:example:* secret/*)" in second[-1]
+    assert not (workspace / "secret").exists()
+    # Both ran as the plugin tool activity; the write was claimed once, as built-ins are.
+    assert (await history_text(handle)).count('"run_plugin_tool"') >= 2
+    assert await executions(database_url, result.run_id) == 1
+    approved = [
+        a
+        for a in await audit_of(database_url, result.run_id)
+        if a["action"].startswith("interaction")
+    ]
+    assert approved, "the approval was not audited"
+
+
+async def test_hooks_deny_redact_notify_and_a_failing_hook_refuses_the_call(
+    installed: Path,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    database_url: str,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    notified = tmp_path / "notified.jsonl"
+    monkeypatch.setenv("KEEL_EXAMPLE_NOTIFY_FILE", str(notified))
+    (workspace / ".env").write_text(f"OPENAI_API_KEY={SECRET}\n")
+    (workspace / "config.txt").write_text(f"endpoint = https://api.example\nkey = {SECRET}\n")
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        call("read_file", path=".env"),
+                        call("read_file", path="config.txt"),
+                    ]
+                ),
+                Turn(tool_calls=[call("search_code", pattern="endpoint")]),
+                Turn(content="Done."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace)
+    catalog = AgentCatalog.load()
+    reports = {r.entry_point: r for r in catalog.plugins.report()}
+    assert reports["broken"].status == "refused"
+    assert "manifest.version: Field required" in reports["broken"].reason
+    import fragile_hook
+
+    async with in_process_worker(temporal_client, store, settings):  # starts despite `broken`
+        handle = await start_run(temporal_client, settings, workspace, spec=agent("review"))
+        result = await handle.result()
+
+    assert result.status == "completed"
+    env, config = tool_messages(llm, 1)
+    assert env == (
+        "Error: read_file was refused by the hook example/no_env_files: .env files hold "
+        "secrets; they are not for agents to touch. Do not retry it unchanged."
+    )
+    assert SECRET not in config and "key = [redacted]" in config
+    assert config.endswith("[example/redact_api_keys] 1 API key(s) were redacted from this output.")
+    # The secret reached neither the model, the stored events nor the history.
+    assert SECRET not in json.dumps(llm.last_request(2))
+    assert SECRET not in await events_text(database_url, result.run_id)
+    assert SECRET not in await history_text(handle)
+
+    search = tool_messages(llm, 2)[-1]
+    assert search.startswith("Error: this call did not run: the tool.before hooks that must judge")
+    assert "the policy service is down" in search
+    assert fragile_hook.ATTEMPTS == ["search_code"] * timeouts.HOOK_ATTEMPTS
+
+    audit = await audit_of(database_url, result.run_id)
+    before = [a["detail"] for a in audit if a["action"] == "hook.tool_before"]
+    assert {"hook": "example/no_env_files", "action": "deny"}.items() <= before[0].items()
+    # .env denied, config.txt allowed, search_code allowed by the example (then the
+    # fragile hook failed): each decision audited once, however often it was retried.
+    assert [d["action"] for d in before] == ["deny", "allow", "allow"]
+    after = [a["detail"] for a in audit if a["action"] == "hook.tool_after"]
+    assert [(d["tool"], d["replaced"]) for d in after] == [("read_file", True)]
+    ended = [json.loads(line) for line in notified.read_text().splitlines()]
+    assert ended == [
+        {"run_id": result.run_id, "status": "completed", "stop_reason": "final_answer"}
+    ]
