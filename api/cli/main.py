@@ -24,6 +24,7 @@ from api.cli.console_link import console_link
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.mcp_stdio import serve_stdio
 from api.cli.payload_keys import keys_app
+from api.cli.plugins import plugins_app
 from api.cli.progress import Decider, follow_run, terminal_decider
 from api.cli.retention import retention_app
 from api.cli.schedules import schedules_app
@@ -43,6 +44,7 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
+app.add_typer(plugins_app, name="plugins")
 console = Console()
 err_console = Console(stderr=True)
 

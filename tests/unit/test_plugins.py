@@ -7,6 +7,9 @@ temporary directory on `sys.path`, so discovery goes through `importlib.metadata
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +47,9 @@ def tool_plugin(target: Path, module: str, manifest: dict[str, object], tool: st
 
 def manifest(name: str, **fields: object) -> dict[str, object]:
     return {"name": name, "version": "1.0.0", "kinds": ["tool"], **fields}
+
+
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture
@@ -256,3 +262,37 @@ def test_the_tool_name_itself_is_a_permission_too(example_gate: ToolGate) -> Non
         plugins=PluginToolset(tuple(notes.plugin_tools)),
     )
     assert check(gate, "word_count", path="README.md")[0] == "deny"
+
+
+def test_keel_plugins_list_shows_what_is_loaded_and_what_is_refused(
+    site: tuple[Path, list[str]],
+) -> None:
+    target, modules = site
+    modules += install_project(EXAMPLE_PLUGIN, target)
+    modules += tool_plugin(target, "clash", manifest("clash"), "bash")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(ROOT)])}
+    listed = subprocess.run(
+        [sys.executable, "-m", "api.cli.main", "plugins", "list", "--json", "--strict"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 1, listed.stderr  # --strict: one was refused
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["name"] or r["entry_point"], r["status"]) for r in rows] == [
+        ("example", "loaded"),
+        ("clash", "refused"),
+    ]
+    assert rows[0]["tools"] == ["word_count", "append_note"]
+    assert rows[1]["reason"].startswith("tools: 'bash' is the name of a built-in tool")
+    table = subprocess.run(
+        [sys.executable, "-m", "api.cli.main", "plugins", "list"],
+        env={**env, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "keel-example-plugin 0.1.0" in table.stdout and "refused" in table.stdout
