@@ -29,6 +29,8 @@ from activities.context.budget import (
 from activities.genai_spans import note_finish, note_messages, note_response_model
 from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
+from activities.providers.anthropic_messages import AnthropicMessages
+from activities.providers.anthropic_messages import serves as anthropic_serves
 from activities.run_records import open_run
 from activities.store.audit import AuditLog, policy_entry
 from activities.store.mcp_tool_store import McpToolStore
@@ -72,6 +74,7 @@ class LlmActivities(LlmCalls):
         prices: dict[str, ModelPrice] | None = None,
         budget: ContextBudget | None = None,
         plugins: PluginCode | None = None,
+        anthropic: AnthropicMessages | None = None,
     ) -> None:
         self._client = client
         self._store = store
@@ -79,6 +82,7 @@ class LlmActivities(LlmCalls):
         self._prices = prices or {}
         self._budget = budget
         self._plugins = plugins
+        self._anthropic = anthropic
         self._mcp_tools = McpToolStore(store.pool)
         self._runs = RunTreeStore(store.pool)
 
@@ -303,6 +307,8 @@ class LlmActivities(LlmCalls):
     async def _complete(
         self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tuple[dict[str, Any], Usage, str]:
+        if anthropic_serves(step.model):
+            return await self._complete_anthropic(step, messages, tools)
         # The conversation and tools go in `extra_body`: the client's request transform
         # walks every message with type introspection (milliseconds a call, growing with
         # the conversation) and changes nothing in chat payloads. The request on the
@@ -341,6 +347,24 @@ class LlmActivities(LlmCalls):
                 f"LLM stream from {self._client.base_url} broke: {type(exc).__name__}: {exc}",
                 type="LlmUnavailable",
             ) from exc
+
+    async def _complete_anthropic(
+        self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], Usage, str]:
+        """A `claude-…` (or `anthropic/…`) model: the Messages API, streamed the same way."""
+        provider = self._anthropic
+        if provider is None:
+            raise ApplicationError(
+                f"The model {step.model} is served by Anthropic, and this worker has no "
+                "ANTHROPIC_API_KEY; set it (and ANTHROPIC_BASE_URL for another endpoint).",
+                type="LlmRequestRejected",
+                non_retryable=True,
+            )
+        deltas = _DeltaPublisher(self._store, step.run_id, step.step, activity.info().attempt)
+        async with deltas:
+            return await provider.complete(
+                step.model, messages, tools, step.tool_choice, on_text=deltas.add
+            )
 
 
 def _digest(tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int) -> LlmStepResult:

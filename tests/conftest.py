@@ -125,7 +125,7 @@ async def in_process_worker(
     parts = build_worker(client, store, settings)
     async with parts.worker:
         yield
-    await parts.llm.close()
+    await parts.close_clients()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+import anthropic
 import openai
 from temporalio.client import Client
 from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
@@ -19,6 +20,7 @@ from activities.context import CompactionActivities, ContextBudget
 from activities.hooks import HookActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
+from activities.providers.anthropic_messages import AnthropicMessages
 from activities.retention import RetentionActivities
 from activities.run_records import RunRecordActivities
 from activities.store.audit import AuditLog
@@ -66,6 +68,19 @@ def openai_client(settings: Settings) -> openai.AsyncOpenAI:
     )
 
 
+def anthropic_provider(settings: Settings) -> AnthropicMessages | None:
+    """The Messages API adapter, when a key is set; one attempt a call, like OpenAI's."""
+    if settings.anthropic_api_key is None:
+        return None
+    client = anthropic.AsyncAnthropic(
+        base_url=settings.anthropic_base_url,
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        max_retries=0,
+        timeout=settings.llm_timeout_s,
+    )
+    return AnthropicMessages(client, settings.anthropic_max_tokens)
+
+
 def worker_interceptors(settings: Settings) -> list[Interceptor]:
     """Keel's metrics and GenAI spans, each only when configured.
 
@@ -94,6 +109,13 @@ class WorkerParts:
     worker: Worker
     store: Store
     llm: openai.AsyncOpenAI
+    anthropic: AnthropicMessages | None = None
+
+    async def close_clients(self) -> None:
+        """The model clients' connections, once the worker has stopped."""
+        await self.llm.close()
+        if self.anthropic is not None:
+            await self.anthropic.close()
 
 
 def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
@@ -109,8 +131,11 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         default_window=settings.model_context_window,
         enabled=settings.context_budget,
     )
-    llm_activities = LlmActivities(llm, store, audit, settings.prices, budget, plugins=plugins)
-    compaction_activities = CompactionActivities(llm, store, budget)
+    messages_api = anthropic_provider(settings)
+    llm_activities = LlmActivities(
+        llm, store, audit, settings.prices, budget, plugins=plugins, anthropic=messages_api
+    )
+    compaction_activities = CompactionActivities(llm, store, budget, anthropic=messages_api)
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
     tool_activities = ToolActivities(
@@ -174,7 +199,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
         ),
     )
-    return WorkerParts(worker=worker, store=store, llm=llm)
+    return WorkerParts(worker=worker, store=store, llm=llm, anthropic=messages_api)
 
 
 def installed_plugins() -> PluginRegistry:
@@ -228,7 +253,7 @@ async def running_worker(settings: Settings) -> AsyncIterator[WorkerParts]:
         finally:
             await parts.worker.shutdown()
             await asyncio.gather(task, return_exceptions=True)
-            await parts.llm.close()
+            await parts.close_clients()
     finally:
         await store.close()
 

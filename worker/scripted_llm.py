@@ -56,6 +56,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from worker import scripted_anthropic as anthropic_api
 from worker.scripted_delegator import PART_CUE, DelegatingReviewer
 from worker.scripted_reviewer import (
     asks_for_summary,
@@ -212,6 +213,8 @@ class ScriptedLLMServer:
         self._requests_by_conversation: collections.Counter[tuple[str, int]] = collections.Counter()
         self._total_requests = 0
         self._last_requests: dict[int, dict[str, Any]] = {}
+        self.streamed_messages = 0
+        """Messages API replies sent as server-sent events."""
         self._sizes: list[RequestSize] = []
         self._previous: tuple[str, list[tuple[str, int]]] | None = None
         self._server: uvicorn.Server | None = None
@@ -219,6 +222,7 @@ class ScriptedLLMServer:
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+                Route("/v1/messages", self._messages, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
@@ -372,12 +376,44 @@ class ScriptedLLMServer:
         model = {"id": self.script.name, "object": "model", "created": 0, "owned_by": "keel"}
         return JSONResponse({"object": "list", "data": [model]})
 
-    async def _chat_completions(self, request: Request) -> Response:
-        with self._lock:
-            self._total_requests += 1
+    async def _messages(self, request: Request) -> Response:
+        """Anthropic's Messages API over the same script (`worker.scripted_anthropic`)."""
         try:
             body = await request.json()
         except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("max_tokens"), int):
+            failed = _error("A Messages request is a JSON object with `max_tokens`.")
+            return JSONResponse(anthropic_api.error_body(400, json.loads(bytes(failed.body))), 400)
+        answer = await self._chat(anthropic_api.chat_request(body))
+        reply = json.loads(bytes(answer.body))
+        if answer.status_code != 200:
+            headers = {k: v for k, v in answer.headers.items() if k.lower() == "retry-after"}
+            error = anthropic_api.error_body(answer.status_code, reply)
+            return JSONResponse(error, answer.status_code, headers=headers)
+        message = anthropic_api.message_body(reply)
+        if body.get("stream"):
+            with self._lock:
+                self.streamed_messages += 1
+            return StreamingResponse(
+                iter(list(anthropic_api.sse(message))),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        return JSONResponse(message)
+
+    async def _chat_completions(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        return await self._chat(body)
+
+    async def _chat(self, body: object) -> Response:
+        """The scripted answer to a chat-completions request body."""
+        with self._lock:
+            self._total_requests += 1
+        if body is None:
             return _error("The request body is not valid JSON; send a chat completion request.")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error("The request body needs a `messages` list.", param="messages")

@@ -38,6 +38,21 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr = Field(
         default=SecretStr("not-set"), validation_alias=_env("OPENAI_API_KEY")
     )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("ANTHROPIC_API_KEY"),
+        description="Models named `claude-…` or `anthropic/…` go to Anthropic's Messages API.",
+    )
+    anthropic_base_url: str = Field(
+        default="https://api.anthropic.com", validation_alias=_env("ANTHROPIC_BASE_URL")
+    )
+    anthropic_max_tokens: int = Field(
+        default=8192,
+        ge=1,
+        le=128_000,
+        validation_alias=_env("KEEL_ANTHROPIC_MAX_TOKENS"),
+        description="`max_tokens` of each Messages call (the API requires one).",
+    )
     model: str = Field(default="gpt-4.1-mini", validation_alias=_env("KEEL_MODEL"))
     model_context_window: int | None = Field(
         default=None,

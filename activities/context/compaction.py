@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.context.budget import ContextBudget, context_items, exceeded_limit
+from activities.providers import anthropic_messages
 from activities.store.context_store import StoredSummary
 from activities.store.run_store import Store
 from activities.tool_schemas import tool_definitions
@@ -48,8 +49,15 @@ SUMMARY_ROOM_SHARE = 0.2
 class CompactionActivities(ContextCompaction):
     """Summaries through the `openai` client; retries belong to Temporal."""
 
-    def __init__(self, client: openai.AsyncOpenAI, store: Store, budget: ContextBudget) -> None:
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        store: Store,
+        budget: ContextBudget,
+        anthropic: anthropic_messages.AnthropicMessages | None = None,
+    ) -> None:
         self._client = client
+        self._anthropic = anthropic
         self._store = store
         self._budget = budget
 
@@ -154,6 +162,8 @@ class CompactionActivities(ContextCompaction):
     async def _summarise(
         self, model: str, messages: list[dict[str, Any]]
     ) -> tuple[str, tuple[int, int]]:
+        if anthropic_messages.serves(model) and self._anthropic is not None:
+            return await self._anthropic.summarise(model, messages)
         completion = await self._client.chat.completions.create(
             model=model, messages=[], extra_body={"messages": messages}
         )

@@ -38,14 +38,14 @@ def flaky(status: int, times: int, retry_after_s: float | None = None) -> Script
 
 
 class ArrivalClock:
-    """ASGI middleware noting when each chat completion request arrives."""
+    """ASGI middleware noting when each model request (either API) arrives."""
 
     def __init__(self, app: ASGIApp, arrivals: list[float]) -> None:
         self.app = app
         self.arrivals = arrivals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+        if scope["type"] == "http" and scope["path"].endswith(("/chat/completions", "/messages")):
             self.arrivals.append(time.monotonic())
         await self.app(scope, receive, send)
 
