@@ -271,8 +271,8 @@ def _check_kinds(manifest: PluginManifest, plugin: Plugin) -> None:
     }
     if "provider" in manifest.kinds:
         raise PluginRefused(
-            "manifest.kinds: this Keel does not load provider plugins yet; "
-            "models are reached through the OpenAI-compatible adapter"
+            "manifest.kinds: this Keel does not load provider plugins yet; its "
+            "adapters are OpenAI-compatible chat completions and Anthropic Messages"
         )
     for kind, present in provided.items():
         if kind in manifest.kinds and not present:
