@@ -38,6 +38,14 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr = Field(
         default=SecretStr("not-set"), validation_alias=_env("OPENAI_API_KEY")
     )
+    github_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_GITHUB_TOKEN", "GITHUB_TOKEN"),
+        description="The `list_issues` tool's GitHub token; none: anonymous (public repos).",
+    )
+    github_api_url: str = Field(
+        default="https://api.github.com", validation_alias=_env("KEEL_GITHUB_API_URL")
+    )
     anthropic_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=_env("ANTHROPIC_API_KEY"),

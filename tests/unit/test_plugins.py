@@ -71,7 +71,7 @@ def test_the_example_plugin_loads_with_its_tools_hooks_and_agent(
     target, modules = site
     modules += install_project(EXAMPLE_PLUGIN, target)
     catalog = AgentCatalog.load()
-    [report] = catalog.plugins.report()
+    report = by_entry_point(catalog.plugins.report())["example"]
     assert report.status == "loaded"
     assert (report.name, report.version, report.source) == (
         "example",
@@ -145,7 +145,7 @@ def test_a_plugin_cannot_replace_a_built_in_or_an_earlier_plugin(
     )
     assert reports["d_same_name"].reason == "name: 'first' is already the name of a-first 1.0.0"
     assert reports["e_mcp"].reason.startswith("tools: 'mcp__x__y' is not a usable tool name")
-    assert set(registry.tool_refs()) == {"lookup"}
+    assert set(registry.tool_refs()) == {"lookup", "list_issues"}
 
 
 def test_a_plugin_that_fails_to_import_or_is_no_plugin_is_refused(
@@ -186,7 +186,7 @@ def test_a_plugin_agent_with_a_built_in_name_refuses_the_plugin(
         target, "agentish", "agentish", source, {"agentish": "agentish:plugin"}
     )
     catalog = AgentCatalog.load()
-    [report] = catalog.plugins.report()
+    report = by_entry_point(catalog.plugins.report())["agentish"]
     assert report.status == "refused"
     assert report.reason == (
         "agents: review.md: 'review' is the name of a built-in agent; a plugin cannot "
@@ -283,10 +283,11 @@ def test_keel_plugins_list_shows_what_is_loaded_and_what_is_refused(
     rows = [json.loads(line) for line in listed.stdout.splitlines()]
     assert [(r["name"] or r["entry_point"], r["status"]) for r in rows] == [
         ("example", "loaded"),
+        ("github", "loaded"),  # Keel's own, installed with it
         ("clash", "refused"),
     ]
     assert rows[0]["tools"] == ["word_count", "append_note"]
-    assert rows[1]["reason"].startswith("tools: 'bash' is the name of a built-in tool")
+    assert rows[2]["reason"].startswith("tools: 'bash' is the name of a built-in tool")
     table = subprocess.run(
         [sys.executable, "-m", "api.cli.main", "plugins", "list"],
         env={**env, "COLUMNS": "200"},
