@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gate import GateDecision, ToolGate
     from workflows.mcp_tools import McpToolset
     from workflows.models import (
+        MAX_ANSWER_CHARS,
         AfterHooksInput,
         AgentSpec,
         BeforeHooksInput,
@@ -354,6 +355,8 @@ class AgentRunWorkflow:
         state.tool_calls += len(decisions)
         if hooks_for(run.agent.hooks, "tool.before"):
             decisions = await self._before_hooks(run, decisions)
+        if run.local_tools:
+            decisions = [(o, _on_client(d, run.local_tools)) for o, d in decisions]
 
         asks = [(o, d) for o, d in decisions if d.verdict == "ask"]
         interactions = await self._open_interactions(run, asks)
@@ -572,7 +575,9 @@ class AgentRunWorkflow:
             question = decision.subject if decision.spec.group == "interact" else None
             interaction = Interaction(
                 id=subagents.interaction_id(run.run_id, run.parent_run_id, self._state.step, ord_),
-                kind="ask_user" if question is not None else "confirm",
+                kind="local_tool_result"
+                if decision.local
+                else ("ask_user" if question is not None else "confirm"),
                 step=self._state.step,
                 ord=ord_,
                 call_id=decision.call.call_id,
@@ -583,7 +588,10 @@ class AgentRunWorkflow:
                 subject=decision.subject,
                 question=question,
                 requester=run.requester,
-                approvers=self._approvers(run, decision.spec.risk),
+                # Only the client that started the run has the files a local call reads.
+                approvers=[run.requester]
+                if decision.local
+                else self._approvers(run, decision.spec.risk),
                 created_at=now,
                 expires_at=now + expires_after,
             )
@@ -654,6 +662,18 @@ class AgentRunWorkflow:
                 f"the approval request {interaction.id} for {interaction.tool} expired "
                 f"unanswered at {interaction.expires_at.isoformat()}"
             )
+        if interaction.kind == "local_tool_result":
+            return GateResult(
+                step=interaction.step,
+                ord=ord_,
+                call_id=interaction.call_id,
+                name=interaction.tool,
+                arguments=interaction.arguments,
+                content=_local_result(interaction),
+                is_error=interaction.status != "answered"
+                or (interaction.answer or "").startswith("Error:"),
+                event_seq=self._take_seqs(2),
+            )
         return GateResult(
             step=interaction.step,
             ord=ord_,
@@ -693,12 +713,26 @@ class AgentRunWorkflow:
                 f"{decision.approver} may not decide {interaction.id}; "
                 f"allowed: {', '.join(interaction.approvers) or 'nobody'}.",
             )
+        if interaction.kind == "local_tool_result":
+            if decision.decision not in ("answer", "reject"):
+                return (
+                    "InvalidDecision",
+                    "A client-executed call takes `answer` with the tool's output as text, "
+                    "or `reject`.",
+                )
+            if decision.decision == "answer" and not decision.text:
+                return "InvalidDecision", "The result of a client-executed call needs its output."
+            return None
         if interaction.kind == "ask_user":
             if decision.decision not in ("answer", "reject"):
                 return "InvalidDecision", "A question takes `answer` (with text) or `reject`."
             if decision.decision == "answer" and not (decision.text or "").strip():
                 return "InvalidDecision", "An answer needs non-empty text."
+            if len(decision.text or "") > MAX_ANSWER_CHARS:
+                return "InvalidDecision", f"An answer is at most {MAX_ANSWER_CHARS} characters."
             return None
+        if len(decision.text or "") > MAX_ANSWER_CHARS:
+            return "InvalidDecision", f"A reason is at most {MAX_ANSWER_CHARS} characters."
         if decision.decision == "answer":
             return "InvalidDecision", "A tool call takes approve, approve_always or reject."
         if decision.decision != "reject" and decision.payload_hash != interaction.payload_hash:
@@ -1268,6 +1302,28 @@ def _rule_text(decision: GateDecision, *, acting_only: bool = True) -> str | Non
 def _literal_glob(text: str) -> str:
     """A glob that matches exactly `text`."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _on_client(decision: GateDecision, local_tools: list[str]) -> GateDecision:
+    """A read the rules let run, of a tool the client runs: it asks the client instead."""
+    spec = decision.spec
+    if decision.verdict != "run" or decision.call.name not in local_tools:
+        return decision
+    if spec is None or not spec.read_only or spec.group != "read":
+        return decision
+    return dataclasses.replace(decision, verdict="ask", local=True)
+
+
+def _local_result(interaction: Interaction) -> str:
+    if interaction.status == "answered":
+        return interaction.answer or ""
+    if interaction.status == "rejected":
+        reason = f" Reason: {interaction.answer}" if interaction.answer else ""
+        return f"Error: the client refused to run this {interaction.tool} call.{reason}"
+    return (
+        f"Error: the client did not run this {interaction.tool} call before it expired at "
+        f"{interaction.expires_at.isoformat()}; the files it reads are only on the client."
+    )
 
 
 def _interaction_answer(interaction: Interaction) -> str:

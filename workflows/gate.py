@@ -42,6 +42,8 @@ class GateDecision:
     """A `bash` call a `network` rule lets reach the network."""
     hook: str = ""
     """The `tool.before` hook (`plugin/hook`) that denied the call or asked for it."""
+    local: bool = False
+    """Run by the client that started the run, which answers with the output."""
 
     @property
     def payload_hash(self) -> str:

@@ -255,7 +255,10 @@ class GateResult(BaseModel):
     )
 
 
-InteractionKind = Literal["confirm", "ask_user"]
+InteractionKind = Literal["confirm", "ask_user", "local_tool_result"]
+# What the client that runs a `local_tool_result` call may post back, and an answer's cap.
+MAX_LOCAL_RESULT_CHARS = 262_144
+MAX_ANSWER_CHARS = 20_000
 InteractionStatus = Literal[
     "pending", "approved", "rejected", "expired", "answered", "executing", "executed", "failed"
 ]
@@ -263,7 +266,8 @@ DecisionKind = Literal["approve", "approve_always", "reject", "answer"]
 
 
 class Interaction(BaseModel):
-    """Something the run waits on from outside: a proposal to confirm, or a question."""
+    """Something the run waits on from outside: a proposal to confirm, a question, or a
+    tool call the client that started the run executes and answers with its output."""
 
     id: str
     kind: InteractionKind
@@ -299,7 +303,11 @@ class InteractionDecision(BaseModel):
     payload_hash: str | None = Field(
         default=None, max_length=64, description="The hash the approver saw; required to approve."
     )
-    text: str | None = Field(default=None, max_length=20_000, description="Answer or reason.")
+    text: str | None = Field(
+        default=None,
+        max_length=MAX_LOCAL_RESULT_CHARS,
+        description="Answer or reason; a client-executed tool's output (its own cap is larger).",
+    )
     decision_id: str | None = Field(
         default=None,
         max_length=64,
@@ -340,6 +348,10 @@ class RunInput(BaseModel):
         default_factory=list, description="Rules the session already granted."
     )
     state: RunState | None = Field(default=None, description="Set when continuing as new.")
+    local_tools: list[str] = Field(
+        default_factory=list,
+        description="Read tools the client that started the run executes (`local_tool_result`).",
+    )
     schedule_id: str | None = Field(default=None, description="The schedule that started it.")
     webhook_url: str | None = Field(
         default=None, description="Told when the run waits for approval and when it finishes."

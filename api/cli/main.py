@@ -22,6 +22,7 @@ from api.cli.client import KeelApiError, KeelClient
 from api.cli.connection import keel_api
 from api.cli.console_link import console_link
 from api.cli.local_stack import StackInfo, local_stack, serve_api
+from api.cli.local_tools import LOCAL_TOOLS, local_executor
 from api.cli.mcp_stdio import serve_stdio
 from api.cli.payload_keys import keys_app
 from api.cli.plugins import plugins_app
@@ -173,14 +174,19 @@ def _decider() -> Decider | None:
 
 
 async def _start_and_follow(
-    settings: Settings, body: RunCreate, out: Path | None, *, ui: bool = False
+    settings: Settings,
+    body: RunCreate,
+    out: Path | None,
+    *,
+    ui: bool = False,
+    decider: Decider | None = None,
 ) -> RunPublic:
     async with keel_api(KeelClient, settings, ui=ui) as (client, info):
         if info.started_here:
             console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
         run = await client.create_run(body)
         console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
-        run = await follow_run(client, run.id, console, _decider())
+        run = await follow_run(client, run.id, console, decider or _decider())
     _report(run, out, info.settings.data_dir)
     return run
 
@@ -226,10 +232,26 @@ def run_agent(
     prompt: Annotated[str, typer.Argument(help="The task.")],
     workspace: Annotated[Path, typer.Option(help="Directory the agent works on.")] = Path("."),
     out: Annotated[Path | None, typer.Option(help="Where to save the answer.")] = None,
+    local_tools: Annotated[
+        bool,
+        typer.Option(
+            "--local-tools",
+            help="Run the read tools here, on --workspace: the server never sees the files.",
+        ),
+    ] = False,
 ) -> None:
     """Run any agent on a task."""
     target = workspace.expanduser().resolve()
     settings = Settings()
+    if local_tools:
+        if not target.is_dir():
+            raise _fail(f"{target} is not a directory.")
+        # The server's own workspace is only where its other tools would work.
+        body = RunCreate(
+            agent=agent, input=prompt, workspace=".", trigger="cli", local_tools=LOCAL_TOOLS
+        )
+        _run(_start_and_follow(settings, body, out, decider=local_executor(target, _decider())))
+        return
     if not target.is_relative_to(settings.workspace_root.resolve()):
         settings = settings.model_copy(update={"workspace_root": target})
     body = RunCreate(agent=agent, input=prompt, workspace=str(target), trigger="cli")

@@ -39,6 +39,7 @@ from api.core.schemas import (
     ChosenId,
     InputText,
     InteractionPublic,
+    LocalTool,
     RunCreate,
     RunPublic,
     StoredText,
@@ -110,6 +111,7 @@ class RunOrder(BaseModel):
     approver: StoredText | None = None
     approval_expires_after_s: int | None = None
     webhook_url: str | None = None
+    local_tools: list[LocalTool] = Field(default_factory=list, max_length=3)
     session_metadata: dict[str, str] = Field(default_factory=dict)
     """The metadata of the session, when this run creates it."""
 
@@ -203,6 +205,7 @@ def run_input(
         push_notifications=order.trigger == "a2a",
         schedule_id=schedule_id,
         max_parallel_subagents=max_parallel_subagents,
+        local_tools=list(order.local_tools),
     )
 
 
@@ -251,6 +254,13 @@ class RunService:
         """The workflow input an order makes, checked (agent, workspace), texts inline."""
         agent = self.agent(order.agent)
         settings = self._parts.settings
+        foreign = [t for t in order.local_tools if t not in agent.tools]
+        if foreign:
+            raise Invalid(
+                f"local_tools: {foreign} are not tools of the agent '{agent.name}', which has "
+                f"{agent.tools}; list only its read tools.",
+                field="local_tools",
+            )
         return run_input(
             run_id=run_id,
             agent=agent,

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from activities.store.records import EventRecord, RunRecord
 from api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
 from workflows.findings import Finding
-from workflows.models import AgentSpec, Interaction
+from workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
 
 
 def storable(value: str) -> str:
@@ -32,6 +32,8 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 MAX_INPUT_CHARS = 200_000
 """The longest task a run takes, on every surface."""
 ChosenId = Annotated[str, Field(pattern=ID_PATTERN)]
+# The tools a client may run on its own files: the built-in reads.
+LocalTool = Literal["read_file", "list_files", "search_code"]
 """A run or session id a client chose."""
 InputText = Annotated[
     str, Field(min_length=1, max_length=MAX_INPUT_CHARS), AfterValidator(storable)
@@ -92,6 +94,14 @@ class RunCreate(BaseModel):
     webhook_url: WebhookUrl | None = Field(
         default=None,
         description="Receives a signed POST when the run waits for approval and when it ends.",
+    )
+    local_tools: list[LocalTool] = Field(
+        default_factory=list,
+        max_length=3,
+        description=(
+            "Read tools this client executes on its own files: each call opens a "
+            "`local_tool_result` interaction that the client answers with the output."
+        ),
     )
 
 
@@ -284,7 +294,12 @@ class InteractionDecisionCreate(BaseModel):
         description="The `payload_hash` shown with the proposal; required to approve.",
     )
     text: StoredText | None = Field(
-        default=None, max_length=20_000, description="Answer or reason."
+        default=None,
+        max_length=MAX_LOCAL_RESULT_CHARS,
+        description=(
+            "Answer or reason (at most 20 000 characters), or the output of a "
+            "client-executed tool call."
+        ),
     )
 
 
