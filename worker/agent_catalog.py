@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import (
@@ -48,6 +49,9 @@ class AgentFrontMatter(BaseModel):
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     context_window: int | None = Field(default=None, ge=1024, le=100_000_000)
     subagents: list[str] = Field(default_factory=list, max_length=32)
+    client_tools: list[Literal["read_file", "list_files", "search_code"]] = Field(
+        default_factory=list, description="Reads the client that starts a run executes."
+    )
 
     @field_validator("subagents")
     @classmethod
@@ -75,6 +79,13 @@ class AgentFrontMatter(BaseModel):
             available = sorted([*TOOL_SPECS, *plugin_tools])
             raise ValueError(f"unknown tools {unknown}; available: {available}")
         return tools
+
+    @model_validator(mode="after")
+    def _client_tools_are_tools(self) -> AgentFrontMatter:
+        missing = [t for t in self.client_tools if t not in self.tools]
+        if missing:
+            raise ValueError(f"client_tools {missing} must be listed in `tools` too")
+        return self
 
     @model_validator(mode="after")
     def _task_needs_subagents(self) -> AgentFrontMatter:
@@ -126,6 +137,7 @@ def parse_agent(
         context_window=meta.context_window,
         subagents=meta.subagents,
         plugin_tools=[plugin_tools[t] for t in meta.tools if t in plugin_tools],
+        client_tools=list(meta.client_tools),
     )
 
 

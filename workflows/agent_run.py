@@ -355,8 +355,9 @@ class AgentRunWorkflow:
         state.tool_calls += len(decisions)
         if hooks_for(run.agent.hooks, "tool.before"):
             decisions = await self._before_hooks(run, decisions)
-        if run.local_tools:
-            decisions = [(o, _on_client(d, run.local_tools)) for o, d in decisions]
+        on_client = [*run.local_tools, *run.agent.client_tools]
+        if on_client:
+            decisions = [(o, _on_client(d, on_client)) for o, d in decisions]
 
         asks = [(o, d) for o, d in decisions if d.verdict == "ask"]
         interactions = await self._open_interactions(run, asks)

@@ -145,6 +145,10 @@ class AgentSpec(BaseModel):
     hooks: list[HookRef] = Field(
         default_factory=list, description="The installed plugins' hooks, in the order they run."
     )
+    client_tools: list[str] = Field(
+        default_factory=list,
+        description="Read tools every run of this agent asks its client to execute.",
+    )
 
 
 class Usage(BaseModel):

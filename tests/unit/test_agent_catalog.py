@@ -228,3 +228,18 @@ def test_a_file_is_not_an_agents_dir(tmp_path: Path) -> None:
 
 def test_agent_definition_error_is_a_value_error() -> None:
     assert issubclass(AgentDefinitionError, ValueError)
+
+
+def test_client_tools_must_be_reads_the_agent_lists() -> None:
+    spec = parse_agent(
+        "---\nname: remote\ntools: [read_file, list_files]\nclient_tools: [read_file]\n---\nHi.\n",
+        "remote.md",
+    )
+    assert spec.client_tools == ["read_file"]
+    with pytest.raises(AgentDefinitionError, match="client_tools"):
+        parse_agent(
+            "---\nname: remote\ntools: [read_file]\nclient_tools: [list_files]\n---\nHi.\n",
+            "remote.md",
+        )
+    with pytest.raises(AgentDefinitionError, match=r"client_tools\.0"):
+        parse_agent("---\nname: r\ntools: [bash]\nclient_tools: [bash]\n---\nHi.\n", "r.md")
