@@ -179,10 +179,8 @@ class HookActivities(PluginHooks):
     async def _audit_once(
         self, tenant_id: str, subject: str, action: str, detail: dict[str, Any]
     ) -> None:
-        if await self._audit.exists(tenant_id, subject, action):
-            return
         values: dict[str, JsonValue] = dict(detail)
-        await self._audit.append(
+        await self._audit.append_once(
             AuditEntry(
                 tenant_id=tenant_id,
                 actor="policy",

@@ -50,6 +50,16 @@ plugin = Plugin(
                       tools="search_code")],
 )
 """
+# A hook that wants a person to see every listing, though the rules allow reads.
+ASKER = """
+from worker.plugins import BeforeDecision, Plugin, PluginHook
+
+plugin = Plugin(
+    manifest={"name": "asker", "version": "1.0.0", "kinds": ["hook"]},
+    hooks=[PluginHook(name="listings", event="tool.before", tools="list_files",
+                      run=lambda call: BeforeDecision(action="ask", reason="reviewed"))],
+)
+"""
 BROKEN = 'from worker.plugins import Plugin\nplugin = Plugin(manifest={"name": "broken"})\n'
 
 
@@ -65,6 +75,7 @@ def installed(tmp_path: Path) -> Iterator[Path]:
     modules += install_module(
         site, "broken", "broken_plugin", BROKEN, {"broken": "broken_plugin:plugin"}
     )
+    modules += install_module(site, "asker", "asker_hook", ASKER, {"asker": "asker_hook:plugin"})
     with on_path(site, modules):
         yield site
 
@@ -213,4 +224,34 @@ async def test_hooks_deny_redact_notify_and_a_failing_hook_refuses_the_call(
     ended = [json.loads(line) for line in notified.read_text().splitlines()]
     assert ended == [
         {"run_id": result.run_id, "status": "completed", "stop_reason": "final_answer"}
+    ]
+
+
+async def test_a_before_hook_can_make_an_allowed_read_ask_a_person(
+    installed: Path,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    database_url: str,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(turns=[Turn(tool_calls=[call("list_files", pattern="*.md")]), Turn(content="Ok.")])
+    )
+    settings = settings_for(llm, workspace)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=agent("review"))
+        asked = await pending(handle)
+        assert (asked.kind, asked.tool, asked.risk) == ("confirm", "list_files", "read")
+        await approve(handle, asked)
+        result = await handle.result()
+
+    assert result.status == "completed"
+    assert "README.md" in tool_messages(llm, 1)[-1]
+    audit = await audit_of(database_url, result.run_id)
+    decided = [a["detail"] for a in audit if a["action"] == "hook.tool_before"]
+    assert [(d["hook"], d["action"]) for d in decided] == [
+        ("asker/listings", "ask"),
+        ("example/no_env_files", "allow"),
     ]
