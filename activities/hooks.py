@@ -114,8 +114,8 @@ class HookActivities(PluginHooks):
             agent=request.agent,
             tool=call.name,
             arguments=json.loads(call.arguments or "{}"),
-            subject="",
-            risk="read",
+            subject=request.subject,
+            risk=request.risk,
         )
         text, notes = held.text, []
         for ref in request.hooks:

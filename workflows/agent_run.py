@@ -499,7 +499,9 @@ class AgentRunWorkflow:
             judged_decisions.append((ord_, decision))
         return judged_decisions
 
-    async def _after_hooks(self, run: RunInput, call: ToolCallInput) -> ToolDigest | GateResult:
+    async def _after_hooks(
+        self, run: RunInput, call: ToolCallInput, decision: GateDecision
+    ) -> ToolDigest | GateResult:
         """`tool.after` hooks annotate or redact a held output before the model sees it.
 
         Hooks that keep failing withhold the output: the model is told, the run goes on.
@@ -511,6 +513,8 @@ class AgentRunWorkflow:
                     call=call,
                     agent=run.agent.name,
                     hooks=hooks_for(run.agent.hooks, "tool.after", call.name),
+                    subject=decision.subject,
+                    risk=decision.spec.risk if decision.spec is not None else "read",
                 ),
                 timeouts.HOOK_CALL,
                 summary=f"tool.after {call.name}",
@@ -1086,7 +1090,7 @@ class AgentRunWorkflow:
             hold_output=held,
         )
         digest = await self._execute_tool(call, decision)
-        return await self._after_hooks(run, call) if held else digest
+        return await self._after_hooks(run, call, decision) if held else digest
 
     async def _execute_tool(self, call: ToolCallInput, decision: GateDecision) -> ToolDigest:
         summary = f"{call.name} {decision.subject}".strip()

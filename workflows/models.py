@@ -860,6 +860,8 @@ class AfterHooksInput(BaseModel):
     call: ToolCallInput
     agent: str
     hooks: list[HookRef]
+    subject: str = Field(default="", description="What permission patterns matched.")
+    risk: Risk = "read"
 
 
 class RunEndInput(BaseModel):
