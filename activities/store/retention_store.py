@@ -46,6 +46,8 @@ RUN_CONTENT_TABLES = (
     "tool_executions",
     "mcp_tools",
     "a2a_push_configs",
+    # An output a plugin's tool.after hooks never released (they kept failing).
+    "held_tool_outputs",
 )
 
 POLICIES_SQL = (
