@@ -1,20 +1,24 @@
 """Long reviews on a small window: what the context budget costs and what it saves.
 
 Reviews generated workspaces (`bench.workspaces`) of about 0.5, 2 and 8 MB with the
-scripted reviewer (`worker.scripted_reviewer`), a model that decides each call from
-what its request holds, on a scripted server that enforces a 32k-token window the way
-OpenAI's API does. For contrast, the smaller workspaces are also reviewed with the
-budget off on an unlimited window: every output stays in the conversation.
+built-in `review` agent and the scripted reviewer (`worker.scripted_reviewer`), a model
+that decides each call from what its request holds and delegates as the agent's prompt
+says (parts of a workspace over 100 KB go to `explore` sub-agents), on a scripted server
+that enforces a 32k-token window the way OpenAI's API does. `--no-subagents` reviews in
+one conversation instead. For contrast, the smaller workspaces are also reviewed in one
+conversation with the budget off on an unlimited window: every output stays in it.
 
     .venv/bin/python -m bench.long_review
     .venv/bin/python -m bench.long_review --sizes 0.5 2 --window 16384 --contrast 0.5
     .venv/bin/python -m bench.long_review --workspace .venv/lib/python3.11/site-packages/httpx
+    .venv/bin/python -m bench.long_review --sizes 2 --no-subagents --contrast
 
-Per run: total prompt tokens (as the server counts them), the largest request, prompt
-tokens per KB of source, the ratio of prompt tokens to the source's own tokens, the
-share of prompt tokens that repeat the previous request's prefix (what a provider's
-prompt cache serves), steps, compactions, children (sub-agents; none yet), wall time
-and history bytes. See bench/README.md.
+Per run, over the run and its sub-agents: total prompt tokens (as the server counts
+them), the largest request, prompt tokens per KB of source, the ratio of prompt tokens
+to the source's own tokens, the share of prompt tokens that repeat the previous
+request's prefix in the same conversation (what a provider's prompt cache serves),
+steps, compactions, children (sub-agent runs), files the report names, refused
+requests, wall time and history bytes a step. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from api.core.run_factory import as_started
+from temporalio.client import Client
 
 from activities.store.run_store import Store, StoreUnavailable
-from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database, history_bytes
+from activities.store.run_tree import RunTreeStore
+from api.core.runs import as_started
+from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database
 from bench.workspaces import generate_workspace
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import StackError, TemporalDevServer, free_port
@@ -61,6 +67,7 @@ class ReviewFigures:
     cached_share: float
     steps: int
     compactions: int
+    children: int
     covered: int
     seconds: float
     history: int
@@ -76,7 +83,7 @@ class ReviewFigures:
         return (
             f"{self.label:<28} {self.source_bytes / MB:>5.1f} {self.files:>5} "
             f"{self.prompt_tokens:>12,} {self.largest:>9,} {per_kb:>8.0f} {ratio:>6.2f} "
-            f"{self.cached_share:>7.0%} {self.steps:>6} {self.compactions:>5} {0:>5} "
+            f"{self.cached_share:>7.0%} {self.steps:>6} {self.compactions:>5} {self.children:>5} "
             f"{self.covered:>5} {self.over_window:>5} {self.seconds:>7.1f} "
             f"{self.history / max(1, self.steps):>8.0f}"
         )
@@ -101,6 +108,11 @@ def main(argv: list[str] | None = None) -> None:
         help="sizes (MB) also reviewed with the budget off on an unlimited window",
     )
     parser.add_argument(
+        "--no-subagents",
+        action="store_true",
+        help="review in one conversation: the review agent without its `task` tool",
+    )
+    parser.add_argument(
         "--workspace",
         type=Path,
         help="review this directory (e.g. a real project) instead of generated workspaces",
@@ -110,13 +122,17 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--workspace {args.workspace} is not a directory.")
     try:
         workspace = args.workspace.resolve() if args.workspace is not None else None
-        asyncio.run(bench(args.sizes, args.window, args.contrast, workspace))
+        asyncio.run(bench(args.sizes, args.window, args.contrast, workspace, not args.no_subagents))
     except (BenchError, StackError, StoreUnavailable) as exc:
         raise SystemExit(f"long_review: {exc}") from None
 
 
 async def bench(
-    sizes: list[float], window: int, contrast: list[float], workspace: Path | None = None
+    sizes: list[float],
+    window: int,
+    contrast: list[float],
+    workspace: Path | None = None,
+    subagents: bool = True,
 ) -> None:
     admin_url = Settings().database_url or DEFAULT_ADMIN_URL
     figures: list[ReviewFigures] = []
@@ -153,6 +169,8 @@ async def bench(
                                 window=window if budget else None,
                                 budget=budget,
                                 size=size,
+                                # The contrast is the one conversation that never forgets.
+                                subagents=subagents and budget,
                             )
                         )
                         print(figures[-1].row(), flush=True)
@@ -167,7 +185,7 @@ async def bench(
 
 
 async def review(
-    client: object,
+    client: Client,
     store: Store,
     root: Path,
     ws_root: Path,
@@ -177,6 +195,7 @@ async def review(
     window: int | None,
     budget: bool,
     size: float,
+    subagents: bool,
 ) -> ReviewFigures:
     files, source_bytes = _source_files(ws_root)
     size = size or source_bytes / MB
@@ -195,20 +214,20 @@ async def review(
             workspace_root=ws_root,
             llm_max_attempts=2,
         )
-        parts = build_worker(client, store, settings)  # type: ignore[arg-type]
+        parts = build_worker(client, store, settings)
         run_id = f"run-long-{uuid.uuid4().hex[:10]}"
         try:
             async with parts.worker:
                 started = time.perf_counter()
                 run = RunInput(
                     run_id=run_id,
-                    agent=review_agent(len(files)),
+                    agent=review_agent(len(files), subagents=subagents),
                     input=PROMPT,
                     model=MODEL,
                     workspace=str(ws_root),
                     llm_max_attempts=settings.llm_max_attempts,
                 )
-                handle = await client.start_workflow(  # type: ignore[attr-defined]
+                handle = await client.start_workflow(
                     AgentRunWorkflow.run,
                     await as_started(store, run),
                     id=run_id,
@@ -222,27 +241,42 @@ async def review(
         if result.status != "completed":
             raise BenchError(f"The review of {size:g} MB did not complete: {result.error}")
         requests = llm.requests
-    record = await store.get_run(run_id)
-    report = (record.report if record else None) or ""
+    tree = await RunTreeStore(store.pool).subtree(run.tenant_id, run_id)
+    report = tree[0].report or ""
     rel = [str(p.relative_to(ws_root)) for p in files]
-    events = await store.list_events(run_id, limit=100_000)
+    events = [e for r in tree for e in await store.list_events(r.id, limit=100_000)]
     accepted = [r for r in requests if not r.rejected]
     total = sum(r.tokens for r in accepted)
-    first_run_id = handle.result_run_id or handle.first_execution_run_id
+    if not budget:
+        mode = "budget off, unlimited"
+    else:
+        mode = f"window {window}" + ("" if subagents else ", one conversation")
     return ReviewFigures(
-        label=f"{size:.1f} MB " + (f"window {window}" if budget else "budget off, unlimited"),
+        label=f"{size:.1f} MB {mode}",
         source_bytes=source_bytes,
         files=len(files),
         prompt_tokens=total,
         largest=max((r.tokens for r in requests), default=0),
         cached_share=sum(r.prefix_tokens for r in accepted) / max(1, total),
-        steps=result.steps,
+        steps=sum(r.steps for r in tree),
         compactions=sum(1 for e in events if e.type == "compaction"),
+        children=len(tree) - 1,
         covered=sum(1 for f in rel if f"- {f}\n" in report + "\n"),
         seconds=seconds,
-        history=await history_bytes(client, run_id, first_run_id),  # type: ignore[arg-type]
+        history=await tree_history_bytes(client, [r.id for r in tree]),
         over_window=sum(1 for r in requests if r.rejected),
     )
+
+
+async def tree_history_bytes(client: Client, workflow_ids: list[str]) -> int:
+    """History bytes of every execution of every run of a tree (continue-as-new included)."""
+    total = 0
+    for workflow_id in workflow_ids:
+        async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+            handle = client.get_workflow_handle(workflow_id, run_id=execution.run_id)
+            history = await handle.fetch_history()
+            total += sum(event.ByteSize() for event in history.events)
+    return total
 
 
 def _source_files(root: Path) -> tuple[list[Path], int]:
@@ -255,8 +289,11 @@ def _reviewable(path: Path) -> bool:
     return not any(part in ("__pycache__", ".git", "node_modules", ".venv") for part in path.parts)
 
 
-def review_agent(files: int) -> AgentSpec:
-    """The built-in review agent, with limits that let it read every file."""
+def review_agent(files: int, *, subagents: bool = True) -> AgentSpec:
+    """The built-in review agent, with limits that let it read every file.
+
+    Without sub-agents it has no `task` tool and reviews in one conversation.
+    """
     spec = AgentCatalog.load().get("review")
     if spec is None:
         raise BenchError("The built-in `review` agent is missing; reinstall Keel.")
@@ -267,7 +304,10 @@ def review_agent(files: int) -> AgentSpec:
             "max_tool_calls": files * 4 + 50,
         }
     )
-    return spec.model_copy(update={"limits": limits})
+    update: dict[str, object] = {"limits": limits}
+    if not subagents:
+        update["subagents"] = []
+    return spec.model_copy(update=update)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from worker import scripted_anthropic as anthropic_api
-from worker.scripted_delegator import PART_CUE, DelegatingReviewer
 from worker.scripted_reviewer import (
     asks_for_summary,
     message_tokens,
@@ -153,14 +152,10 @@ class Script(BaseModel):
 
     conversations: list[Conversation] = Field(default_factory=list)
     """Other conversations' turns; the first that matches a request plays, else `turns`."""
-    delegating_review: DelegatingReviewer | None = None
-    """Play no turns: review as `worker.scripted_delegator` decides from each request."""
 
     def turns_for(self, messages: list[object]) -> tuple[str, list[Turn]]:
         """The conversation a request belongs to (its `match`, "" for the main one) and turns."""
         text = _text(_first_user(messages))
-        if self.delegating_review is not None and PART_CUE in text:
-            return PART_CUE, []
         for conversation in self.conversations:
             if conversation.match in text:
                 return conversation.match, conversation.turns
@@ -168,7 +163,7 @@ class Script(BaseModel):
 
     @model_validator(mode="after")
     def _has_turns_or_policy(self) -> Self:
-        if not self.turns and self.policy is None and self.delegating_review is None:
+        if not self.turns and self.policy is None:
             raise ValueError("A script needs `turns` or a `policy`.")
         return self
 
@@ -195,6 +190,8 @@ class RequestSize(BaseModel):
     """How much of it repeats the previous request's beginning, message by message."""
     rejected: bool = False
     """Refused for being larger than the context window."""
+    conversation: str = ""
+    """Which conversation it belongs to: a digest of its system prompt and first user message."""
 
 
 class ScriptedLLMServer:
@@ -216,7 +213,8 @@ class ScriptedLLMServer:
         self.streamed_messages = 0
         """Messages API replies sent as server-sent events."""
         self._sizes: list[RequestSize] = []
-        self._previous: tuple[str, list[tuple[str, int]]] | None = None
+        # Per conversation: the previous request's tools and messages, for its prefix.
+        self._previous: dict[str, tuple[str, list[tuple[str, int]]]] = {}
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.app = Starlette(
@@ -275,25 +273,36 @@ class ScriptedLLMServer:
             self._total_requests = 0
             self._last_requests.clear()
             self._sizes.clear()
-            self._previous = None
+            self._previous.clear()
 
     def _measure(self, body: dict[str, Any]) -> RequestSize:
-        """Size the request and its prefix shared with the previous one; record both."""
+        """Size the request and its prefix shared with its conversation's previous one.
+
+        A conversation is known by its system prompt and first user message, so a
+        parent's and its sub-agents' requests, interleaved, are each compared with
+        their own conversation's previous request, as a provider's cache would serve them.
+        """
         tools = json.dumps(body.get("tools") or [], sort_keys=True)
         messages = [(json.dumps(m, sort_keys=True), message_tokens(m)) for m in body["messages"]]
         tokens = tools_tokens(body.get("tools")) + sum(n for _, n in messages)
+        opening = [text for text, _ in messages[:2]]
+        conversation = hashlib.sha256("\n".join(opening).encode()).hexdigest()[:12]
         with self._lock:
             prefix = 0
-            if self._previous is not None and self._previous[0] == tools:
+            previous = self._previous.get(conversation)
+            if previous is not None and previous[0] == tools:
                 prefix = tools_tokens(body.get("tools"))
-                for (text, n), (before, _) in zip(messages, self._previous[1], strict=False):
+                for (text, n), (before, _) in zip(messages, previous[1], strict=False):
                     if text != before:
                         break
                     prefix += n
-            self._previous = (tools, messages)
+            self._previous[conversation] = (tools, messages)
             window = self.script.context_window
             size = RequestSize(
-                tokens=tokens, prefix_tokens=prefix, rejected=window is not None and tokens > window
+                tokens=tokens,
+                prefix_tokens=prefix,
+                rejected=window is not None and tokens > window,
+                conversation=conversation,
             )
             self._sizes.append(size)
         return size
@@ -438,13 +447,8 @@ class ScriptedLLMServer:
                 return _context_length_exceeded(self.script.context_window or 0, size.tokens)
         if self.script.policy == "reviewer" or summarising:
             # A compaction's request is answered with a summary in every mode; it is no turn.
-            return self._respond(body, _reviewer_turn(messages, size), index)
-        delegating = self.script.delegating_review
-        if delegating is not None:
-            decided = delegating.reply(body)
-            calls = [ScriptedToolCall(name=n, arguments=a) for n, a in decided.tool_calls]
-            turn = Turn(content=decided.content, tool_calls=calls)
-        elif index >= len(turns):
+            return self._respond(body, _reviewer_turn(body, size), index)
+        if index >= len(turns):
             return _error(
                 f"script exhausted: the request carries {index} assistant messages but "
                 f"script {self.script.name!r} has only {len(turns)} turns; add turns or "
@@ -584,9 +588,14 @@ class _Reply:
         yield "data: [DONE]\n\n"
 
 
-def _reviewer_turn(messages: list[object], size: RequestSize | None) -> Turn:
-    """The reviewer policy's reply to these messages, as a turn."""
-    reply = reviewer_reply(messages)
+def _reviewer_turn(body: dict[str, Any], size: RequestSize | None) -> Turn:
+    """The reviewer policy's reply to this request, as a turn."""
+    tools = [
+        str(t.get("function", {}).get("name"))
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and isinstance(t.get("function"), dict)
+    ]
+    reply = reviewer_reply(body["messages"], tools)
     return Turn(
         content=reply.content,
         tool_calls=[ScriptedToolCall(name=n, arguments=a) for n, a in reply.tool_calls],

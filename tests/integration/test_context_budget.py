@@ -17,6 +17,7 @@ from temporalio.worker import Replayer
 
 from activities.store.context_store import ContextStore
 from activities.store.run_store import Store
+from activities.store.run_tree import RunTreeStore
 from bench.workspaces import generate_workspace
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
@@ -24,10 +25,16 @@ from worker.scripted_llm import Script, ScriptedLLMServer
 from worker.settings import Settings
 from worker.temporal_client import DATA_CONVERTER
 from workflows.agent_run import AgentRunWorkflow
+from workflows.models import AgentSpec
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
+
+
+def one_conversation(**limits: int) -> AgentSpec:
+    """The review agent without its `task` tool: its context budget alone keeps it in the window."""
+    return agent("review", **limits).model_copy(update={"subagents": []})
 
 
 def named_files(report: str, files: list[str]) -> list[str]:
@@ -46,7 +53,8 @@ async def test_long_review_fits_a_16k_window(
     assert len(ws.files) >= 150 and ws.total_bytes >= 2_000_000
     llm = scripted(Script(name="scripted", policy="reviewer", context_window=16_384))
     settings = settings_for(llm, tmp_path, model_context_window=16_384)
-    spec = agent("review", max_steps=1000, max_tool_calls=1000)
+    # One conversation (no `task` tool), so its compactions are what keeps it in the window.
+    spec = agent("review", max_steps=1000, max_tool_calls=1000).model_copy(update={"subagents": []})
     started = time.monotonic()
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(temporal_client, settings, ws.root, spec=spec)
@@ -86,6 +94,42 @@ async def test_long_review_fits_a_16k_window(
     assert per_step <= 1024
 
 
+@pytest.mark.slow
+async def test_a_delegated_review_of_2mb_fits_a_16k_window_in_every_run(
+    temporal_client: Client,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+) -> None:
+    ws = generate_workspace(tmp_path / "big", total_bytes=2_100_000)
+    llm = scripted(Script(name="scripted", policy="reviewer", context_window=16_384))
+    settings = settings_for(llm, tmp_path, model_context_window=16_384)
+    spec = agent("review", max_steps=100, max_tool_calls=2000)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, ws.root, spec=spec)
+        result = await handle.result()
+    assert result.status == "completed", result.error
+    assert result.stop_reason == "final_answer"
+    assert llm.requests and not any(r.rejected for r in llm.requests)
+    tree = await RunTreeStore(store.pool).subtree("default", result.run_id)
+    children = tree[1:]
+    assert len(children) >= 2_000_000 // 60_000 - 1
+    assert {c.status for c in children} == {"completed"}
+    # The lead delegated every part: it read no file itself.
+    lead = await store.conversation(result.run_id, None)
+    assert not [m for m in lead if m.role == "tool" and m.name == "read_file"]
+    report = tree[0].report or ""
+    named = named_files(report, ws.files)
+    assert len(named) == len(ws.files), f"{len(named)} of {len(ws.files)} files named"
+    assert "## Not covered\nnone" in report
+    for path, (line, _) in ws.bugs.items():
+        assert f"- {path}:{line}:" in report, f"finding in {path} lost"
+    # Cost stays linear: each part is read in a short conversation of its own.
+    source_tokens = ws.total_bytes / 4
+    assert sum(r.tokens for r in llm.requests) <= 3 * source_tokens
+
+
 async def test_unknown_window_is_learnt_from_the_provider(
     temporal_client: Client,
     store: Store,
@@ -97,7 +141,8 @@ async def test_unknown_window_is_learnt_from_the_provider(
     model = f"unknown-model-{time.monotonic_ns()}"
     llm = scripted(Script(name=model, policy="reviewer", context_window=5_000))
     settings = settings_for(llm, tmp_path, model=model)
-    spec = agent("review", max_steps=200, max_tool_calls=200)
+    # Parallel sub-agents would each be refused once before the window is learnt.
+    spec = one_conversation(max_steps=200, max_tool_calls=200)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(temporal_client, settings, ws.root, spec=spec)
         first = await handle.result()

@@ -37,7 +37,6 @@ from tests.integration.test_durability import (  # noqa: F401 (spawn_worker is a
 )
 from tests.integration.test_replay import HISTORIES, replayer
 from worker.dev_stack import free_port
-from worker.scripted_delegator import DelegatingReviewer
 from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 from workflows import timeouts
@@ -599,7 +598,7 @@ async def test_review_of_a_large_workspace_delegates_and_covers_its_files(
     root = tmp_path / "large"
     bugs = large_workspace(root)
     files = {str(p.relative_to(root)) for p in root.rglob("*.py")}
-    llm = scripted(Script(turns=[], delegating_review=DelegatingReviewer()))
+    llm = scripted(Script(policy="reviewer"))
     settings = settings_for(llm, root)
     async with in_process_worker(temporal_client, store, settings):
         handle = await start_run(temporal_client, settings, root, spec=agent("review"))
