@@ -27,6 +27,8 @@ Keel's compaction works in every mode: a request to summarise (its last user mes
 says "summarise the conversation so far") is answered with the reviewer's summary of
 the request and plays no turn, and a request that starts from a summary of steps
 1-N counts N assistant messages more, so a script's turns go on where they were.
+`summaries: fail` (HTTP 503) or `empty` (no text) plays a model whose summaries are of
+no use, for Keel's own fallback summary.
 """
 
 from __future__ import annotations
@@ -152,6 +154,8 @@ class Script(BaseModel):
 
     conversations: list[Conversation] = Field(default_factory=list)
     """Other conversations' turns; the first that matches a request plays, else `turns`."""
+    summaries: Literal["reviewer", "fail", "empty"] = "reviewer"
+    """How a request to summarise is answered: the reviewer's summary, HTTP 503, or no text."""
 
     def turns_for(self, messages: list[object]) -> tuple[str, list[Turn]]:
         """The conversation a request belongs to (its `match`, "" for the main one) and turns."""
@@ -445,6 +449,10 @@ class ScriptedLLMServer:
             size = self._measure(body)
             if size.rejected:
                 return _context_length_exceeded(self.script.context_window or 0, size.tokens)
+        if summarising and self.script.summaries == "fail":
+            return _error("Scripted summary failure.", status=503)
+        if summarising and self.script.summaries == "empty":
+            return self._respond(body, Turn(content=""), index)
         if self.script.policy == "reviewer" or summarising:
             # A compaction's request is answered with a summary in every mode; it is no turn.
             return self._respond(body, _reviewer_turn(body, size), index)

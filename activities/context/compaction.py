@@ -3,7 +3,10 @@
 Later calls send the system prompt, the run's input, the summary and what came
 after it. The summary covers every step before the newest (level 0) or all of
 them (harder levels, after a provider refused a request as too long); the
-summarising request itself is pruned harder until it fits.
+summarising request itself is pruned harder until it fits. When the model's summary
+fails for good (a provider error on the last attempt, or one no retry can help) or is
+unusable (empty, or too long to help), Keel writes one from its records instead
+(`activities.context.fallback_summary`), so the run goes on.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.context.budget import ContextBudget, context_items, exceeded_limit
+from activities.context.fallback_summary import fallback_summary
+from activities.llm import RETRYABLE_STATUS
 from activities.providers import anthropic_messages
 from activities.store.context_store import StoredSummary
 from activities.store.run_store import Store
@@ -109,13 +114,25 @@ class CompactionActivities(ContextCompaction):
                     type="ContextTooLong",
                     non_retryable=True,
                 )
+            fallback: str | None = None
             try:
                 text, usage = await self._summarise(job.model, [*plan.messages, prompt])
+                if not text or estimate_message({"content": text}) > window.usable // 2:
+                    fallback = "the model's summary was empty or too long to help"
+                break
+            except ApplicationError as exc:
+                if not _gives_up(exc):
+                    raise
+                text, usage, fallback = "", (0, 0), f"the model's summary failed: {exc}"
                 break
             except openai.APIStatusError as exc:
                 refusal = exceeded_limit(exc)
                 if refusal is None or refusal.limit is None:
-                    raise
+                    error = _summary_error(exc)
+                    if not _gives_up(error):
+                        raise error from exc
+                    text, usage, fallback = "", (0, 0), f"the model's summary failed: {error}"
+                    break
                 if inputs.learned_window == refusal.limit:
                     raise ApplicationError(
                         f"The provider refused the summarising request as too long for its "
@@ -124,6 +141,14 @@ class CompactionActivities(ContextCompaction):
                         non_retryable=True,
                     ) from exc
                 await self._budget.store.learn_window(job.model, refusal.limit, job.run_id)
+        if fallback is not None:
+            activity.logger.warning("run %s: %s; Keel summarises instead", job.run_id, fallback)
+            text = fallback_summary(
+                covered,
+                inputs.summary,
+                reason=fallback,
+                room_tokens=int(window.usable * SUMMARY_ROOM_SHARE),
+            )
         summary = Summary(through_step=through, content=text)
         after = plan_context(
             items,
@@ -155,6 +180,8 @@ class CompactionActivities(ContextCompaction):
                 "context_window": window.context_window,
                 "window_source": window.source,
                 "refused": job.need.refused,
+                # Why Keel wrote the summary itself; none when the model wrote it.
+                "fallback": fallback,
             },
         )
         return _result(stored)
@@ -164,15 +191,16 @@ class CompactionActivities(ContextCompaction):
     ) -> tuple[str, tuple[int, int]]:
         if anthropic_messages.serves(model) and self._anthropic is not None:
             return await self._anthropic.summarise(model, messages)
-        completion = await self._client.chat.completions.create(
-            model=model, messages=[], extra_body={"messages": messages}
-        )
-        text = (completion.choices[0].message.content or "").strip() if completion.choices else ""
-        if not text:
-            raise ApplicationError(
-                "The model answered the summarising request with no text; trying again.",
-                type="LlmUnavailable",
+        try:
+            completion = await self._client.chat.completions.create(
+                model=model, messages=[], extra_body={"messages": messages}
             )
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise ApplicationError(
+                f"LLM endpoint unreachable for the summarising request: {exc}",
+                type="LlmUnavailable",
+            ) from exc
+        text = (completion.choices[0].message.content or "").strip() if completion.choices else ""
         usage = completion.usage
         spent = (
             (usage.prompt_tokens, usage.completion_tokens)
@@ -180,6 +208,30 @@ class CompactionActivities(ContextCompaction):
             else (sum(estimate_message(m) for m in messages), math.ceil(len(text) / 4))
         )
         return text, spent
+
+
+def _summary_error(exc: openai.APIStatusError) -> ApplicationError:
+    """A provider's error on the summarising call, as the model call would raise it."""
+    if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
+        return ApplicationError(
+            f"LLM provider answered {exc.status_code} to the summarising request",
+            type="LlmUnavailable",
+        )
+    return ApplicationError(
+        f"LLM provider rejected the summarising request ({exc.status_code})",
+        type="LlmRequestRejected",
+        non_retryable=True,
+    )
+
+
+def _gives_up(error: ApplicationError) -> bool:
+    """Whether Temporal would not try the summary again: then Keel writes one itself."""
+    if error.non_retryable:
+        return True
+    info = activity.info()
+    policy = info.retry_policy
+    limit = policy.maximum_attempts if policy is not None else 0
+    return limit > 0 and info.attempt >= limit
 
 
 def _result(stored: StoredSummary) -> CompactionResult:

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from temporalio.client import Client
@@ -128,6 +129,38 @@ async def test_a_delegated_review_of_2mb_fits_a_16k_window_in_every_run(
     # Cost stays linear: each part is read in a short conversation of its own.
     source_tokens = ws.total_bytes / 4
     assert sum(r.tokens for r in llm.requests) <= 3 * source_tokens
+
+
+@pytest.mark.parametrize("summaries", ["fail", "empty"])
+async def test_a_summary_the_model_cannot_write_is_written_from_keels_records(
+    temporal_client: Client,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+    summaries: Literal["fail", "empty"],
+) -> None:
+    ws = generate_workspace(tmp_path / "ws", total_bytes=90_000)
+    llm = scripted(
+        Script(name="scripted", policy="reviewer", context_window=6_000, summaries=summaries)
+    )
+    settings = settings_for(llm, tmp_path, model_context_window=6_000, llm_max_attempts=2)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(
+            temporal_client, settings, ws.root, spec=one_conversation(max_steps=200)
+        )
+        result = await handle.result()
+    assert result.status == "completed", result.error
+    assert result.stop_reason == "final_answer"
+    events = await store.list_events(result.run_id, limit=5000)
+    compactions = [e.data for e in events if e.type == "compaction"]
+    assert compactions and all(c["fallback"] for c in compactions)
+    run = await store.get_run(result.run_id)
+    assert run is not None and run.report
+    # What the records held went on: every file once, every finding into the report.
+    assert len(named_files(run.report, ws.files)) == len(ws.files)
+    for path, (line, _) in ws.bugs.items():
+        assert f"- {path}:{line}:" in run.report, f"finding in {path} lost"
 
 
 async def test_unknown_window_is_learnt_from_the_provider(

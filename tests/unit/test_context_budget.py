@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from activities.context.budget import exceeded_limit
+from activities.context.fallback_summary import fallback_summary
 from worker.scripted_llm import Script, ScriptedLLMServer
 from worker.scripted_reviewer import COMPACTION_CUE, request_tokens, reviewer_reply
 from workflows.context_budget import (
@@ -240,3 +241,29 @@ def test_refusals_are_read_from_several_providers_wordings() -> None:
     assert (
         exceeded_limit(refusal({"error": {"message": "maximum context length is 9"}}, 429)) is None
     )
+
+
+def test_the_fallback_summary_keeps_the_files_and_findings_of_the_records() -> None:
+    read_a = read_exchange("pkg/a.py", "pkg/a.py (lines 1-2 of 2)\n     1\tx = 1", "r1")
+    task_call = {"id": "t1", "type": "function", "function": {"name": "task", "arguments": "{}"}}
+    answer = "## Findings\n- pkg/c.py:7: off by one\n\n## Files read\n- pkg/: b.py c.py\n"
+    notes = "## Noted\n- pkg/a.py:2: y is wrong"
+    items = [
+        ContextItem(0, {"role": "system", "content": "Review."}),
+        ContextItem(0, {"role": "user", "content": "Review it."}),
+        ContextItem(1, read_a[0]),
+        ContextItem(1, read_a[1], tool="read_file", arguments='{"path": "pkg/a.py"}'),
+        ContextItem(2, {"role": "assistant", "content": notes, "tool_calls": [task_call]}),
+        ContextItem(2, {"role": "tool", "tool_call_id": "t1", "content": answer}, tool="task"),
+    ]
+    earlier = Summary(through_step=0, content="## Findings\n- old.py:3: kept from before")
+    text = fallback_summary(items, earlier, reason="the model's summary failed", room_tokens=500)
+    assert text.startswith("## Task\nReview it.")
+    covered = text.split("## Files covered\n", 1)[1].split("\n\n", 1)[0]
+    assert covered.splitlines() == ["- pkg/a.py", "- pkg/b.py", "- pkg/c.py"]
+    for finding in ("- pkg/a.py:2: y is wrong", "- pkg/c.py:7: off by one", "- old.py:3: kept"):
+        assert finding in text
+    assert "the model's summary failed" in text
+    # Bounded: a tiny room keeps the sections and says how many findings it left out.
+    tight = fallback_summary(items, earlier, reason="r", room_tokens=60)
+    assert "## Files covered" in tight and "more in the stored conversation" in tight
