@@ -14,7 +14,7 @@ from typing import Literal
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from activities.store.context_store import ContextStore
 from activities.store.run_store import Store
@@ -25,6 +25,7 @@ from tests.integration.runs import agent, start_run
 from worker.scripted_llm import Script, ScriptedLLMServer
 from worker.settings import Settings
 from worker.temporal_client import DATA_CONVERTER
+from workflows import timeouts
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import AgentSpec
 
@@ -129,6 +130,18 @@ async def test_a_delegated_review_of_2mb_fits_a_16k_window_in_every_run(
     # Cost stays linear: each part is read in a short conversation of its own.
     source_tokens = ws.total_bytes / 4
     assert sum(r.tokens for r in llm.requests) <= 3 * source_tokens
+    # The lead's own conversation (the parts' calls, the answers, its notes) compacts too.
+    events = await store.list_events(result.run_id, limit=5000)
+    assert any(e.type == "compaction" for e in events)
+    history = await handle.fetch_history()
+    replayed = await Replayer(
+        workflows=[AgentRunWorkflow], data_converter=DATA_CONVERTER
+    ).replay_workflow(history)
+    assert replayed.replay_failure is None
+    if os.environ.get("KEEL_RECORD_HISTORY"):
+        # KEEL_RECORD_HISTORY=name adds it to the histories future code must replay.
+        target = HISTORIES / f"{os.environ['KEEL_RECORD_HISTORY']}_delegated_compaction.json"
+        target.write_text(json.dumps(history.to_json_dict(), indent=1))
 
 
 @pytest.mark.parametrize("summaries", ["fail", "empty"])
@@ -207,3 +220,53 @@ async def test_unknown_window_is_learnt_from_the_provider(
     run = await store.get_run(second.run_id)
     assert run is not None and run.report
     assert len(named_files(run.report, ws.files)) == len(ws.files)
+
+
+async def test_a_review_continues_as_new_after_compactions_with_its_sub_agents(
+    temporal_client: Client,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ws = generate_workspace(tmp_path / "ws", total_bytes=600_000)
+    llm = scripted(Script(name="scripted", policy="reviewer", context_window=16_384))
+    # Every step's history is long enough to continue as new, the children's too
+    # (outside the sandbox, which would import its own copy of the limit).
+    monkeypatch.setattr(timeouts, "MAX_HISTORY_EVENTS", 5)
+    settings = settings_for(llm, tmp_path, model_context_window=16_384, workflow_sandbox=False)
+    spec = agent("review", max_steps=100, max_tool_calls=1000)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, ws.root, spec=spec)
+        result = await handle.result()
+    assert result.status == "completed", result.error
+    assert result.stop_reason == "final_answer"
+    executions = [w async for w in temporal_client.list_workflows(f'WorkflowId = "{handle.id}"')]
+    assert len(executions) == result.steps  # one execution a step: it went on after each
+    events = await store.list_events(result.run_id, limit=5000)
+    steps_compacted = [int(e.data["step"]) for e in events if e.type == "compaction"]  # type: ignore[call-overload]
+    assert steps_compacted and max(steps_compacted) > 1, "compacted in a later execution"
+    tree = await RunTreeStore(store.pool).subtree("default", result.run_id)
+    children = tree[1:]
+    assert len(children) >= 600_000 // 60_000 and {c.status for c in children} == {"completed"}
+    # Each child was started once, under the id its parent's step and call give it.
+    assert len({c.id for c in children}) == len(children)
+    assert all(re.fullmatch(rf"{handle.id}-task-\d+-\d+", c.id) for c in children)
+    # The usage carried across every continue-as-new: the tree's, rolled up.
+    assert result.usage.total_tokens == sum(r.prompt_tokens + r.completion_tokens for r in tree)
+    report = tree[0].report or ""
+    assert len(named_files(report, ws.files)) == len(ws.files)
+    for path, (line, _) in ws.bugs.items():
+        assert f"- {path}:{line}:" in report, f"finding in {path} lost"
+    # Every execution (compactions, children, continue-as-new) replays, with the same
+    # limit (outside the sandbox, as it ran).
+    replayer = Replayer(
+        workflows=[AgentRunWorkflow],
+        data_converter=DATA_CONVERTER,
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    for execution in executions:
+        execution_handle = temporal_client.get_workflow_handle(handle.id, run_id=execution.run_id)
+        history = await execution_handle.fetch_history()
+        assert (await replayer.replay_workflow(history)).replay_failure is None
