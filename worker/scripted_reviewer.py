@@ -16,8 +16,9 @@ Two pieces the scripted server (`worker.scripted_llm`) uses when a script asks:
 
   It delegates as the built-in `review` agent's prompt says: when the request offers
   the `task` tool and the listed files add up to more than `OWN_BYTES`, it hands parts
-  of about `PART_BYTES` (neighbouring paths) to `explore` sub-agents, `PARTS_PER_REPLY`
-  a reply, notes what their answers cover after each round, and reports every file a
+  of about `PART_BYTES` or `PART_FILES` (neighbouring paths) to `explore` sub-agents,
+  `PARTS_PER_REPLY` a reply, notes what their answers cover after each round, and
+  reports every file a
   sub-agent read and, under `## Not covered`, every other one with the reason. A
   sub-agent's conversation (its prompt starts with `PART_CUE`) reads the files its
   prompt names and answers with its findings, `## Files read` and `## Not read`.
@@ -50,14 +51,16 @@ MESSAGE_OVERHEAD_TOKENS = 3
 # The reviewer recognises a request to summarise by this phrase in the last user message
 # (Keel's compaction prompt says it; any prompt that does will do).
 COMPACTION_CUE = "summarise the conversation so far"
-# Files read per step: one keeps each step's new output small against a small window;
-# a sub-agent, whose conversation is short, reads two (its prompt says "several").
+# Files read per step: one keeps each step's new output small against a small window,
+# and each step's history at one model call and one tool call.
 READS_PER_STEP = 1
-PART_READS_PER_STEP = 2
 # What the review prompt says: up to this much source the lead reads itself...
 OWN_BYTES = 100_000
-# ...beyond it, parts of about this size go to sub-agents, this many parts a reply.
-PART_BYTES = 60_000
+# ...beyond it, parts of about this size (and at most this many files) go to
+# sub-agents, this many parts a reply. Large parts spread a child's fixed cost (its
+# start, opening and end in two histories) over more steps.
+PART_BYTES = 120_000
+PART_FILES = 15
 PARTS_PER_REPLY = 8
 SUBAGENT = "explore"
 # A sub-agent's prompt starts with this, so the reviewer knows which side it plays.
@@ -182,8 +185,7 @@ def reviewer_reply(messages: list[object], tools: list[str] | None = None) -> Re
     unread = known.unread()
     if unread:
         calls: list[tuple[str, dict[str, object]]] = [
-            ("read_file", {"path": p})
-            for p in unread[: PART_READS_PER_STEP if known.part else READS_PER_STEP]
+            ("read_file", {"path": p}) for p in unread[:READS_PER_STEP]
         ]
         plan = "" if known.part or _has_plan(messages) else _plan(known.listed)
         return ReviewerReply(
@@ -225,12 +227,12 @@ def _part_prompt(part: list[str]) -> str:
 
 
 def _split(paths: list[str], sizes: dict[str, int]) -> list[list[str]]:
-    """Neighbouring paths together, each part up to `PART_BYTES` (one file at least)."""
+    """Neighbouring paths together, each up to `PART_BYTES` and `PART_FILES` (one at least)."""
     parts: list[list[str]] = []
     size = 0
     for path in paths:
         bytes_ = sizes.get(path, UNKNOWN_FILE_BYTES)
-        if parts and size + bytes_ <= PART_BYTES:
+        if parts and size + bytes_ <= PART_BYTES and len(parts[-1]) < PART_FILES:
             parts[-1].append(path)
             size += bytes_
         else:

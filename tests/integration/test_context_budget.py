@@ -116,7 +116,7 @@ async def test_a_delegated_review_of_2mb_fits_a_16k_window_in_every_run(
     assert llm.requests and not any(r.rejected for r in llm.requests)
     tree = await RunTreeStore(store.pool).subtree("default", result.run_id)
     children = tree[1:]
-    assert len(children) >= 2_000_000 // 60_000 - 1
+    assert len(children) >= 2_000_000 // 120_000 - 1
     assert {c.status for c in children} == {"completed"}
     # The lead delegated every part: it read no file itself.
     lead = await store.conversation(result.run_id, None)
@@ -230,7 +230,7 @@ async def test_a_review_continues_as_new_after_compactions_with_its_sub_agents(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ws = generate_workspace(tmp_path / "ws", total_bytes=600_000)
+    ws = generate_workspace(tmp_path / "ws", total_bytes=1_300_000)
     llm = scripted(Script(name="scripted", policy="reviewer", context_window=16_384))
     # Every step's history is long enough to continue as new, the children's too
     # (outside the sandbox, which would import its own copy of the limit).
@@ -249,7 +249,7 @@ async def test_a_review_continues_as_new_after_compactions_with_its_sub_agents(
     assert steps_compacted and max(steps_compacted) > 1, "compacted in a later execution"
     tree = await RunTreeStore(store.pool).subtree("default", result.run_id)
     children = tree[1:]
-    assert len(children) >= 600_000 // 60_000 and {c.status for c in children} == {"completed"}
+    assert len(children) > 8 and {c.status for c in children} == {"completed"}
     # Each child was started once, under the id its parent's step and call give it.
     assert len({c.id for c in children}) == len(children)
     assert all(re.fullmatch(rf"{handle.id}-task-\d+-\d+", c.id) for c in children)

@@ -41,7 +41,7 @@ def test_built_ins_carry_their_limits() -> None:
     catalog = AgentCatalog.load()
     explore = catalog.get("explore")
     assert explore is not None
-    assert explore.limits.max_steps == 12 and explore.limits.max_stale_rounds == 2
+    assert explore.limits.max_steps == 24 and explore.limits.max_stale_rounds == 2
     # Limits the file leaves out keep their defaults.
     assert explore.limits.max_consecutive_failures == Limits().max_consecutive_failures
 
