@@ -12,6 +12,7 @@ conversation with the budget off on an unlimited window: every output stays in i
     .venv/bin/python -m bench.long_review --sizes 0.5 2 --window 16384 --contrast 0.5
     .venv/bin/python -m bench.long_review --workspace .venv/lib/python3.11/site-packages/httpx
     .venv/bin/python -m bench.long_review --sizes 2 --no-subagents --contrast
+    .venv/bin/python -m bench.long_review --sizes 2 --contrast --recent-share 0.4 --stale-at 0.3
 
 Per run, over the run and its sub-agents: total prompt tokens (as the server counts
 them), the largest request, prompt tokens per KB of source, the ratio of prompt tokens
@@ -46,6 +47,7 @@ from worker.scripted_llm import Script, ScriptedLLMServer
 from worker.scripted_reviewer import CHARS_PER_TOKEN
 from worker.settings import Settings, settings_from
 from worker.temporal_client import connect
+from workflows import context_budget
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import AgentSpec, Limits, RunInput
 
@@ -113,11 +115,26 @@ def main(argv: list[str] | None = None) -> None:
         help="review in one conversation: the review agent without its `task` tool",
     )
     parser.add_argument(
+        "--recent-share",
+        type=float,
+        help="what-if: the share of the window kept for whole recent outputs (default 0.1)",
+    )
+    parser.add_argument(
+        "--stale-at",
+        type=float,
+        help="what-if: compact once stubs and calls pass this share of the window (default 0.08)",
+    )
+    parser.add_argument(
         "--workspace",
         type=Path,
         help="review this directory (e.g. a real project) instead of generated workspaces",
     )
     args = parser.parse_args(argv)
+    # The budget's shares are constants of the activities, which run in this process.
+    if args.recent_share is not None:
+        context_budget.RECENT_SHARE = args.recent_share
+    if args.stale_at is not None:
+        context_budget.STALE_AT = args.stale_at
     if args.workspace is not None and not args.workspace.is_dir():
         parser.error(f"--workspace {args.workspace} is not a directory.")
     try:
