@@ -603,7 +603,7 @@ def _reviewer_turn(body: dict[str, Any], size: RequestSize | None) -> Turn:
         for t in body.get("tools") or []
         if isinstance(t, dict) and isinstance(t.get("function"), dict)
     ]
-    reply = reviewer_reply(body["messages"], tools)
+    reply = reviewer_reply(body["messages"], tools, may_call=body.get("tool_choice") != "none")
     return Turn(
         content=reply.content,
         tool_calls=[ScriptedToolCall(name=n, arguments=a) for n, a in reply.tool_calls],

@@ -70,6 +70,7 @@ UNKNOWN_FILE_BYTES = 9_000
 # What a delegating lead's summary says it does next, so it goes on delegating.
 DELEGATE_CUE = "hand the files not yet read to sub-agents"
 NO_REPORT = "no sub-agent reported reading it"
+OUT_OF_TIME = "the run's steps or tool calls ran out before it was read"
 
 _LISTING_LINE = re.compile(r"^(\S+) \((\d+) bytes\)$")
 _READ_HEADER = re.compile(r"^(\S+) \(lines (\d+)-(\d+) of (\d+)\)")
@@ -168,11 +169,21 @@ class _Knowledge:
         return [p for p in self.listed if p not in self.covered and p not in self.unreadable]
 
 
-def reviewer_reply(messages: list[object], tools: list[str] | None = None) -> ReviewerReply:
-    """The reviewer's answer to a request carrying `messages` and offering `tools`."""
+def reviewer_reply(
+    messages: list[object], tools: list[str] | None = None, *, may_call: bool = True
+) -> ReviewerReply:
+    """The reviewer's answer to a request carrying `messages` and offering `tools`.
+
+    With `may_call` false (`tool_choice: none`, a run out of steps or calls) it answers
+    at once with what it knows, and says which files it had no time to read.
+    """
     known = _read_context([m for m in messages if isinstance(m, dict)])
     if asks_for_summary(messages):
         return ReviewerReply(content=_summary(known))
+    if not may_call:
+        for path in known.unread():
+            known.skip(path, OUT_OF_TIME if path not in known.delegated else NO_REPORT)
+        return ReviewerReply(content=_part_answer(known) if known.part else _report(known))
     notes = _notes(known)
     if not known.listed and not known.part:
         return ReviewerReply(content="Listing the workspace first.", tool_calls=[_list_files()])

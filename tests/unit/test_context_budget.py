@@ -11,7 +11,7 @@ import pytest
 from activities.context.budget import exceeded_limit
 from activities.context.fallback_summary import fallback_summary
 from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.scripted_reviewer import COMPACTION_CUE, request_tokens, reviewer_reply
+from worker.scripted_reviewer import COMPACTION_CUE, PART_CUE, request_tokens, reviewer_reply
 from workflows.context_budget import (
     ContextItem,
     Summary,
@@ -267,3 +267,48 @@ def test_the_fallback_summary_keeps_the_files_and_findings_of_the_records() -> N
     # Bounded: a tiny room keeps the sections and says how many findings it left out.
     tight = fallback_summary(items, earlier, reason="r", room_tokens=60)
     assert "## Files covered" in tight and "more in the stored conversation" in tight
+
+
+def test_the_reviewer_delegates_a_large_workspace_and_merges_the_answers() -> None:
+    task = [{"role": "system", "content": "Review."}, {"role": "user", "content": "Review it."}]
+    listing = "\n".join(f"pkg/m{i:02}.py (20000 bytes)" for i in range(60))
+    call = {"id": "l", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}
+    listed = [
+        *task,
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "l", "content": listing},
+    ]
+    # Without the task tool it reads on its own; with it, it hands out parts.
+    assert reviewer_reply(listed).tool_calls == [("read_file", {"path": "pkg/m00.py"})]
+    first = reviewer_reply(listed, ["list_files", "read_file", "task"])
+    assert len(first.tool_calls) == 8 and {n for n, _ in first.tool_calls} == {"task"}
+    prompts = [str(a["prompt"]) for _, a in first.tool_calls]
+    assert all(p.startswith(PART_CUE) for p in prompts)
+    # A sub-agent reads the files its prompt names, then answers in the asked form.
+    part = [{"role": "system", "content": "Explore."}, {"role": "user", "content": prompts[0]}]
+    assert reviewer_reply(part).tool_calls == [("read_file", {"path": "pkg/m00.py"})]
+    forced = reviewer_reply(part, may_call=False).content
+    assert "## Files read" in forced and "- pkg/m00.py: the run's steps" in forced
+    # The lead notes what the answers covered (so pruning keeps it) and goes on.
+    answers = [
+        "## Findings\n- pkg/m00.py:3: off by one\n\n## Files read\n- pkg/: m00.py m01.py",
+        "Error: the sub-agent run failed.",
+    ]
+    calls = [
+        {
+            "id": f"t{i}",
+            "type": "function",
+            "function": {"name": "task", "arguments": json.dumps(a)},
+        }
+        for i, (_, a) in enumerate(first.tool_calls[:2])
+    ]
+    after = [
+        *listed,
+        {"role": "assistant", "content": first.content, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": f"t{i}", "content": t} for i, t in enumerate(answers)),
+    ]
+    second = reviewer_reply(after, ["task"])
+    assert "- pkg/m00.py:3: off by one" in second.content
+    assert "## Files reviewed\n- pkg/: m00.py m01.py" in second.content
+    assert "its sub-agent failed" in second.content
+    assert second.tool_calls and all(n == "task" for n, _ in second.tool_calls)
