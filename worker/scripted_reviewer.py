@@ -29,6 +29,7 @@ reply.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import re
@@ -131,8 +132,10 @@ class _Knowledge:
     fresh_unreadable: dict[str, str] = field(default_factory=dict)
     # (path, start_line) of a read to continue: the newest output said there is more.
     continue_at: tuple[str, int] | None = None
-    # Files handed to sub-agents whose answers are in (a stub of a pruned one counts).
+    # Files handed to sub-agents whose answers are in (a stub of a pruned one counts),
+    # and how many times each was handed out.
     delegated: list[str] = field(default_factory=list)
+    handed: collections.Counter[str] = field(default_factory=collections.Counter)
     delegating: bool = False
     # A sub-agent's conversation: the files its prompt names.
     part: bool = False
@@ -215,7 +218,13 @@ def _delegates(known: _Knowledge, tools: list[str] | None) -> bool:
 
 def _delegate(known: _Knowledge, notes: str, *, plan: bool) -> ReviewerReply:
     """The next round of parts for sub-agents, or the merged report once all are back."""
-    waiting = [p for p in known.unread() if p not in known.delegated]
+    # As the prompt says: files a sub-agent had no time for go to another one, once.
+    again = [
+        p for p, reason in known.unreadable.items() if reason == OUT_OF_TIME and known.handed[p] < 2
+    ]
+    for path in again:
+        del known.unreadable[path]
+    waiting = [p for p in known.unread() if p not in known.delegated or p in again]
     if not waiting:
         for path in known.unread():
             known.skip(path, NO_REPORT)
@@ -361,6 +370,7 @@ def _read_answer(known: _Knowledge, arguments: dict[str, Any], text: str, *, fre
     part = [p for line in str(arguments.get("prompt") or "").splitlines() for p in _paths(line)]
     for path in part:
         known.list_file(path)
+        known.handed[path] += 1
         if path not in known.delegated:
             known.delegated.append(path)
     if text.startswith("Error:"):
