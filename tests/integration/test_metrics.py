@@ -150,7 +150,8 @@ async def test_compactions_are_counted_by_model_and_reason(
     runtime = worker_runtime(settings)
     assert runtime is not None
     client = await connect(temporal_server.address, runtime=runtime)
-    spec = agent("review", max_steps=200, max_tool_calls=200)
+    # Without its `task` tool, so the one conversation is what must be compacted.
+    spec = agent("review", max_steps=200, max_tool_calls=200).model_copy(update={"subagents": []})
     async with in_process_worker(client, store, settings):
         result = await (await start_run(client, settings, ws.root, spec=spec)).result()
         samples, _ = await scrape(f"http://127.0.0.1:{settings.worker_metrics_port}/metrics")
