@@ -389,6 +389,11 @@ class ScriptedLLMServer:
         model = {"id": self.script.name, "object": "model", "created": 0, "owned_by": "keel"}
         return JSONResponse({"object": "list", "data": [model]})
 
+    async def answer(self, request: Request) -> Response:
+        """Answer one chat completion request with this script; a server that plays
+        several scripts (`worker.scripted_models`) hands each request to one of these."""
+        return await self._chat_completions(request)
+
     async def _messages(self, request: Request) -> Response:
         """Anthropic's Messages API over the same script (`worker.scripted_anthropic`)."""
         try:

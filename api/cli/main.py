@@ -21,6 +21,7 @@ from rich.tree import Tree
 from api.cli.client import KeelApiError, KeelClient
 from api.cli.connection import keel_api
 from api.cli.console_link import console_link
+from api.cli.evals import eval_command
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.local_tools import LOCAL_TOOLS, local_executor
 from api.cli.mcp_stdio import serve_stdio
@@ -46,6 +47,7 @@ app.add_typer(schedules_app, name="schedules")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(plugins_app, name="plugins")
+app.command("eval")(eval_command)
 console = Console()
 err_console = Console(stderr=True)
 

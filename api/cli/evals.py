@@ -1,0 +1,160 @@
+"""`keel eval`: run scenario files as durable runs, print the table, gate CI."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+from rich.table import Table
+from rich.text import Text
+
+from api.cli.client import KeelApiError
+from api.evals.reports import junit_xml, markdown_report
+from api.evals.results import AttemptResult, Change, EvalReport, compare
+from api.evals.runner import EvalRunner, model_names
+from api.evals.scenario import Scenario, ScenarioError, bundled_scenarios, load_scenarios
+from api.evals.stack import eval_stack
+from worker.dev_stack import StackError
+from worker.settings import Settings
+
+__all__ = ["eval_command"]
+
+console = Console()
+err_console = Console(stderr=True)
+VERDICT_STYLE = {"better": "green", "worse": "red", "same": "dim", "new": "cyan", "gone": "yellow"}
+
+
+def _results_table(report: EvalReport) -> Table:
+    table = Table(
+        "scenario", "result", "passed", "failed expectation", "steps", "tokens", "cost", "duration"
+    )
+    for s in report.scenarios:
+        ok = report.passed(s)
+        table.add_row(
+            Text(s.name),
+            Text("pass" if ok else "FAIL", style="green" if ok else "bold red"),
+            f"{s.passes}/{len(s.attempts)} ({s.pass_rate:.0%})",
+            Text("\n".join(s.failures) or "-"),
+            f"{s.mean('steps'):.1f}",
+            f"{s.mean('tokens'):.0f}",
+            f"${s.mean('cost_usd'):.4f}",
+            f"{s.mean('duration_s'):.1f} s",
+        )
+    return table
+
+
+def _changes_table(changes: list[Change]) -> Table:
+    table = Table("scenario", "against the baseline", "what moved")
+    for c in changes:
+        table.add_row(
+            Text(c.name),
+            Text(c.verdict, style=VERDICT_STYLE[c.verdict]),
+            Text("; ".join(c.notes) or "-"),
+        )
+    return table
+
+
+async def _run_all(
+    scenarios: list[Scenario],
+    settings: Settings,
+    work_dir: Path,
+    *,
+    repeat: int,
+    concurrency: int,
+    min_pass_rate: float,
+) -> EvalReport:
+    models = model_names(scenarios)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("starting Keel", total=len(scenarios) * repeat)
+
+        def finished(scenario: Scenario, result: AttemptResult) -> None:
+            mark = "[green]✓[/green]" if result.passed else "[red]✗[/red]"
+            why = "" if result.passed else f" — {result.failures[0]}"
+            progress.console.print(
+                f"{mark} {scenario.name} #{result.attempt} ({result.steps} steps, "
+                f"{result.tokens} tokens){why}",
+                highlight=False,
+                markup=True,
+            )
+            progress.advance(task)
+
+        async with eval_stack(scenarios, models, settings, work_dir) as (client, info):
+            progress.update(task, description=f"running on {info.api_url}")
+            runner = EvalRunner(client, work_dir, concurrency=concurrency, on_result=finished)
+            return await runner.run(scenarios, models, repeat=repeat, min_pass_rate=min_pass_rate)
+
+
+def eval_command(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Scenario files or directories of them; none: the built-in ones."),
+    ] = None,
+    repeat: Annotated[int, typer.Option(help="Run each scenario N times.", min=1)] = 1,
+    concurrency: Annotated[int, typer.Option(help="Runs at once.", min=1, max=64)] = 4,
+    min_pass_rate: Annotated[
+        float, typer.Option(help="Share of a scenario's runs that must pass.", min=0, max=1)
+    ] = 1.0,
+    baseline: Annotated[
+        Path | None, typer.Option(help="An earlier results file to compare against.")
+    ] = None,
+    fail_on_regression: Annotated[
+        bool, typer.Option(help="Exit 1 when a scenario got worse than the baseline.")
+    ] = False,
+    results: Annotated[
+        Path | None, typer.Option(help="Where to write the results (JSON, for --baseline).")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help="Where to write JUnit XML.")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Where to write the Markdown report.")
+    ] = None,
+) -> None:
+    """Run eval scenarios as durable runs and check their expectations (exit 1 on failure)."""
+    settings = Settings()
+    try:
+        scenarios = load_scenarios(paths or [bundled_scenarios()])
+        earlier = EvalReport.load(baseline) if baseline is not None else None
+    except (ScenarioError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        raise typer.Exit(code=2) from None
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    evals_dir = settings.data_dir.expanduser().resolve() / "evals"
+    work_dir = evals_dir / "workspaces" / stamp
+    work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        report = asyncio.run(
+            _run_all(
+                scenarios,
+                settings,
+                work_dir,
+                repeat=repeat,
+                concurrency=concurrency,
+                min_pass_rate=min_pass_rate,
+            )
+        )
+    except (KeelApiError, StackError, ScenarioError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(code=2) from None
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    changes = compare(report, earlier) if earlier is not None else None
+    console.print(_results_table(report))
+    if changes is not None:
+        console.print(_changes_table(changes))
+    saved = results or evals_dir / "results" / f"eval-{stamp}.json"
+    report.save(saved)
+    console.print(f"Results saved to {saved} (compare later runs with --baseline {saved})")
+    for path, text in ((junit, junit_xml(report)), (markdown, markdown_report(report, changes))):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            console.print(f"Wrote {path}")
+    regressed = changes is not None and any(c.verdict == "worse" for c in changes)
+    if not report.ok or (fail_on_regression and regressed):
+        raise typer.Exit(code=1)
