@@ -121,7 +121,7 @@ def eval_command(
         scenarios = load_scenarios(paths or [bundled_scenarios()])
         earlier = EvalReport.load(baseline) if baseline is not None else None
     except (ScenarioError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     evals_dir = settings.data_dir.expanduser().resolve() / "evals"
@@ -139,7 +139,7 @@ def eval_command(
             )
         )
     except (KeelApiError, StackError, ScenarioError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)

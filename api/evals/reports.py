@@ -83,7 +83,7 @@ def markdown_report(report: EvalReport, changes: list[Change] | None = None) -> 
         for s in failing:
             lines += ["", f"### {_cell(s.name)}", ""]
             for a in s.attempts:
-                lines += [f"- run {a.run_id} (#{a.attempt}): {_cell(f)}" for f in a.failures]
+                lines += [_cell(f"- run {a.run_id} (#{a.attempt}): {f}") for f in a.failures]
     if changes is not None:
         lines += [
             "",

@@ -11,10 +11,18 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 
 from activities.prices import ModelPrice
 from worker.scripted_llm import Script
@@ -67,10 +75,22 @@ class WorkspaceSpec(_Strict):
         return self
 
 
+def _script_kind(value: object) -> str:
+    return "script file" if isinstance(value, str) else "inline script"
+
+
+# Tagged, so an error inside an inline script names its field, not both union members.
+ScriptSource = Annotated[
+    Annotated[str, Tag("script file")] | Annotated[Script, Tag("inline script")],
+    Discriminator(_script_kind),
+]
+_TAGS = {"script file", "inline script"}
+
+
 class ModelChoice(_Strict):
     """The model the run talks to: a script on the scripted server, or the configured one."""
 
-    script: str | Script | None = None
+    script: ScriptSource | None = None
     """A script file (relative, or `bundled:demo_review.yaml`) or the script inline."""
     configured: bool = False
     """Use the configured OpenAI-compatible endpoint and model (`OPENAI_BASE_URL`, `KEEL_MODEL`)."""
@@ -237,7 +257,7 @@ class Scenario(_Strict):
 def _field_errors(path: Path, exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        where = ".".join(str(p) for p in error["loc"] if p not in _TAGS) or "(top level)"
         lines.append(f"{path}: {where}: {error['msg']}")
     return "\n".join(lines)
 
