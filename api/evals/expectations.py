@@ -28,6 +28,13 @@ class ToolCallSeen(BaseModel):
     """True: it ran without an error; False: error, denial or rejection; None: no result."""
 
 
+class Finding(BaseModel):
+    """A finding the report names: a file and, when the text says one, a severity."""
+
+    file: str
+    severity: str | None
+
+
 class Observation(BaseModel):
     """What a finished run did, as the API shows it."""
 
@@ -42,6 +49,8 @@ class Observation(BaseModel):
     duration_s: float
     report: str
     calls: list[ToolCallSeen]
+    findings: list[Finding] | None = None
+    """Structured findings, when the API returns them with the run; else the report's."""
 
     @property
     def files_read(self) -> list[str]:
@@ -52,25 +61,45 @@ class Observation(BaseModel):
         return list(dict.fromkeys(p for p in paths if p))
 
 
-class Finding(BaseModel):
-    """A finding the report names: a file and, when the text says one, a severity."""
-
-    file: str
-    severity: str | None
-
-
 _SEVERITY = re.compile(r"\b(critical|high|medium|low|info)\b", re.IGNORECASE)
 # A path with a directory or an extension, optionally `:line`, as reports cite them.
 _PATH = re.compile(r"((?:[\w.-]+/)*[\w-]+\.[a-z0-9]{1,6}\b|(?:[\w.-]+/)+[\w.-]+)(?::\d+)?")
 _ENTRY = re.compile(r"^\s*(?:[-*]|\d+[.)]|#{3,6})\s+")
+# A review may end with a fenced `findings` block: a JSON array of {file, line, severity, ...}.
+_FINDINGS_BLOCK = re.compile(
+    r"^ {0,3}```findings[ \t]*\r?\n(.*?)^ {0,3}```[ \t]*$", re.MULTILINE | re.DOTALL
+)
+
+
+def _block_findings(report: str) -> list[Finding] | None:
+    """The last `findings` block's findings; None without a readable one."""
+    blocks = _FINDINGS_BLOCK.findall(report)
+    try:
+        items = json.loads(blocks[-1]) if blocks else None
+    except ValueError:
+        return None
+    if not isinstance(items, list):
+        return None
+    found = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("file"), str):
+            severity = item.get("severity")
+            found.append(
+                Finding(file=item["file"], severity=severity if isinstance(severity, str) else None)
+            )
+    return found
 
 
 def report_findings(report: str) -> list[Finding]:
-    """Findings parsed from the report's `## Findings` section.
+    """Findings of a report that came without structured ones.
 
-    Until agents return structured findings, the report is the source: each bullet or
-    `###` heading under `## Findings` (with the lines up to the next one) is a finding;
-    its file is the first path it cites, its severity the first severity word."""
+    A fenced `findings` block (a JSON array) is taken when there is one. Otherwise
+    each bullet or `###` heading under `## Findings` (with the lines up to the next
+    one) is a finding: its file is the first path it cites, its severity the first
+    severity word."""
+    block = _block_findings(report)
+    if block is not None:
+        return block
     entries: list[str] = []
     inside = False
     for line in report.splitlines():
@@ -154,8 +183,9 @@ def _check_tools(expect: Expectations, seen: Observation) -> list[str]:
     return failures
 
 
-def _check_report(expect: Expectations, report: str) -> list[str]:
+def _check_report(expect: Expectations, seen: Observation) -> list[str]:
     failures = []
+    report = seen.report
     want = expect.report
     for i, text in enumerate(want.contains):
         if text not in report:
@@ -166,7 +196,7 @@ def _check_report(expect: Expectations, report: str) -> list[str]:
     for i, text in enumerate(want.not_contains):
         if text in report:
             failures.append(f"expect.report.not_contains[{i}]: the report contains {text!r}")
-    found = report_findings(report)
+    found = seen.findings if seen.findings is not None else report_findings(report)
     for i, finding in enumerate(expect.findings):
         hit = any(
             fnmatchcase(f.file, finding.file)
@@ -217,7 +247,7 @@ def check(expect: Expectations, seen: Observation, workspace: Path) -> list[str]
     return [
         *_check_run(expect, seen),
         *_check_tools(expect, seen),
-        *_check_report(expect, seen.report),
+        *_check_report(expect, seen),
         *_check_workspace(expect, workspace),
         *_check_limits(expect, seen),
     ]

@@ -26,7 +26,7 @@ from api.core.schemas import (
     RunCreate,
     RunPublic,
 )
-from api.evals.expectations import Observation, ToolCallSeen, check
+from api.evals.expectations import Finding, Observation, ToolCallSeen, check
 from api.evals.results import AttemptResult, EvalReport, ScenarioResult
 from api.evals.scenario import Decision, Scenario
 
@@ -78,6 +78,18 @@ def _arguments(raw: object) -> dict[str, object]:
 
 def _child_ids(children: list[RunChildPublic]) -> list[str]:
     return [i for c in children for i in (c.id, *_child_ids(c.children))]
+
+
+def _structured_findings(run: RunPublic) -> list[Finding] | None:
+    """The run's structured findings where the API returns them (`RunPublic.findings`,
+    from a report's `findings` block); None where it does not, so the report is parsed."""
+    items = getattr(run, "findings", None)
+    if not isinstance(items, list):
+        return None
+    return [
+        Finding(file=str(getattr(f, "file", "")), severity=getattr(f, "severity", None))
+        for f in items
+    ]
 
 
 class EvalRunner:
@@ -268,4 +280,5 @@ class EvalRunner:
             duration_s=max((end - run.created_at).total_seconds(), 0.0),
             report=run.report or "",
             calls=calls,
+            findings=_structured_findings(run),
         )

@@ -24,6 +24,7 @@ from api.evals.stack import scripted_models
 from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
 from worker.dev_stack import TemporalDevServer, free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
 from worker.settings import Settings
 
 MakeSettings = Callable[..., Settings]
@@ -169,17 +170,25 @@ def scenario_file(
     return path
 
 
+def eval_env(
+    server: TemporalDevServer, database_url: str, data: Path, **extra: str
+) -> dict[str, str]:
+    """`keel eval` on the test session's Temporal and Postgres (its own worker and API)."""
+    return clean_env(
+        TEMPORAL_ADDRESS=server.address,
+        DATABASE_URL=database_url,
+        KEEL_DATA_DIR=str(data),
+        KEEL_JWT_SECRET=JWT_SECRET,
+        COLUMNS="200",
+        **extra,
+    )
+
+
 @pytest.mark.slow
 async def test_keel_eval_repeats_writes_junit_and_markdown_and_compares_a_baseline(
     temporal_server: TemporalDevServer, database_url: str, tmp_path: Path
 ) -> None:
-    env = clean_env(
-        TEMPORAL_ADDRESS=temporal_server.address,
-        DATABASE_URL=database_url,
-        KEEL_DATA_DIR=str(tmp_path / "data"),
-        KEEL_JWT_SECRET=JWT_SECRET,
-        COLUMNS="200",
-    )
+    env = eval_env(temporal_server, database_url, tmp_path / "data")
     scenario = scenario_file(tmp_path / "explain-add.yaml", fail_times=1)
     out = tmp_path / "out"
     code, printed = await keel(
@@ -231,6 +240,32 @@ async def test_keel_eval_repeats_writes_junit_and_markdown_and_compares_a_baseli
     assert "expect.report.contains[0]: the report does not contain '## Answer'" in printed
     assert re.search(r"explain-add\s+│ worse\s+│ pass rate 100% → 0%; tokens \d+ → \d+", printed)
     assert "| explain-add | worse | pass rate 100% → 0%; tokens" in (out / "against.md").read_text()
+
+
+async def test_keel_eval_runs_scenarios_on_the_configured_model(
+    temporal_server: TemporalDevServer,
+    database_url: str,
+    tmp_path: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+) -> None:
+    llm = scripted(Script(name="team-model", turns=[Turn(content="## Answer\nIt adds.")]))
+    scenario = tmp_path / "real.yaml"
+    scenario.write_text(
+        "agent: investigate\ninput: What does it do?\nmodel: {configured: true}\n"
+        "workspace: {files: {a.py: 'x = 1'}}\n"
+        "expect: {report: {contains: ['## Answer']}, tools_not_called: [{name: read_file}]}\n"
+    )
+    env = eval_env(
+        temporal_server,
+        database_url,
+        tmp_path / "data",
+        OPENAI_BASE_URL=llm.base_url,
+        KEEL_MODEL="team-model",
+    )
+    code, printed = await keel("eval", str(scenario), env=env)
+    assert code == 0, printed
+    assert re.search(r"real\s+│ pass\s+│ 1/1", printed), printed
+    assert llm.last_request(0)["model"] == "team-model"
 
 
 async def test_keel_eval_refuses_an_invalid_scenario_before_running(tmp_path: Path) -> None:

@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from api.evals.expectations import Observation, ToolCallSeen, check, report_findings
+from api.evals.expectations import Finding, Observation, ToolCallSeen, check, report_findings
 from api.evals.reports import junit_xml, markdown_report
 from api.evals.results import AttemptResult, EvalReport, ScenarioResult, compare
+from api.evals.runner import model_names
 from api.evals.scenario import (
     Expectations,
     ScenarioError,
     bundled_scenarios,
     load_scenarios,
 )
+from api.evals.stack import split_by_model
 
 MINIMAL = "agent: review\ninput: Review it.\nmodel: {script: {turns: [{content: done}]}}\n"
 
@@ -257,3 +259,29 @@ def test_the_markdown_report_shows_pass_rates_and_keeps_cells_inert() -> None:
     assert "| a\\|&lt;script> | **FAIL** | 2/3 |" in text
     assert "## Failures" in text and "## Against the baseline" in text
     assert "<script>" not in text
+
+
+def test_a_findings_block_is_taken_before_the_prose() -> None:
+    report = (
+        "## Findings\n- low other/file.py:1 — prose\n\n"
+        '```findings\n[{"file": "src/db.py", "line": 4, "severity": "high", "title": "t"}]\n```\n'
+    )
+    assert [(f.file, f.severity) for f in report_findings(report)] == [("src/db.py", "high")]
+
+
+def test_structured_findings_from_the_api_win_over_the_report(tmp_path: Path) -> None:
+    expect = Expectations.model_validate({"findings": [{"file": "src/db.py", "severity": "high"}]})
+    structured = [Finding(file="src/db.py", severity="high")]
+    assert check(expect, observation(findings=structured), tmp_path) == []
+    failures = check(expect, observation(findings=[]), tmp_path)
+    assert failures == ["expect.findings[0]: no finding src/db.py (high); the report has: none"]
+
+
+def test_scripted_and_configured_scenarios_are_not_mixed(tmp_path: Path) -> None:
+    write(tmp_path, "scripted.yaml", MINIMAL)
+    write(tmp_path, "real.yaml", "agent: review\ninput: x\nmodel: {configured: true}\n")
+    scenarios = load_scenarios([tmp_path])
+    with pytest.raises(ScenarioError, match="run them in two `keel eval` calls"):
+        split_by_model(scenarios)
+    assert split_by_model(scenarios[1:]) is True and split_by_model(scenarios[:1]) is False
+    assert model_names(scenarios) == {"real": None, "scripted": "eval-2-scripted"}
