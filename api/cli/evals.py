@@ -75,14 +75,13 @@ async def _run_all(
         task = progress.add_task("starting Keel", total=len(scenarios) * repeat)
 
         def finished(scenario: Scenario, result: AttemptResult) -> None:
-            mark = "[green]✓[/green]" if result.passed else "[red]✗[/red]"
+            # Text, not markup: names and failures may quote what the model wrote.
+            mark = Text("✓ ", style="green") if result.passed else Text("✗ ", style="red")
             why = "" if result.passed else f" — {result.failures[0]}"
-            progress.console.print(
-                f"{mark} {scenario.name} #{result.attempt} ({result.steps} steps, "
-                f"{result.tokens} tokens){why}",
-                highlight=False,
-                markup=True,
+            line = (
+                f"{scenario.name} #{result.attempt} ({result.steps} steps, {result.tokens} tokens)"
             )
+            progress.console.print(Text.assemble(mark, line + why), soft_wrap=True)
             progress.advance(task)
 
         async with eval_stack(scenarios, models, settings, work_dir) as (client, info):

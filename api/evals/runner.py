@@ -8,6 +8,7 @@ copy of the scenario's workspace, so an agent that writes cannot disturb another
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import uuid
@@ -174,7 +175,11 @@ class EvalRunner:
             metadata={"eval_scenario": scenario.name, "eval_attempt": str(attempt)},
         )
         run = await self._client.create_run(body)
-        run, problems = await self._drive(scenario, run)
+        try:
+            run, problems = await self._drive(scenario, run)
+        except (KeelApiError, httpx.HTTPError) as exc:
+            # A run the eval can no longer follow must not go on working unwatched.
+            run, problems = await self._cancelled(run), [f"keel: {exc}"]
         seen = await self._observe(run)
         failures = problems + check(scenario.expect, seen, workspace)
         return AttemptResult(
@@ -233,12 +238,17 @@ class EvalRunner:
         return None
 
     async def _cancelled(self, run: RunPublic) -> RunPublic:
-        await self._client.cancel(run.id)
+        """Cancel the run and wait (a while) until it says it ended; a run that ended by
+        itself meanwhile refuses the cancel, which is fine."""
+        with contextlib.suppress(KeelApiError):
+            await self._client.cancel(run.id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CANCEL_GRACE_S
-        while run.status in ACTIVE and loop.time() < deadline:
-            await asyncio.sleep(POLL_INTERVAL_S)
+        while loop.time() < deadline:
             run = await self._client.get_run(run.id)
+            if run.status not in ACTIVE:
+                break
+            await asyncio.sleep(POLL_INTERVAL_S)
         return run
 
     async def _events(self, run_id: str) -> list[ToolCallSeen]:
