@@ -7,6 +7,8 @@ import httpx
 from activities.store.audit import AuditVerification
 from api.core.schemas import (
     DecisionResult,
+    EvalResultCreate,
+    EvalResultPublic,
     EventPage,
     InteractionDecisionCreate,
     InteractionPublic,
@@ -90,3 +92,7 @@ class KeelClient:
     async def cancel(self, run_id: str) -> RunPublic:
         response = await self._send("POST", f"/v1/runs/{run_id}/cancel")
         return RunPublic.model_validate(response.json())
+
+    async def record_eval(self, body: EvalResultCreate) -> EvalResultPublic:
+        response = await self._send("POST", "/v1/evals", json=body.model_dump(mode="json"))
+        return EvalResultPublic.model_validate(response.json())

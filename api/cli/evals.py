@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from api.cli.client import KeelApiError
+from api.cli.client import KeelApiError, KeelClient
+from api.core.schemas import EvalResultCreate
 from api.evals.reports import junit_xml, markdown_report
 from api.evals.results import AttemptResult, Change, EvalReport, compare
 from api.evals.runner import EvalRunner, model_names
@@ -65,6 +67,7 @@ async def _run_all(
     settings: Settings,
     work_dir: Path,
     *,
+    eval_id: str,
     repeat: int,
     concurrency: int,
     min_pass_rate: float,
@@ -87,7 +90,20 @@ async def _run_all(
         async with eval_stack(scenarios, models, settings, work_dir) as (client, info):
             progress.update(task, description=f"running on {info.api_url}")
             runner = EvalRunner(client, work_dir, concurrency=concurrency, on_result=finished)
-            return await runner.run(scenarios, models, repeat=repeat, min_pass_rate=min_pass_rate)
+            report = await runner.run(scenarios, models, repeat=repeat, min_pass_rate=min_pass_rate)
+            await _record(client, eval_id, report)
+            return report
+
+
+async def _record(client: KeelClient, eval_id: str, report: EvalReport) -> None:
+    """Keep the results with the runs, for the console; a refusal only warns, since the
+    results file and the exit status already say what happened."""
+    try:
+        await client.record_eval(EvalResultCreate(id=eval_id, report=report))
+    except KeelApiError as exc:
+        err_console.print(f"warning: the results were not recorded in Keel: {exc}", markup=False)
+        return
+    console.print(f"Recorded as {eval_id} (the console's Evals page lists it).", highlight=False)
 
 
 def eval_command(
@@ -132,6 +148,7 @@ def eval_command(
                 scenarios,
                 settings,
                 work_dir,
+                eval_id=f"eval-{stamp}-{uuid.uuid4().hex[:6]}",
                 repeat=repeat,
                 concurrency=concurrency,
                 min_pass_rate=min_pass_rate,

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from activities.store.records import EventRecord, RunRecord
 from api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
+from api.evals.results import EvalReport
 from workflows.findings import Finding
 from workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
 
@@ -651,3 +652,31 @@ class RetentionSweepStarted(BaseModel):
     """A sweep was asked of the retention schedule; it runs on a worker."""
 
     schedule_id: str
+
+
+class EvalResultCreate(BaseModel):
+    """Record what one `keel eval` found (its results file), under an id it chose."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: ChosenId = Field(description="Sending the same id and report again records nothing new.")
+    report: EvalReport
+
+
+class EvalResultSummary(BaseModel):
+    """An eval result as the list shows it."""
+
+    id: str
+    requester: str
+    recorded_at: datetime
+    started_at: datetime
+    finished_at: datetime
+    repeat: int = Field(description="Runs per scenario.")
+    scenarios: int
+    passed: int = Field(description="Scenarios whose pass rate reached the eval's minimum.")
+
+
+class EvalResultPublic(EvalResultSummary):
+    """An eval result with every scenario and attempt."""
+
+    report: EvalReport

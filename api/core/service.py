@@ -11,6 +11,7 @@ from __future__ import annotations
 from api.core.codec import CodecService
 from api.core.context import CoreParts
 from api.core.decisions import DecisionService
+from api.core.evals import EvalService
 from api.core.push_configs import PushConfigService
 from api.core.retention import RetentionService
 from api.core.runs import RunService
@@ -22,8 +23,8 @@ from api.identity.authenticate import Authenticator
 
 
 class KeelService:
-    """Runs, sessions, decisions, schedules, retention, the payload codec and workspace
-    reads, and who may use them."""
+    """Runs, sessions, decisions, schedules, retention, the payload codec, workspace
+    reads and eval results, and who may use them."""
 
     def __init__(self, parts: CoreParts, authenticator: Authenticator) -> None:
         self.parts = parts
@@ -35,6 +36,7 @@ class KeelService:
         self.retention = RetentionService(parts)
         self.workspaces = WorkspaceReads(parts)
         self.push_configs = PushConfigService(parts, self.runs)
+        self.evals = EvalService(parts)
         self._authenticator = authenticator
 
     @property

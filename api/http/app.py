@@ -30,6 +30,7 @@ from api.http.request_tracing import trace_requests
 from api.http.routers import (
     admin,
     codec,
+    evals,
     events,
     inbox,
     interactions,
@@ -130,6 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(schedule_preview.router)
     app.include_router(schedules.router)
     app.include_router(webhooks.router)
+    app.include_router(evals.router)
     app.include_router(inbox.router)
     app.include_router(tool_outputs.router)
     app.include_router(usage.router)

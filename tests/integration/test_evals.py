@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.client import Client
 
+from activities.store.audit import AuditLog
+from activities.store.eval_store import EvalStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.run_store import Store
 from api.cli.client import KeelClient
@@ -21,7 +25,7 @@ from api.evals.results import EvalReport
 from api.evals.runner import EvalRunner, model_names
 from api.evals.scenario import Decision, Scenario, bundled_scenarios, load_scenarios
 from api.evals.stack import scripted_models
-from tests.conftest import JWT_SECRET, in_process_worker, token_for
+from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
 from worker.dev_stack import TemporalDevServer, free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn
@@ -186,7 +190,7 @@ def eval_env(
 
 @pytest.mark.slow
 async def test_keel_eval_repeats_writes_junit_and_markdown_and_compares_a_baseline(
-    temporal_server: TemporalDevServer, database_url: str, tmp_path: Path
+    temporal_server: TemporalDevServer, database_url: str, tmp_path: Path, store: Store
 ) -> None:
     env = eval_env(temporal_server, database_url, tmp_path / "data")
     scenario = scenario_file(tmp_path / "explain-add.yaml", fail_times=1)
@@ -216,6 +220,11 @@ async def test_keel_eval_repeats_writes_junit_and_markdown_and_compares_a_baseli
         "explain-add #3",
     ]
     assert "| explain-add | **FAIL** | 2/3 |" in (out / "report.md").read_text()
+    # The results are kept with the runs, for the console.
+    recorded = re.search(r"Recorded as (eval-\S+) ", printed)
+    assert recorded is not None, printed
+    row = await EvalStore(store.pool).get("default", recorded.group(1))
+    assert row is not None and (row.repeat, row.scenarios, row.passed) == (3, 1, 0)
 
     scenario_file(scenario)  # the provider no longer fails: every run passes
     code, printed = await keel(
@@ -274,3 +283,38 @@ async def test_keel_eval_refuses_an_invalid_scenario_before_running(tmp_path: Pa
     code, printed = await keel("eval", str(bad), env=clean_env(KEEL_DATA_DIR=str(tmp_path)))
     assert code == 2
     assert f"{bad}: model.script: {tmp_path / 'missing.yaml'}" in printed
+
+
+async def test_eval_results_are_recorded_once_per_tenant_and_read_only_there(
+    run_evals: RunEvals, store: Store, settings_for: MakeSettings, tmp_path: Path
+) -> None:
+    report = await run_evals([built_in("explore-reads-named-files")])
+    eval_id = f"eval-test-{uuid.uuid4().hex[:8]}"
+    body = {"id": eval_id, "report": report.model_dump(mode="json")}
+    tenant = f"evals-{uuid.uuid4().hex[:6]}"
+    alice, mallory = auth_headers(tenant, "alice"), auth_headers("other-tenant", "mallory")
+    settings = settings_for("http://127.0.0.1:9/v1", tmp_path, api_port=free_port())
+    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        first = await http.post("/v1/evals", headers=alice, json=body)
+        assert first.status_code == 200, first.text
+        recorded = first.json()
+        assert (recorded["passed"], recorded["scenarios"], recorded["requester"]) == (1, 1, "alice")
+        again = await http.post("/v1/evals", headers=alice, json=body)
+        assert again.status_code == 200 and again.json() == recorded  # a retry is safe
+        other = {**body, "report": {**body["report"], "repeat": 7}}
+        conflict = await http.post("/v1/evals", headers=alice, json=other)
+        assert conflict.status_code == 409 and "another report" in conflict.text
+
+        listed = (await http.get("/v1/evals", headers=alice)).json()
+        assert [e["id"] for e in listed] == [eval_id]
+        read = (await http.get(f"/v1/evals/{eval_id}", headers=alice)).json()
+        assert EvalReport.model_validate(read["report"]) == report
+
+        assert (await http.get(f"/v1/evals/{eval_id}", headers=mallory)).status_code == 404
+        assert eval_id not in [
+            e["id"] for e in (await http.get("/v1/evals", headers=mallory)).json()
+        ]
+        bad = await http.post("/v1/evals", headers=alice, json={"id": eval_id, "report": {}})
+        assert bad.status_code == 422
+    denied = await AuditLog(store.pool).entries("other-tenant", after_id=0, limit=1000)
+    assert any(e.action == "eval.cross_tenant_denied" and e.subject == eval_id for e in denied)

@@ -10,6 +10,7 @@ import { sessionsPage, sessionPage } from "./sessions.js";
 import { schedulesPage } from "./schedules.js";
 import { usagePage } from "./usage.js";
 import { auditPage } from "./audit.js";
+import { evalsPage, evalPage } from "./evals.js";
 
 const PAGES = [
   ["runs", "Runs"],
@@ -17,6 +18,7 @@ const PAGES = [
   ["sessions", "Sessions"],
   ["schedules", "Schedules"],
   ["usage", "Usage"],
+  ["evals", "Evals"],
   ["audit", "Audit"],
 ];
 
@@ -131,6 +133,7 @@ async function render() {
     sessions: () => (id ? sessionPage(main, id) : sessionsPage(main)),
     schedules: () => schedulesPage(main),
     usage: () => usagePage(main),
+    evals: () => (id ? evalPage(main, id) : evalsPage(main)),
     audit: () => auditPage(main),
   };
   const draw = pages[page];
