@@ -242,12 +242,23 @@ def _check_limits(expect: Expectations, seen: Observation) -> list[str]:
     ]
 
 
+# A sentence quotes what the run did (paths read, findings); past this it is cut.
+MAX_SENTENCE_CHARS = 2000
+
+
+def _short(sentence: str) -> str:
+    if len(sentence) <= MAX_SENTENCE_CHARS:
+        return sentence
+    return sentence[: MAX_SENTENCE_CHARS - 1] + "…"
+
+
 def check(expect: Expectations, seen: Observation, workspace: Path) -> list[str]:
     """Every expectation that does not hold, as a sentence naming its field."""
-    return [
+    failures = [
         *_check_run(expect, seen),
         *_check_tools(expect, seen),
         *_check_report(expect, seen),
         *_check_workspace(expect, workspace),
         *_check_limits(expect, seen),
     ]
+    return [_short(f) for f in failures]

@@ -3,41 +3,70 @@ that a later `keel eval --baseline` compares against, and that comparison."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from statistics import fmean
-from typing import Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    model_validator,
+)
 
 __all__ = ["AttemptResult", "Change", "EvalReport", "ScenarioResult", "compare"]
 
+# Results arrive over HTTP too (`POST /v1/evals`): numbers and flags must be what they
+# say, not a `false` read as 0 or a "3" read as 3.
+Count = Annotated[int, Strict(), Field(ge=0)]
+Amount = Annotated[float, Strict(), Field(ge=0)]
+Flag = Annotated[bool, Strict()]
+Text = Annotated[str, Strict(), Field(max_length=20_000)]
+Name = Annotated[str, Strict(), Field(max_length=4096)]
 
-class AttemptResult(BaseModel):
+
+def _written_time(value: object) -> object:
+    if isinstance(value, (int, float)):  # bool included: an epoch number is no ISO time
+        raise ValueError("a time is an ISO 8601 string with its offset, e.g. 2026-12-01T12:00:00Z")
+    return value
+
+
+Moment = Annotated[AwareDatetime, BeforeValidator(_written_time)]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AttemptResult(_Wire):
     """One run of one scenario and what its expectations made of it."""
 
-    attempt: int
-    run_id: str | None
+    attempt: Annotated[int, Strict(), Field(ge=1)]
+    run_id: Name | None
     """None when the run could not even start (the reason is the failure)."""
-    passed: bool
-    failures: list[str] = Field(default_factory=list)
+    passed: Flag
+    failures: list[Text] = Field(default_factory=list, max_length=1000)
     """One sentence per expectation that did not hold, starting with its field."""
-    status: str | None = None
-    stop_reason: str | None = None
-    steps: int = 0
-    tool_calls: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    duration_s: float = 0.0
+    status: Name | None = None
+    stop_reason: Name | None = None
+    steps: Count = 0
+    tool_calls: Count = 0
+    tokens: Count = 0
+    cost_usd: Amount = 0.0
+    duration_s: Amount = 0.0
 
 
-class ScenarioResult(BaseModel):
+class ScenarioResult(_Wire):
     """Every attempt of one scenario."""
 
-    name: str
-    file: str
-    agent: str
-    attempts: list[AttemptResult]
+    name: Name
+    file: Name
+    agent: Name
+    attempts: list[AttemptResult] = Field(min_length=1, max_length=1000)
 
     @property
     def passes(self) -> int:
@@ -58,15 +87,21 @@ class ScenarioResult(BaseModel):
         return list(dict.fromkeys(f for a in self.attempts for f in a.failures))
 
 
-class EvalReport(BaseModel):
+class EvalReport(_Wire):
     """The result file of one `keel eval`."""
 
-    started_at: datetime
-    finished_at: datetime
-    repeat: int
-    min_pass_rate: float = 1.0
+    started_at: Moment
+    finished_at: Moment
+    repeat: Annotated[int, Strict(), Field(ge=1, le=1000)]
+    min_pass_rate: Annotated[float, Strict(), Field(ge=0, le=1)] = 1.0
     """A scenario passes when at least this share of its attempts passed."""
-    scenarios: list[ScenarioResult]
+    scenarios: list[ScenarioResult] = Field(max_length=1000)
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> Self:
+        if self.finished_at < self.started_at:
+            raise ValueError("finished_at is before started_at")
+        return self
 
     def passed(self, scenario: ScenarioResult) -> bool:
         return scenario.pass_rate >= self.min_pass_rate

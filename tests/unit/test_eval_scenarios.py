@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
@@ -285,3 +286,28 @@ def test_scripted_and_configured_scenarios_are_not_mixed(tmp_path: Path) -> None
         split_by_model(scenarios)
     assert split_by_model(scenarios[1:]) is True and split_by_model(scenarios[:1]) is False
     assert model_names(scenarios) == {"real": None, "scripted": "eval-2-scripted"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"finished_at": 0}, "finished_at"),
+        ({"finished_at": "1999-01-01T00:00:00Z"}, "finished_at is before started_at"),
+        ({"repeat": 0}, "repeat"),
+        ({"attempt": {"duration_s": False}}, "duration_s"),
+        ({"attempt": {"tokens": "3"}}, "tokens"),
+        ({"attempt": {"attempt": 0}}, "attempt"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_a_results_file_is_read_strictly(
+    tmp_path: Path, change: dict[str, object], field: str
+) -> None:
+    data = report_of(result("a", [True])).model_dump(mode="json")
+    attempt = change.pop("attempt", None)
+    if isinstance(attempt, dict):
+        data["scenarios"][0]["attempts"][0].update(attempt)
+    data.update(change)
+    path = write(tmp_path, "r.json", json.dumps(data))
+    with pytest.raises(ValueError, match=field):
+        EvalReport.load(path)
