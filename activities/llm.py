@@ -240,7 +240,8 @@ class LlmActivities(LlmCalls):
                 name=result.name,
                 arguments=result.arguments,
                 output=None if cached else result.content or "",
-                is_error=not cached,
+                # An answered question is the gate's answer too, and no error.
+                is_error=result.is_error and not cached,
                 cached=cached,
             )
             if result.copy_of is not None:
@@ -262,7 +263,7 @@ class LlmActivities(LlmCalls):
                     call_id=result.call_id,
                     name=result.name,
                     content=result.content or "",
-                    is_error=True,
+                    is_error=result.is_error,
                     events=events,
                 )
 

@@ -123,6 +123,34 @@ async def test_an_approval_scenario_passes_when_it_approves_and_fails_when_it_re
         assert [ia.decision for ia in interactions] == [decision]
 
 
+async def test_a_question_gets_the_scenarios_answer(run_evals: RunEvals, store: Store) -> None:
+    asking = Scenario.model_validate(
+        {
+            "name": "asks",
+            "agent": "build",
+            "input": "Add a changelog.",
+            "model": {
+                "script": {
+                    "turns": [
+                        {
+                            "tool_calls": [
+                                {"name": "ask_user", "arguments": {"question": "Which version?"}}
+                            ]
+                        },
+                        {"content": "## Changes\nnone yet"},
+                    ]
+                }
+            },
+            "decisions": [{"tool": "ask_user", "decision": "answer", "text": "1.0, please"}],
+            "expect": {"tools_called": [{"name": "ask_user", "succeeded": True}]},
+        }
+    )
+    report = await run_evals([asking])
+    assert report.ok, failures_of(report)
+    [ia] = await InteractionStore(store.pool).for_run(str(report.scenarios[0].attempts[0].run_id))
+    assert (ia.kind, ia.decision, ia.answer) == ("ask_user", "answer", "1.0, please")
+
+
 async def test_a_request_without_a_decision_fails_and_the_run_is_cancelled(
     run_evals: RunEvals,
 ) -> None:
