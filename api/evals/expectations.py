@@ -65,41 +65,13 @@ _SEVERITY = re.compile(r"\b(critical|high|medium|low|info)\b", re.IGNORECASE)
 # A path with a directory or an extension, optionally `:line`, as reports cite them.
 _PATH = re.compile(r"((?:[\w.-]+/)*[\w-]+\.[a-z0-9]{1,6}\b|(?:[\w.-]+/)+[\w.-]+)(?::\d+)?")
 _ENTRY = re.compile(r"^\s*(?:[-*]|\d+[.)]|#{3,6})\s+")
-# A review may end with a fenced `findings` block: a JSON array of {file, line, severity, ...}.
-_FINDINGS_BLOCK = re.compile(
-    r"^ {0,3}```findings[ \t]*\r?\n(.*?)^ {0,3}```[ \t]*$", re.MULTILINE | re.DOTALL
-)
-
-
-def _block_findings(report: str) -> list[Finding] | None:
-    """The last `findings` block's findings; None without a readable one."""
-    blocks = _FINDINGS_BLOCK.findall(report)
-    try:
-        items = json.loads(blocks[-1]) if blocks else None
-    except ValueError:
-        return None
-    if not isinstance(items, list):
-        return None
-    found = []
-    for item in items:
-        if isinstance(item, dict) and isinstance(item.get("file"), str):
-            severity = item.get("severity")
-            found.append(
-                Finding(file=item["file"], severity=severity if isinstance(severity, str) else None)
-            )
-    return found
 
 
 def report_findings(report: str) -> list[Finding]:
-    """Findings of a report that came without structured ones.
-
-    A fenced `findings` block (a JSON array) is taken when there is one. Otherwise
-    each bullet or `###` heading under `## Findings` (with the lines up to the next
-    one) is a finding: its file is the first path it cites, its severity the first
-    severity word."""
-    block = _block_findings(report)
-    if block is not None:
-        return block
+    """Findings of a report that came without structured ones (no valid `findings`
+    block, docs/findings.md): each bullet or `###` heading under `## Findings` (with
+    the lines up to the next one) is a finding; its file is the first path it cites,
+    its severity the first severity word."""
     entries: list[str] = []
     inside = False
     for line in report.splitlines():

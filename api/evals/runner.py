@@ -82,15 +82,11 @@ def _child_ids(children: list[RunChildPublic]) -> list[str]:
 
 
 def _structured_findings(run: RunPublic) -> list[Finding] | None:
-    """The run's structured findings where the API returns them (`RunPublic.findings`,
-    from a report's `findings` block); None where it does not, so the report is parsed."""
-    items = getattr(run, "findings", None)
-    if not isinstance(items, list):
+    """The run's structured findings (its report's `findings` block, docs/findings.md);
+    None without a valid block, so the report's prose is read instead."""
+    if run.findings is None:
         return None
-    return [
-        Finding(file=str(getattr(f, "file", "")), severity=getattr(f, "severity", None))
-        for f in items
-    ]
+    return [Finding(file=f.file, severity=f.severity) for f in run.findings]
 
 
 class EvalRunner:

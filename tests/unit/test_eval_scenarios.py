@@ -262,14 +262,6 @@ def test_the_markdown_report_shows_pass_rates_and_keeps_cells_inert() -> None:
     assert "<script>" not in text
 
 
-def test_a_findings_block_is_taken_before_the_prose() -> None:
-    report = (
-        "## Findings\n- low other/file.py:1 — prose\n\n"
-        '```findings\n[{"file": "src/db.py", "line": 4, "severity": "high", "title": "t"}]\n```\n'
-    )
-    assert [(f.file, f.severity) for f in report_findings(report)] == [("src/db.py", "high")]
-
-
 def test_structured_findings_from_the_api_win_over_the_report(tmp_path: Path) -> None:
     expect = Expectations.model_validate({"findings": [{"file": "src/db.py", "severity": "high"}]})
     structured = [Finding(file="src/db.py", severity="high")]
