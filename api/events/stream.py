@@ -18,6 +18,7 @@ from activities.store.records import EventRecord
 from activities.store.run_store import Store
 from api.core.schemas import EventPublic
 from api.events.hub import DeltaNotice, EventHub, Notice, Resync, Subscription
+from api.events.line_safe import line_safe
 
 __all__ = ["EventReads", "Outgoing", "RunEventStream"]
 
@@ -201,7 +202,7 @@ class EventReads:
 
 
 def _durable(event: EventRecord) -> str:
-    data = EventPublic.from_record(event).model_dump_json()
+    data = line_safe(EventPublic.from_record(event).model_dump_json())
     return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
 
 
@@ -216,4 +217,4 @@ def _delta(notice: DeltaNotice) -> str:
         },
         ensure_ascii=False,
     )
-    return f"event: message_delta\ndata: {data}\n\n"
+    return f"event: message_delta\ndata: {line_safe(data)}\n\n"
