@@ -1,6 +1,17 @@
-"""The service's refusals in A2A's terms: the JSON-RPC errors the spec names."""
+"""The service's refusals in A2A's terms: the JSON-RPC errors the spec names.
+
+One refusal has no error class in the a2a-sdk: Temporal (or Postgres) being unavailable,
+which REST answers 503 with `Retry-After`. The SDK would render any other class as
+-32603, an internal error a client should not retry; so the handler still raises
+`InternalError` for it, notes the `Unavailable` in `watch_unavailable`, and the route
+turns the answer into the same 503 with -32000 (a server error a client may retry).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from a2a.types import (
     InternalError,
@@ -14,8 +25,23 @@ from a2a.utils.errors import A2AError
 from api.core.decisions import InteractionClosed
 from api.core.errors import Conflict, Invalid, KeelError, NotFound, Unavailable
 
+__all__ = ["UNAVAILABLE_CODE", "a2a_error", "watch_unavailable"]
+
 # JSON-RPC's range for implementation-defined server errors: the service is unavailable.
 UNAVAILABLE_CODE = -32000
+
+_UNAVAILABLE: ContextVar[list[Unavailable] | None] = ContextVar("a2a_unavailable", default=None)
+
+
+@contextmanager
+def watch_unavailable() -> Iterator[list[Unavailable]]:
+    """The `Unavailable` refusals `a2a_error` renders while the block runs (one request)."""
+    seen: list[Unavailable] = []
+    token = _UNAVAILABLE.set(seen)
+    try:
+        yield seen
+    finally:
+        _UNAVAILABLE.reset(token)
 
 
 def a2a_error(exc: KeelError, *, cancelling: bool = False) -> A2AError:
@@ -27,6 +53,9 @@ def a2a_error(exc: KeelError, *, cancelling: bool = False) -> A2AError:
     if isinstance(exc, Conflict) and cancelling:
         return TaskNotCancelableError(message=exc.message)
     if isinstance(exc, Unavailable):
+        seen = _UNAVAILABLE.get()
+        if seen is not None:
+            seen.append(exc)
         return InternalError(message=exc.message)
     if isinstance(exc, Invalid) and exc.field:
         return InvalidParamsError(message=f"{exc.field}: {exc.message}")

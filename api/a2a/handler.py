@@ -7,6 +7,8 @@ run executing in a worker; this one maps each A2A operation onto Keel's runs.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
@@ -60,6 +62,7 @@ from api.a2a.tasks import (
 )
 from api.core.errors import Conflict, Invalid, KeelError, NotFound
 from api.core.push_configs import PushConfigOrder
+from api.core.run_tree import subtree
 from api.core.runs import RunOrder, new_run_id
 from api.core.schemas import InteractionDecisionCreate
 from api.core.service import KeelService
@@ -320,12 +323,16 @@ class KeelA2AHandler(RequestHandler):
         """A message naming an input-required task decides what the task waits on; the
         interaction it decided."""
         parts = self._service.parts
+        user = _principal(context)
+        decision_id = _decision_id(user, run.id, message.message_id)
         pending = await live_pending(parts.temporal, parts.interactions, run)
         if not pending:
+            taken = await self._decided_by(run, decision_id)
+            if taken is not None:  # a retry of the message that decided it
+                return taken
             raise UnsupportedOperationError(
                 message=f"Task {run.id} is {run.status} and is not waiting for input."
             )
-        user = _principal(context)
         data = _data_of(message)
         target = next((i for i in pending if i.id == data.get("interaction_id")), pending[0])
         word = text.strip().lower().split()[0] if text.strip() else ""
@@ -354,10 +361,24 @@ class KeelA2AHandler(RequestHandler):
         except ValidationError as exc:
             raise InvalidParamsError(message=_first_problem(exc)) from exc
         try:
-            await self._service.decisions.decide(run.id, target.id, body, user)
+            await self._service.decisions.decide(
+                run.id, target.id, body, user, decision_id=decision_id
+            )
         except KeelError as exc:
             raise a2a_error(exc) from exc
         return target.id
+
+    async def _decided_by(self, run: RunRecord, decision_id: str | None) -> str | None:
+        """The interaction of the task's tree (its sub-agents' too) that this decision
+        took, if it took one."""
+        if decision_id is None:
+            return None
+        parts = self._service.parts
+        for record in await subtree(parts.store, run):
+            for interaction in await parts.interactions.for_run(record.id):
+                if interaction.decision_id == decision_id:
+                    return interaction.id
+        return None
 
     async def _settled(
         self, run_id: str, history_length: int | None, *, answered: str | None = None
@@ -498,6 +519,16 @@ def _settles(task: Task, pending: set[str], until: set[TaskState], answered: str
     if task.status.state not in until:
         return False
     return task.status.state in TERMINAL_STATES or answered not in pending
+
+
+def _decision_id(user: Principal, task_id: str, message_id: str) -> str | None:
+    """The decision a message makes, named by who sent which message to which task, so
+    the same message sent again is the same decision (REST's retries name theirs alike);
+    None for a message without an id."""
+    if not message_id:
+        return None
+    sender = json.dumps([user.tenant_id, user.subject, task_id, message_id])
+    return f"a2a-{hashlib.sha256(sender.encode()).hexdigest()[:40]}"
 
 
 def _principal(context: ServerCallContext) -> Principal:

@@ -31,11 +31,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from api.a2a.errors import UNAVAILABLE_CODE
+from api.a2a.errors import UNAVAILABLE_CODE, watch_unavailable
 from api.a2a.handler import KeelA2AHandler
 from api.a2a.tasks import INPUT_MODES
 from api.core.errors import Unauthenticated, Unavailable
 from api.core.service import KeelService
+from api.events.line_safe import LineSafeStream
 from api.http.conditional import conditional_json
 from api.http.errors import headers_of
 from worker.agent_catalog import AgentCatalog
@@ -151,6 +152,22 @@ def card_for_both(card: AgentCard) -> dict[str, Any]:
     for key, value in card_v03(card).items():
         merged.setdefault(key, value)
     return merged
+
+
+def _unavailable(request_id: Any, exc: Unavailable) -> JSONResponse:
+    """What REST answers 503 with `Retry-After`, in JSON-RPC: the same status and header,
+    and -32000 (a server error a client may retry) with the service's sentence."""
+    if type(request_id) not in (str, int):
+        request_id = None
+    return JSONResponse(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": UNAVAILABLE_CODE, "message": exc.message},
+        },
+        status_code=503,
+        headers=headers_of(exc),
+    )
 
 
 def _rpc_error(request_id: Any, code: int, message: str, status: int = 200) -> JSONResponse:
@@ -313,15 +330,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
                 headers=headers_of(exc),
             )
         except Unavailable as exc:
-            return JSONResponse(
-                {
-                    "jsonrpc": "2.0",
-                    "id": None,
-                    "error": {"code": UNAVAILABLE_CODE, "message": exc.message},
-                },
-                status_code=503,
-                headers=headers_of(exc),
-            )
+            return _unavailable(None, exc)
         agent = request.path_params.get("agent")
         if agent is not None and service().parts.catalog.get(agent) is None:
             return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
@@ -342,9 +351,14 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
                 request_id = None
             return _rpc_error(request_id, exc.code, exc.message)
         request.state.v03_method = method in V03_METHODS
-        response = await dispatcher.handle_requests(request)
+        with watch_unavailable() as unavailable:
+            response = await dispatcher.handle_requests(request)
+        if unavailable and isinstance(response, JSONResponse):
+            return _unavailable(body.get("id") if isinstance(body, dict) else None, unavailable[0])
         if method in V03_METHODS and isinstance(response, JSONResponse):
             return _params_error_as_32602(response, body)
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return LineSafeStream(response)
         return response
 
     def built(request: Request) -> AgentCard | None:
@@ -393,12 +407,18 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
 
 
 def _params_error_as_32602(response: JSONResponse, body: Any) -> Response:
-    """The SDK's v0.3 adapter reports unparseable params as -32600; the spec says -32602."""
+    """The SDK's v0.3 adapter reports unparseable params as -32600; the spec says -32602.
+
+    That adapter logs no line for the errors it answers (the v1.0 dispatcher logs one
+    warning each), so the warning is written here.
+    """
     try:
         data = json.loads(bytes(response.body))
     except ValueError:
         return response
     error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        log.warning("v0.3 JSON-RPC request refused: %s", error.get("code"))
     well_formed = (
         isinstance(body, dict)
         and body.get("jsonrpc") == "2.0"

@@ -84,15 +84,22 @@ class DecisionService:
         interaction_id: str,
         body: InteractionDecisionCreate,
         user: Principal,
+        *,
+        decision_id: str | None = None,
     ) -> DecisionResult:
-        """Hand the caller's decision to the run; a `KeelError` says why it did not take."""
+        """Hand the caller's decision to the run; a `KeelError` says why it did not take.
+
+        `decision_id` names the request when the surface can tell a retry of it (A2A's
+        message id); otherwise each call is a request of its own, and a repeat of the
+        decision that took is told it took all the same.
+        """
         parts = self._parts
         record = await self._runs.get(run_id, user, allow_admin=False)
         # The store has every interaction a run opened; the run itself may be replaying.
         stored = await parts.interactions.get(run_id, known_id(interaction_id, "interaction"))
         if stored is None and (child := await child_owning(parts.store, record, interaction_id)):
             # A sub-agent's: decided as through the child's own endpoint, checks and all.
-            return await self.decide(child, interaction_id, body, user)
+            return await self.decide(child, interaction_id, body, user, decision_id=decision_id)
         if stored is None:
             raise NotFound(f"No interaction {interaction_id} in run {run_id}.")
         decision = InteractionDecision(
@@ -102,7 +109,7 @@ class DecisionService:
             payload_hash=body.payload_hash,
             text=body.text,
             # Names this request, so the run can tell it took even if delivered twice.
-            decision_id=uuid.uuid4().hex,
+            decision_id=decision_id or uuid.uuid4().hex,
         )
         try:
             try:

@@ -1,6 +1,7 @@
 """A client's mistake is one warning line, never an error with a traceback.
 
-Every 4xx answer (bad JSON, an unknown JSON-RPC method, a missing token, a run of
+So is a 503 (Temporal, Postgres or the key set away), on every surface alike. Every
+4xx answer (bad JSON, an unknown JSON-RPC method, a missing token, a run of
 another tenant) is logged once, at warning, as method, route and status. Nothing of
 the request goes in the line: not its body, not its headers, so no token and no
 secret can reach the log this way.
@@ -34,16 +35,20 @@ class ClientErrorLog:
             await send(message)
 
         await self._app(scope, receive, send_status)
-        if 400 <= status < 500:
+        if 400 <= status < 500 or status == 503:
             route = getattr(scope.get("route"), "path", None) or "unmatched route"
-            log.warning("%s %s -> %d (client error)", scope.get("method"), route, status)
+            kind = "unavailable, the client may retry" if status == 503 else "client error"
+            log.warning("%s %s -> %d (%s)", scope.get("method"), route, status, kind)
 
 
 # What the a2a-sdk's dispatcher logs about a malformed request, besides the one
-# warning line it also writes: a traceback at error level, and the body at debug.
+# warning line it also writes: a traceback at error level, and the body at debug. Its
+# v0.3 adapter logs a traceback for params it cannot validate (the answer is -32602).
 A2A_DISPATCHER_LOGGER = "a2a.server.routes.jsonrpc_dispatcher"
+A2A_V03_LOGGER = "a2a.compat.v0_3.jsonrpc_adapter"
 _A2A_NOISE = {
     "Failed to validate base JSON-RPC request",
+    "Failed to validate base JSON-RPC request for v0.3",
     "Failed to parse request params",
     "Request body: %s",
 }
@@ -56,6 +61,7 @@ class _DropA2ANoise(logging.Filter):
 
 def quiet_a2a_client_errors() -> None:
     """Keep the SDK's one warning per bad JSON-RPC request; drop its traceback and body."""
-    dispatcher = logging.getLogger(A2A_DISPATCHER_LOGGER)
-    if not any(isinstance(f, _DropA2ANoise) for f in dispatcher.filters):
-        dispatcher.addFilter(_DropA2ANoise())
+    for name in (A2A_DISPATCHER_LOGGER, A2A_V03_LOGGER):
+        sdk_logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropA2ANoise) for f in sdk_logger.filters):
+            sdk_logger.addFilter(_DropA2ANoise())

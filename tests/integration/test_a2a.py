@@ -168,6 +168,51 @@ async def test_send_get_and_list_a_blocking_task(
         assert [t.id for t in listed.tasks] == [task.id]
 
 
+SEPARATORS = "one\u2028two\u2029three\x85four"
+"""Line separators JSON keeps raw and `str.splitlines` (httpx's `aiter_lines`) splits on."""
+
+
+async def test_streams_carrying_unicode_line_separators_reach_line_reading_clients_whole(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """The a2a-sdk client and the REST event stream read SSE with `aiter_lines`: an answer,
+    a message or a task id with U+2028, U+2029 or U+0085 in it must not cut a JSON line."""
+    llm = scripted(Script(turns=[Turn(content=f"Answer: {SEPARATORS}")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        keel(temporal_client, store, settings) as url,
+        a2a_client(url, streaming=True) as client,
+    ):
+        events = [e async for e in client.send_message(user_message(f"Ask: {SEPARATORS}"))]
+        task_id = events[0].task.id
+        assert events[0].task.history[0].parts[0].text == f"Ask: {SEPARATORS}"
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.artifacts[0].parts[0].text == f"Answer: {SEPARATORS}"
+
+        async with httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http:
+            # The request the protocol fuzz found: a v0.3 resubscribe to a task id "\x85".
+            body = {"jsonrpc": "2.0", "id": 3, "method": "tasks/resubscribe"}
+            async with http.stream(
+                "POST", "/a2a", json={**body, "params": {"id": "\x85"}}
+            ) as response:
+                lines = [line async for line in response.aiter_lines() if line]
+            [answer] = [json.loads(line.removeprefix("data:")) for line in lines]
+            assert answer["error"]["code"] == -32001 and "\x85" in answer["error"]["message"]
+
+            async with http.stream("GET", f"/v1/runs/{task_id}/events/stream") as response:
+                data = [
+                    json.loads(line.removeprefix("data: "))
+                    async for line in response.aiter_lines()
+                    if line.startswith("data:")
+                ]
+            [message] = [d for d in data if d["type"] == "message"]
+            assert message["data"]["content"] == f"Answer: {SEPARATORS}"
+
+
 async def test_stream_input_required_answered_by_a_follow_up(
     temporal_client: TemporalClient,
     store: Store,

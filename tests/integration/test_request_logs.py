@@ -42,6 +42,11 @@ async def test_malformed_requests_log_one_warning_each(
                 json={"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": 5}},
             ),
             http.post("/a2a", headers=headers, json={"jsonrpc": "2.0", "id": 3, "params": []}),
+            http.post(  # v0.3 params the SDK's v0.3 adapter cannot validate
+                "/a2a",
+                headers=headers,
+                json={"jsonrpc": "2.0", "id": 4, "method": "tasks/resubscribe", "params": []},
+            ),
             http.post(
                 "/a2a",
                 headers={**headers, "a2a-version": "1.0"},

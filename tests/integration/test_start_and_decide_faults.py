@@ -9,6 +9,8 @@
 - #8 Identical concurrent retries of a session message: all answer with the run.
 - #9/#10 A2A with a key server that refuses or never answers: 503 (not 401), and the
   API stays responsive meanwhile.
+- A2A while Temporal is down: the REST 503 in JSON-RPC (-32000, Retry-After), not
+  -32603; an answer resent after recovery is one decision, and resent again, no error.
 """
 
 from __future__ import annotations
@@ -349,3 +351,104 @@ async def test_a2a_answers_503_when_the_key_set_is_unavailable_and_the_api_stays
         assert "key set could not be fetched" in error["message"]
         assert error["code"] != -32600  # not an authentication refusal
     assert rest.status_code == 503 and "key set" in rest.text
+
+
+# -- A2A while Temporal is down ---------------------------------------------------------
+
+
+def a2a_message(text: str, message_id: str, task_id: str | None = None) -> dict[str, object]:
+    message: dict[str, object] = {
+        "messageId": message_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if task_id:
+        message["taskId"] = task_id
+    return {
+        "jsonrpc": "2.0",
+        "id": message_id,
+        "method": "SendMessage",
+        "params": {"message": message},
+    }
+
+
+@pytest.mark.slow
+async def test_a2a_answers_temporal_down_as_a_retryable_503_and_a_resent_answer_is_one_decision(
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    server = TemporalDevServer(
+        db_file=tmp_path / "a2a-outage.sqlite", port=free_port(), log_file=tmp_path / "a2a.log"
+    )
+    await server.start()
+    write = ScriptedToolCall(name="write_file", arguments={"path": "once.txt", "content": "1"})
+    llm = scripted(Script(turns=[Turn(tool_calls=[write]), Turn(content="Wrote it.")]))
+    settings = settings_for(llm, workspace, api_port=free_port(), temporal_address=server.address)
+    v10 = {**ALICE, "A2A-Version": "1.0"}
+    try:
+        async with (
+            serve_api(settings) as url,
+            httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+        ):
+            async with in_process_worker(await connect(server.address), store, settings):
+                created = await http.post(
+                    "/v1/runs",
+                    json={"agent": "build", "input": "Write it.", "workspace": str(workspace)},
+                )
+                task_id = created.json()["id"]
+                await pending(http, task_id)
+            await server.stop()
+
+            approve = a2a_message("approve", "approve-1", task_id)
+            v03_send = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "message/send",
+                "params": {
+                    "message": {
+                        "messageId": "v03-1",
+                        "role": "user",
+                        "kind": "message",
+                        "parts": [{"kind": "text", "text": "Review it."}],
+                    }
+                },
+            }
+            refusals = [
+                await http.post("/a2a", json=a2a_message("Review it.", "new-1"), headers=v10),
+                await http.post("/a2a", json=v03_send),
+                await http.post("/a2a/build", json=approve, headers=v10),
+            ]
+            for refused, request_id in zip(refusals, ["new-1", 2, "approve-1"], strict=True):
+                assert refused.status_code == 503, refused.text
+                assert int(refused.headers["retry-after"]) > 0
+                answer = refused.json()
+                assert answer["id"] == request_id
+                assert answer["error"]["code"] == -32000, answer
+                assert (
+                    "again" in answer["error"]["message"] or "retry" in answer["error"]["message"]
+                )
+            assert not (workspace / "once.txt").exists()
+
+            await server.start()
+            async with in_process_worker(await connect(server.address), store, settings):
+                for _ in range(30):
+                    taken = await http.post("/a2a/build", json=approve, headers=v10)
+                    if taken.status_code != 503:
+                        break
+                    await asyncio.sleep(1)
+                assert taken.status_code == 200, taken.text
+                assert taken.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                # The same message once more: the decision it made, not "not waiting".
+                again = await http.post("/a2a/build", json=approve, headers=v10)
+                assert again.status_code == 200 and "result" in again.json(), again.text
+                assert again.json()["result"]["task"]["id"] == task_id
+            [ia] = (await http.get(f"/v1/runs/{task_id}/interactions")).json()
+            assert ia["status"] == "executed" and ia["decided_by"] == "user:alice"
+            assert (workspace / "once.txt").read_text() == "1"
+            assert await executions(database_url, task_id) == 1
+    finally:
+        await server.stop()
