@@ -30,8 +30,10 @@ from workflows.models import (
     PushTargets,
     PushTargetsInput,
     WebhookDelivery,
+    WebhookNotice,
     WebhookReceipt,
 )
+from workflows.tenant_keys import in_view
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_RETRY_AFTER_S = 600
@@ -62,7 +64,7 @@ class WebhookActivities(WebhookDeliveries):
 
     @activity.defn(name="deliver_webhook")
     async def deliver_webhook(self, delivery: WebhookDelivery) -> WebhookReceipt:
-        notice = delivery.notice
+        notice = _as_tenant_knows_it(delivery.notice)
         body = notice.model_dump_json().encode()
         extra: dict[str, str] = {}
         if delivery.push_config_id is not None:
@@ -127,3 +129,19 @@ def _retry_after(response: httpx.Response) -> timedelta | None:
     if not value.strip().isdigit():
         return None
     return timedelta(seconds=min(int(value), MAX_RETRY_AFTER_S))
+
+
+def _as_tenant_knows_it(notice: WebhookNotice) -> WebhookNotice:
+    """The notice with its ids as the run's tenant knows them: a run kept under a scoped
+    key (`workflows.tenant_keys`) shows the id its tenant chose."""
+    tenant = notice.tenant_id
+    return notice.model_copy(
+        update={
+            "id": in_view(tenant, notice.id),
+            "run_id": in_view(tenant, notice.run_id),
+            "schedule_id": notice.schedule_id and in_view(tenant, notice.schedule_id),
+            "interactions": [
+                i.model_copy(update={"id": in_view(tenant, i.id)}) for i in notice.interactions
+            ],
+        }
+    )

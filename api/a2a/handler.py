@@ -60,12 +60,13 @@ from api.a2a.tasks import (
     report_artifact,
     task_of,
 )
-from api.core.errors import Conflict, Invalid, KeelError, NotFound
+from api.core.errors import Invalid, KeelError, NotFound
 from api.core.push_configs import PushConfigOrder
 from api.core.run_tree import subtree
 from api.core.runs import RunOrder, new_run_id
 from api.core.schemas import InteractionDecisionCreate
 from api.core.service import KeelService
+from api.core.tenant_ids import in_view
 from api.identity.auth import Principal
 
 POLL_S = 0.5
@@ -155,7 +156,7 @@ class KeelA2AHandler(RequestHandler):
         task = await self._task(run)
         if task.status.state in TERMINAL_STATES:
             raise UnsupportedOperationError(
-                message=f"Task {run.id} is already {run.status}; fetch it with GetTask."
+                message=f"Task {task.id} is already {run.status}; fetch it with GetTask."
             )
         # Unlike a send, a subscription outlasts `input-required`: it ends at a terminal state.
         async for event in self._follow(run.id, until=TERMINAL_STATES):
@@ -307,13 +308,6 @@ class KeelA2AHandler(RequestHandler):
             return (await service.runs.start(order, _principal(context))).record
         except Invalid as exc:
             raise _invalid_params(exc) from exc
-        except Conflict as exc:
-            if exc.field == "session_id":  # another tenant's session: audited by the service
-                raise InvalidParamsError(
-                    message="contextId: that context belongs to someone else; start a new "
-                    "conversation without a contextId."
-                ) from exc
-            raise a2a_error(exc) from exc
         except KeelError as exc:
             raise a2a_error(exc) from exc
 
@@ -331,10 +325,11 @@ class KeelA2AHandler(RequestHandler):
             if taken is not None:  # a retry of the message that decided it
                 return taken
             raise UnsupportedOperationError(
-                message=f"Task {run.id} is {run.status} and is not waiting for input."
+                message=f"Task {message.task_id} is {run.status} and is not waiting for input."
             )
         data = _data_of(message)
-        target = next((i for i in pending if i.id == data.get("interaction_id")), pending[0])
+        named = data.get("interaction_id")
+        target = next((i for i in pending if in_view(run.tenant_id, i.id) == named), pending[0])
         word = text.strip().lower().split()[0] if text.strip() else ""
         decision = str(data.get("decision") or "")
         if not decision:
@@ -346,7 +341,7 @@ class KeelA2AHandler(RequestHandler):
                 decision = "reject"
             else:
                 raise InvalidParamsError(
-                    message=f"Task {run.id} waits for approval of {target.tool}: reply "
+                    message=f"Task {message.task_id} waits for approval of {target.tool}: reply "
                     "'approve' or 'reject' (or a data part with decision and payload_hash)."
                 )
         payload_hash = data.get("payload_hash") or (
@@ -419,13 +414,13 @@ class KeelA2AHandler(RequestHandler):
                 last = now
                 if task.status.state == TaskState.TASK_STATE_COMPLETED and run.report:
                     yield TaskArtifactUpdateEvent(
-                        task_id=run.id,
+                        task_id=task.id,
                         context_id=task.context_id,
                         artifact=report_artifact(run),
                         last_chunk=True,
                     )
                 yield TaskStatusUpdateEvent(
-                    task_id=run.id, context_id=task.context_id, status=task.status
+                    task_id=task.id, context_id=task.context_id, status=task.status
                 )
 
     def _subscription(self, run_id: str) -> Any:

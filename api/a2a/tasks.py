@@ -16,6 +16,7 @@ from temporalio.service import RPCError
 from activities.store.interaction_store import InteractionStore
 from activities.store.records import RunRecord
 from api.core.runs import LIVE_QUERY_TIMEOUT, PROGRESS_TIMEOUT, workflow_busy
+from api.core.tenant_ids import in_view
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import Interaction, RunProgress
 
@@ -63,15 +64,16 @@ def text_message(message_id: str, role: int, text: str, task_id: str, context_id
     )
 
 
-def question_text(pending: list[Interaction]) -> str:
-    """What the run waits on, as a person or an agent reads it."""
+def question_text(pending: list[Interaction], tenant_id: str) -> str:
+    """What the run waits on, as a person or an agent of the run's tenant reads it."""
     lines = []
     for ia in pending:
+        shown = in_view(tenant_id, ia.id)
         if ia.kind == "ask_user":
-            lines.append(f"[{ia.id}] The agent asks: {ia.question}")
+            lines.append(f"[{shown}] The agent asks: {ia.question}")
         else:
             lines.append(
-                f"[{ia.id}] Approve {ia.tool} {json.dumps(json.loads(ia.arguments))}? "
+                f"[{shown}] Approve {ia.tool} {json.dumps(json.loads(ia.arguments))}? "
                 f"(risk {ia.risk}, payload_hash {ia.payload_hash}, expires "
                 f"{ia.expires_at.isoformat()}). Reply 'approve' or 'reject'."
             )
@@ -122,38 +124,40 @@ def task_of(
     history_length: int | None = None,
     decided: Sequence[Interaction] = (),
 ) -> Task:
-    """The Task for a run; `history_length` 0 leaves the history out, and `decided` (the
-    run's interactions that were answered, in order) puts each exchange in it."""
-    context_id = run.session_id or run.id
+    """The Task for a run, its ids as the run's tenant knows them; `history_length` 0
+    leaves the history out, and `decided` (the run's interactions that were answered, in
+    order) puts each exchange in it."""
+    task_id = in_view(run.tenant_id, run.id)
+    context_id = in_view(run.tenant_id, run.session_id or run.id)
     state = RUN_STATE.get(run.status, TaskState.TASK_STATE_WORKING)
     status_message = None
     if pending and state not in TERMINAL_STATES:
         state = TaskState.TASK_STATE_INPUT_REQUIRED
         status_message = text_message(
-            f"{run.id}-ask-{pending[0].id}",
+            f"{task_id}-ask-{in_view(run.tenant_id, pending[0].id)}",
             Role.ROLE_AGENT,
-            question_text(pending),
-            run.id,
+            question_text(pending, run.tenant_id),
+            task_id,
             context_id,
         )
     elif state == TaskState.TASK_STATE_FAILED and run.error:
         status_message = text_message(
-            f"{run.id}-error", Role.ROLE_AGENT, run.error, run.id, context_id
+            f"{task_id}-error", Role.ROLE_AGENT, run.error, task_id, context_id
         )
     when = run.finished_at or run.started_at or run.created_at
     status = TaskStatus(state=state, timestamp=_stamp(when))
     if status_message is not None:
         status.message.CopyFrom(status_message)
-    history = [text_message(f"{run.id}-input", Role.ROLE_USER, run.input, run.id, context_id)]
+    history = [text_message(f"{task_id}-input", Role.ROLE_USER, run.input, task_id, context_id)]
     for ia in decided:
-        history += exchange(ia, run.id, context_id)
+        history += exchange(ia, task_id, context_id, run.tenant_id)
     if run.report:
         history.append(
-            text_message(f"{run.id}-answer", Role.ROLE_AGENT, run.report, run.id, context_id)
+            text_message(f"{task_id}-answer", Role.ROLE_AGENT, run.report, task_id, context_id)
         )
     if history_length is not None:
         history = history[-history_length:] if history_length > 0 else []
-    task = Task(id=run.id, context_id=context_id, status=status, history=history)
+    task = Task(id=task_id, context_id=context_id, status=status, history=history)
     if run.report and state == TaskState.TASK_STATE_COMPLETED:
         task.artifacts.append(report_artifact(run))
     # camelCase like every other key of the JSON binding.
@@ -163,14 +167,19 @@ def task_of(
     return task
 
 
-def exchange(ia: Interaction, task_id: str, context_id: str) -> list[Message]:
+def exchange(ia: Interaction, task_id: str, context_id: str, tenant_id: str) -> list[Message]:
     """A decided interaction as the two messages of the task's conversation: what the
     agent asked (the status message it showed) and the follow-up that answered it."""
+    shown = in_view(tenant_id, ia.id)
     asked = text_message(
-        f"{task_id}-ask-{ia.id}", Role.ROLE_AGENT, question_text([ia]), task_id, context_id
+        f"{task_id}-ask-{shown}",
+        Role.ROLE_AGENT,
+        question_text([ia], tenant_id),
+        task_id,
+        context_id,
     )
     reply = ia.answer or ia.decision or ""
-    replied = text_message(f"{task_id}-reply-{ia.id}", Role.ROLE_USER, reply, task_id, context_id)
+    replied = text_message(f"{task_id}-reply-{shown}", Role.ROLE_USER, reply, task_id, context_id)
     return [asked, replied]
 
 
@@ -182,7 +191,7 @@ def report_artifact(run: RunRecord) -> Artifact:
         data = {"findings": [f.model_dump(mode="json") for f in run.findings.findings]}
         parts.append(Part(data=ParseDict(data, Value()), media_type="application/json"))
     return Artifact(
-        artifact_id=f"{run.id}-report",
+        artifact_id=f"{in_view(run.tenant_id, run.id)}-report",
         name="report",
         description=f"The {run.agent} agent's final answer.",
         parts=parts,

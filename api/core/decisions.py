@@ -33,6 +33,7 @@ from api.core.errors import (
 from api.core.run_tree import child_owning
 from api.core.runs import RunService
 from api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
+from api.core.tenant_ids import in_view, interaction_key
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows.agent_run import AgentRunWorkflow
@@ -93,15 +94,35 @@ class DecisionService:
         message id); otherwise each call is a request of its own, and a repeat of the
         decision that took is told it took all the same.
         """
+        result = await self._decide(run_id, interaction_id, body, user, decision_id)
+        shown = result.interaction
+        shown.id, shown.run_id = (
+            in_view(user.tenant_id, shown.id),
+            in_view(user.tenant_id, shown.run_id),
+        )
+        return result
+
+    async def _decide(
+        self,
+        run_id: str,
+        interaction_id: str,
+        body: InteractionDecisionCreate,
+        user: Principal,
+        decision_id: str | None,
+    ) -> DecisionResult:
         parts = self._parts
         record = await self._runs.get(run_id, user, allow_admin=False)
+        shown, run_id = run_id, record.id
+        interaction_id = interaction_key(record, known_id(interaction_id, "interaction"))
         # The store has every interaction a run opened; the run itself may be replaying.
-        stored = await parts.interactions.get(run_id, known_id(interaction_id, "interaction"))
+        stored = await parts.interactions.get(run_id, interaction_id)
         if stored is None and (child := await child_owning(parts.store, record, interaction_id)):
             # A sub-agent's: decided as through the child's own endpoint, checks and all.
-            return await self.decide(child, interaction_id, body, user, decision_id=decision_id)
+            return await self._decide(child, interaction_id, body, user, decision_id)
         if stored is None:
-            raise NotFound(f"No interaction {interaction_id} in run {run_id}.")
+            raise NotFound(
+                f"No interaction {in_view(user.tenant_id, interaction_id)} in run {shown}."
+            )
         decision = InteractionDecision(
             interaction_id=interaction_id,
             decision=body.decision,
@@ -274,5 +295,6 @@ def _accepted(run_id: str, interaction: Interaction) -> DecisionResult:
 def _result(status: str, run_id: str, interaction: Interaction) -> DecisionResult:
     return DecisionResult(
         status=status,  # type: ignore[arg-type]
-        interaction=InteractionPublic.from_interaction(run_id, interaction),
+        # Keys as stored; `decide` shows them as the caller's tenant knows them.
+        interaction=InteractionPublic.from_interaction(run_id, interaction, tenant_id=""),
     )

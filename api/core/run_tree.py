@@ -26,7 +26,7 @@ def with_tree(public: RunPublic, records: list[RunRecord]) -> RunPublic:
         parent = nodes.get(record.parent_run_id or "")
         if parent is not None:
             parent.children.append(nodes[record.id])
-    public.children = [nodes[r.id] for r in records[1:] if r.parent_run_id == public.id]
+    public.children = [nodes[r.id] for r in records[1:] if r.parent_run_id == records[0].id]
     public.total_usage = UsagePublic(
         prompt_tokens=sum(r.prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records),
@@ -43,7 +43,7 @@ async def tree_interactions(
     found: list[InteractionPublic] = []
     for record in await subtree(store, run):
         found += [
-            InteractionPublic.from_interaction(record.id, ia)
+            InteractionPublic.from_interaction(record.id, ia, tenant_id=record.tenant_id)
             for ia in await interactions.for_run(record.id)
         ]
     return found

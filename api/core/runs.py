@@ -44,6 +44,7 @@ from api.core.schemas import (
     RunPublic,
     StoredText,
 )
+from api.core.tenant_ids import TenantIds, in_view, interaction_key
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows import timeouts
@@ -232,6 +233,7 @@ class RunService:
 
     def __init__(self, parts: CoreParts) -> None:
         self._parts = parts
+        self.ids = TenantIds(parts)
 
     # -- checks shared with sessions and schedules --------------------------
 
@@ -279,20 +281,24 @@ class RunService:
         """Start the run an order asks for; with `session_id`, it joins that session
         (created if new). A retried order with the same `run_id` answers with its run."""
         parts = self._parts
-        run = self.template(order, user, run_id=new_run_id(order.run_id))
+        run = self.template(order, user, run_id=await self._key_for(order.run_id, user))
         if order.session_id is not None:
-            await self._join_session(order, run, user)
+            session_key = await self._join_session(order, run, user)
+            run = run.model_copy(update={"session_id": session_key})
         # Hashed as checked (the workspace resolved), so spellings of one request agree.
         request_hash = order.model_copy(update={"workspace": run.workspace}).request_hash(user)
         existing = await parts.store.get_run(run.run_id)
         if existing is None:
-            if order.session_id is not None and order.on_busy == "reject":
-                await self._refuse_if_busy(order.session_id, run.run_id)
+            if run.session_id is not None and order.on_busy == "reject":
+                await self._refuse_if_busy(run.session_id, run.run_id, user)
             row = NewRun.of(run, metadata=order.metadata, request_hash=request_hash)
             if await parts.store.create_run(row):
                 return await self._launch(run, order, fresh=True)
             existing = await parts.store.get_run(run.run_id)  # a concurrent twin won
             assert existing is not None
+            if existing.tenant_id != user.tenant_id and order.run_id is not None:
+                # Another tenant took the id a moment ago: this tenant's is the scoped key.
+                return await self.start(order, user)
         await self._same_request(existing, user, request_hash)
         if existing.status == "queued" and existing.started_at is None:
             # Recorded, perhaps never started (an earlier attempt may have failed half-way):
@@ -300,21 +306,26 @@ class RunService:
             return await self._launch(run, order, fresh=False)
         return StartedRun(record=existing)
 
-    async def _join_session(self, order: RunOrder, run: RunInput, user: Principal) -> None:
+    async def _key_for(self, chosen: str | None, user: Principal) -> str:
+        """The key of the run a caller's chosen run id names in its tenant (a new id if
+        none was chosen): the id itself, unless another tenant holds it."""
+        if chosen is None:
+            return new_run_id(None)
+        return await self.ids.run_key(chosen, user)
+
+    async def _join_session(self, order: RunOrder, run: RunInput, user: Principal) -> str:
+        """The session the run joins (created if new); its key."""
         assert order.session_id is not None
-        session = await self._parts.sessions.create(
-            session_id=order.session_id,
-            tenant_id=user.tenant_id,
+        session = await self.ids.open_session(
+            order.session_id,
+            user,
             agent=run.agent.name,
             workspace=run.workspace,
             model=order.model,
             approver=order.approver,
-            created_by=user_ref(user),
             metadata=order.session_metadata,
         )
-        if session.tenant_id != user.tenant_id:
-            await self._parts.audit.cross_tenant(user, "session", order.session_id)
-            raise Conflict("That session id is taken; choose another.", field="session_id")
+        return session.id
 
     async def _same_request(self, existing: RunRecord, user: Principal, request_hash: str) -> None:
         if existing.tenant_id != user.tenant_id:
@@ -322,17 +333,19 @@ class RunService:
             raise Conflict("That run id is taken; choose another.", field="run_id")
         if existing.request_hash is not None and existing.request_hash != request_hash:
             raise Conflict(
-                f"Run {existing.id} was started by a different request; send exactly the "
+                f"Run {in_view(user.tenant_id, existing.id)} was started by a different "
+                "request; send exactly the "
                 "same request to retry it, or choose another run_id for a new run.",
                 field="run_id",
             )
 
-    async def _refuse_if_busy(self, session_id: str, run_id: str) -> None:
+    async def _refuse_if_busy(self, session_id: str, run_id: str, user: Principal) -> None:
         # Postgres says when a run has finished, a moment before its session workflow knows.
         busy = await self._parts.store.session_busy(session_id, besides=run_id)
         if busy is not None:
+            shown = in_view(user.tenant_id, session_id), in_view(user.tenant_id, busy)
             raise Conflict(
-                f"Session {session_id} is busy with run {busy}; send on_busy=enqueue or "
+                f"Session {shown[0]} is busy with run {shown[1]}; send on_busy=enqueue or "
                 "interrupt, or wait for it to finish."
             )
 
@@ -413,7 +426,7 @@ class RunService:
         """The run, if the caller's tenant owns it (admins may read any); 404 otherwise,
         audited."""
         parts = self._parts
-        record = await parts.store.get_run(known_id(run_id, "run"))
+        record = await self.ids.run(known_id(run_id, "run"), user)
         if record is None:
             raise NotFound(f"No run {run_id}.")
         if record.tenant_id != user.tenant_id and not (allow_admin and user.is_admin):
@@ -429,15 +442,20 @@ class RunService:
         has (steps so far, pending interactions).
         """
         public = RunPublic.from_record(record)
-        if record.status in ("queued", "running") and not await self._overlay_live_state(public):
+        if record.status in ("queued", "running") and not await self._overlay_live_state(
+            public, record.id
+        ):
             # As the workflow's own progress does, the run lists what its sub-agents wait on.
             tree = await tree_interactions(self._parts.store, self._parts.interactions, record)
             public.pending_interactions = [i.id for i in tree if i.status == "pending"]
+        public.pending_interactions = [
+            in_view(record.tenant_id, i) for i in public.pending_interactions
+        ]
         return with_tree(public, await subtree(self._parts.store, record))
 
-    async def _overlay_live_state(self, public: RunPublic) -> bool:
+    async def _overlay_live_state(self, public: RunPublic, run_id: str) -> bool:
         """Put the workflow's own progress on `public`; False when Postgres must answer."""
-        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, public.id)
+        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
         try:
             description = await handle.describe(rpc_timeout=PROGRESS_TIMEOUT)
             wf_status = description.status
@@ -471,6 +489,10 @@ class RunService:
         for name, value in [*filters.items(), ("run_id", before[1] if before else None)]:
             if isinstance(value, str):
                 known_id(value, name.removesuffix("_id"))
+        if isinstance(filters.get("session_id"), str):
+            session = await self.ids.session(str(filters["session_id"]), user)
+            if session is not None and session.tenant_id == user.tenant_id:
+                filters["session_id"] = session.id
         return await self._parts.store.list_runs(
             tenant_id=user.tenant_id,
             limit=limit,
@@ -481,8 +503,8 @@ class RunService:
     async def events(
         self, run_id: str, user: Principal, *, after: int, limit: int
     ) -> list[EventRecord]:
-        await self.get(run_id, user)
-        return await self._parts.store.list_events(run_id, after=after, limit=limit)
+        record = await self.get(run_id, user)
+        return await self._parts.store.list_events(record.id, after=after, limit=limit)
 
     async def interactions(self, run_id: str, user: Principal) -> list[InteractionPublic]:
         """The run's interactions, then its sub-agents' (each names its own run)."""
@@ -493,15 +515,16 @@ class RunService:
         self, run_id: str, interaction_id: str, user: Principal
     ) -> InteractionPublic:
         record = await self.get(run_id, user)
-        owner = run_id
-        ia = await self._parts.interactions.get(run_id, known_id(interaction_id, "interaction"))
+        owner = record.id
+        key = interaction_key(record, known_id(interaction_id, "interaction"))
+        ia = await self._parts.interactions.get(owner, key)
         if ia is None:
-            child = await child_owning(self._parts.store, record, interaction_id)
+            child = await child_owning(self._parts.store, record, key)
             if child is not None:
-                owner, ia = child, await self._parts.interactions.get(child, interaction_id)
+                owner, ia = child, await self._parts.interactions.get(child, key)
         if ia is None:
             raise NotFound(f"No interaction {interaction_id} in run {run_id}.")
-        return InteractionPublic.from_interaction(owner, ia)
+        return InteractionPublic.from_interaction(owner, ia, tenant_id=record.tenant_id)
 
     # -- cancelling ---------------------------------------------------------
 
@@ -510,8 +533,9 @@ class RunService:
         Answers with the run as it is now (a live one finishes cancelling shortly)."""
         parts = self._parts
         record = await self.get(run_id, user, allow_admin=False)
+        shown, run_id = run_id, record.id
         if record.status in FINISHED:
-            raise Conflict(f"Run {run_id} has already {record.status}.")
+            raise Conflict(f"Run {shown} has already {record.status}.")
         if record.status == "queued" and record.session_id is not None:
             session = parts.temporal.get_workflow_handle_for(
                 SessionWorkflow.run, session_workflow_id(record.session_id)
@@ -531,7 +555,7 @@ class RunService:
                 rpc_timeout=TEMPORAL_CALL_TIMEOUT
             )
         except RPCError as err:
-            raise Conflict(f"Run {run_id} can no longer be cancelled.") from err
+            raise Conflict(f"Run {shown} can no longer be cancelled.") from err
         return await self._reloaded(run_id)
 
     async def _reloaded(self, run_id: str) -> RunRecord:

@@ -37,6 +37,7 @@ from api.core.schemas import (
     ScheduledRunPublic,
     SchedulePublic,
 )
+from api.core.tenant_ids import SCOPE, in_view
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import RunInput
 from workflows.run_visibility import run_memo, run_search_attributes
@@ -78,8 +79,13 @@ class StoredSchedule:
 
 
 def run_workflow_id(schedule_id: str) -> str:
-    """The prefix of its runs' ids: Temporal appends `-<fire time>` to it."""
-    return f"run-{schedule_id}"
+    """The workflow id prefix of the runs a schedule starts (Temporal appends the time).
+
+    A schedule kept under a scoped key (`TENANT~ID`) starts runs under scoped keys too
+    (`TENANT~run-ID-...`), so its tenant sees them as `run-ID-...` like any other.
+    """
+    tenant, scope, chosen = schedule_id.rpartition(SCOPE)
+    return f"{tenant}{scope}run-{chosen}"
 
 
 def temporal_schedule(config: ScheduleCreate, run: RunInput, task_queue: str) -> Schedule:
@@ -138,7 +144,7 @@ async def read_schedule(
     interval = spec.intervals[0] if spec.intervals else None
     catchup = policy.catchup_window or DEFAULT_CATCHUP
     config = ScheduleCreate(
-        schedule_id=description.id,
+        schedule_id=in_view(owner.tenant_id, description.id),
         agent=run.agent.name,
         input=run.input,
         workspace=run.workspace,
@@ -166,8 +172,9 @@ async def read_schedule(
 
 def public(stored: StoredSchedule) -> SchedulePublic:
     config, info = stored.config, stored.description.info
+    tenant = stored.owner.tenant_id  # ids as the tenant knows them (`api.core.tenant_ids`)
     return SchedulePublic(
-        id=stored.id,
+        id=in_view(tenant, stored.id),
         agent=config.agent,
         input=config.input,
         workspace=config.workspace,
@@ -190,7 +197,7 @@ def public(stored: StoredSchedule) -> SchedulePublic:
         next_fire_times=list(info.next_action_times),
         recent_runs=[
             ScheduledRunPublic(
-                run_id=result.action.workflow_id,
+                run_id=in_view(tenant, result.action.workflow_id),
                 scheduled_at=result.scheduled_at,
                 started_at=result.started_at,
             )
@@ -198,7 +205,7 @@ def public(stored: StoredSchedule) -> SchedulePublic:
             if isinstance(result.action, ScheduleActionExecutionStartWorkflow)
         ],
         running_runs=[
-            running.workflow_id
+            in_view(tenant, running.workflow_id)
             for running in info.running_actions
             if isinstance(running, ScheduleActionExecutionStartWorkflow)
         ],

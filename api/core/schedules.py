@@ -19,6 +19,7 @@ from temporalio.client import (
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
     ScheduleBackfill,
+    ScheduleDescription,
     ScheduleUpdateInput,
 )
 from temporalio.client import ScheduleUpdate as TemporalScheduleUpdate
@@ -50,6 +51,7 @@ from api.core.schemas import (
     ScheduleTriggered,
     ScheduleUpdate,
 )
+from api.core.tenant_ids import in_view, scoped
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows.models import RunInput
@@ -140,18 +142,26 @@ class ScheduleService:
             )
         )
 
+    async def _find(self, schedule_id: str, user: Principal) -> ScheduleDescription | None:
+        """The schedule `schedule_id` names for the caller: its own under the scoped key
+        first (`api.core.tenant_ids`), then the id's (of whichever tenant)."""
+        known_id(schedule_id, "schedule")
+        for key in (scoped(user.tenant_id, schedule_id), schedule_id):
+            try:
+                return await self._parts.temporal.get_schedule_handle(key).describe()
+            except RPCError as err:
+                # An id Temporal cannot even parse names no schedule either.
+                if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                    raise
+        return None
+
     async def get(self, schedule_id: str, user: Principal) -> StoredSchedule:
         """The schedule, if the caller's tenant owns it; `NotFound` otherwise (audited
         across tenants)."""
         temporal = self._parts.temporal
-        known_id(schedule_id, "schedule")
-        try:
-            description = await temporal.get_schedule_handle(schedule_id).describe()
-        except RPCError as err:
-            # An id Temporal cannot even parse names no schedule either.
-            if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
-                raise NotFound(f"No schedule {schedule_id}.") from err
-            raise
+        description = await self._find(schedule_id, user)
+        if description is None:
+            raise NotFound(f"No schedule {schedule_id}.")
         owner = await owner_of(description)
         if owner is None or owner.tenant_id != user.tenant_id:
             if owner is not None:
@@ -163,25 +173,35 @@ class ScheduleService:
         """Create a schedule; its runs are ordinary runs with trigger `schedule`."""
         temporal = self._parts.temporal
         config = self._checked(body)
-        schedule_id = body.schedule_id or f"sch-{uuid.uuid4().hex[:12]}"
-        config = config.model_copy(update={"schedule_id": schedule_id})
+        chosen = body.schedule_id or f"sch-{uuid.uuid4().hex[:12]}"
         owner = ScheduleOwner(tenant_id=user.tenant_id, created_by=user_ref(user))
-        run = self._scheduled_run(config, owner)
-        try:
-            handle = await temporal.create_schedule(
-                schedule_id,
-                temporal_schedule(config, run, self._parts.settings.task_queue),
-                memo={MEMO_KEY: owner.model_dump()},
-            )
-        except ScheduleAlreadyRunningError as err:
+        held = await self._find(chosen, user)
+        holder = await owner_of(held) if held is not None else None
+        if holder is not None and holder.tenant_id == user.tenant_id:
             raise Conflict(
-                f"A schedule {schedule_id} already exists; choose another id.",
-                field="schedule_id",
-            ) from err
-        except RPCError as err:
-            if err.status == RPCStatusCode.INVALID_ARGUMENT:
-                raise _refused_by_temporal(err) from err
-            raise
+                f"A schedule {chosen} already exists; choose another id.", field="schedule_id"
+            )
+        # The id, or its scoped key when another tenant's schedule has the id.
+        for schedule_id in (chosen, scoped(user.tenant_id, chosen)):
+            config = config.model_copy(update={"schedule_id": schedule_id})
+            run = self._scheduled_run(config, owner)
+            try:
+                handle = await temporal.create_schedule(
+                    schedule_id,
+                    temporal_schedule(config, run, self._parts.settings.task_queue),
+                    memo={MEMO_KEY: owner.model_dump()},
+                )
+                break
+            except ScheduleAlreadyRunningError as err:
+                if schedule_id != chosen:
+                    raise Conflict(  # made by this tenant a moment ago
+                        f"A schedule {chosen} already exists; choose another id.",
+                        field="schedule_id",
+                    ) from err
+            except RPCError as err:
+                if err.status == RPCStatusCode.INVALID_ARGUMENT:
+                    raise _refused_by_temporal(err) from err
+                raise
         await self._audit(user, "schedule.created", schedule_id, **_summary(config))
         return public(await read_schedule(temporal, await handle.describe(), owner))
 
@@ -237,7 +257,8 @@ class ScheduleService:
             config = ScheduleCreate.model_validate(stored.config.model_dump() | changes)
         except ValidationError as exc:
             raise InvalidConfiguration(exc) from exc
-        config = self._checked(config)
+        # What Temporal keeps names the schedule by its key (`api.core.tenant_ids`).
+        config = self._checked(config).model_copy(update={"schedule_id": stored.id})
         run = self._scheduled_run(config, stored.owner)
         action = stored.description.schedule.action
         assert isinstance(action, ScheduleActionStartWorkflow)
@@ -248,7 +269,7 @@ class ScheduleService:
             replacement.state = current.description.schedule.state
             return TemporalScheduleUpdate(schedule=replacement)
 
-        handle = self._parts.temporal.get_schedule_handle(schedule_id)
+        handle = self._parts.temporal.get_schedule_handle(stored.id)
         try:
             await handle.update(keep_state)
         except RPCError as err:
@@ -264,7 +285,7 @@ class ScheduleService:
         """Stop firing until unpaused; runs already going carry on."""
         stored = await self.get(schedule_id, user)
         note = note or f"Paused by {user_ref(user)}."
-        handle = self._parts.temporal.get_schedule_handle(schedule_id)
+        handle = self._parts.temporal.get_schedule_handle(stored.id)
         await handle.pause(note=note)
         await self._audit(user, "schedule.paused", schedule_id, note=note)
         return public(
@@ -275,7 +296,7 @@ class ScheduleService:
         """Fire again from the next fire time (missed ones within the catch-up window run)."""
         stored = await self.get(schedule_id, user)
         note = note or f"Unpaused by {user_ref(user)}."
-        handle = self._parts.temporal.get_schedule_handle(schedule_id)
+        handle = self._parts.temporal.get_schedule_handle(stored.id)
         await handle.unpause(note=note)
         await self._audit(user, "schedule.unpaused", schedule_id, note=note)
         return public(
@@ -293,7 +314,7 @@ class ScheduleService:
             for r in before.recent_actions
             if isinstance(r.action, ScheduleActionExecutionStartWorkflow)
         }
-        handle = self._parts.temporal.get_schedule_handle(schedule_id)
+        handle = self._parts.temporal.get_schedule_handle(stored.id)
         await handle.trigger(overlap=OVERLAP_POLICIES[overlap] if overlap else None)
         await self._audit(user, "schedule.triggered", schedule_id, overlap=overlap)
         for _ in range(TRIGGER_POLLS):
@@ -305,7 +326,8 @@ class ScheduleService:
                 and r.action.workflow_id not in known
             ]
             if info.num_actions > before.num_actions and started:
-                return ScheduleTriggered(schedule_id=schedule_id, run_id=started[-1], skipped=False)
+                shown = in_view(user.tenant_id, started[-1])
+                return ScheduleTriggered(schedule_id=schedule_id, run_id=shown, skipped=False)
             if info.num_actions_skipped_overlap > before.num_actions_skipped_overlap:
                 return ScheduleTriggered(schedule_id=schedule_id, run_id=None, skipped=True)
             await asyncio.sleep(TRIGGER_POLL_S)
@@ -332,7 +354,7 @@ class ScheduleService:
                 "range, or several one after another.",
                 field="end",
             )
-        await self._parts.temporal.get_schedule_handle(schedule_id).backfill(
+        await self._parts.temporal.get_schedule_handle(stored.id).backfill(
             ScheduleBackfill(
                 start_at=body.start, end_at=body.end, overlap=OVERLAP_POLICIES[body.overlap]
             )
@@ -351,9 +373,9 @@ class ScheduleService:
 
     async def delete(self, schedule_id: str, user: Principal) -> None:
         """Delete the schedule; runs it started carry on and stay listed."""
-        await self.get(schedule_id, user)
+        stored = await self.get(schedule_id, user)
         try:
-            await self._parts.temporal.get_schedule_handle(schedule_id).delete()
+            await self._parts.temporal.get_schedule_handle(stored.id).delete()
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise NotFound(f"No schedule {schedule_id}.") from err
@@ -372,12 +394,15 @@ class ScheduleService:
         (of this tenant's), the schedule must exist and be the caller's: another tenant's
         id answers `NotFound` like an unknown one, not an empty list."""
         known_id(schedule_id, "schedule")
-        runs = await self._parts.store.list_runs(
-            tenant_id=user.tenant_id, schedule_id=schedule_id, limit=limit, before=before
-        )
-        if not runs and before is None:
+        for key in (scoped(user.tenant_id, schedule_id), schedule_id):
+            runs = await self._parts.store.list_runs(
+                tenant_id=user.tenant_id, schedule_id=key, limit=limit, before=before
+            )
+            if runs:
+                return runs
+        if before is None:
             await self.get(schedule_id, user)
-        return runs
+        return []
 
 
 class InvalidConfiguration(Invalid):

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from activities.store.records import EventRecord, RunRecord
 from api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
+from api.core.tenant_ids import in_view, in_view_data
 from api.evals.results import EvalReport
 from workflows.findings import Finding
 from workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
@@ -128,7 +129,7 @@ class RunChildPublic(BaseModel):
     @classmethod
     def from_record(cls, run: RunRecord) -> RunChildPublic:
         return cls(
-            id=run.id,
+            id=in_view(run.tenant_id, run.id),
             agent=run.agent,
             status=run.status,
             stop_reason=run.stop_reason,
@@ -193,8 +194,10 @@ class RunPublic(BaseModel):
 
     @classmethod
     def from_record(cls, run: RunRecord) -> RunPublic:
+        """The run as its tenant knows it: ids without their scope (`api.core.tenant_ids`)."""
+        tenant = run.tenant_id
         return cls(
-            id=run.id,
+            id=in_view(tenant, run.id),
             agent=run.agent,
             model=run.model,
             status=run.status,
@@ -202,9 +205,9 @@ class RunPublic(BaseModel):
             error=run.error,
             trigger=run.trigger,
             requester=run.requester,
-            schedule_id=run.schedule_id,
-            session_id=run.session_id,
-            parent_run_id=run.parent_run_id,
+            schedule_id=run.schedule_id and in_view(tenant, run.schedule_id),
+            session_id=run.session_id and in_view(tenant, run.session_id),
+            parent_run_id=run.parent_run_id and in_view(tenant, run.parent_run_id),
             workspace=run.workspace,
             input=run.input,
             steps=run.steps,
@@ -236,8 +239,10 @@ class EventPublic(BaseModel):
     created_at: datetime
 
     @classmethod
-    def from_record(cls, event: EventRecord) -> EventPublic:
-        return cls(seq=event.seq, type=event.type, data=event.data, created_at=event.created_at)
+    def from_record(cls, event: EventRecord, tenant_id: str) -> EventPublic:
+        """The event as the run's tenant knows it: the ids in its data without their scope."""
+        data = in_view_data(tenant_id, event.data)
+        return cls(seq=event.seq, type=event.type, data=data, created_at=event.created_at)
 
 
 class EventPage(BaseModel):
@@ -327,10 +332,11 @@ class InteractionPublic(BaseModel):
     answer: str | None
 
     @classmethod
-    def from_interaction(cls, run_id: str, ia: Interaction) -> InteractionPublic:
+    def from_interaction(cls, run_id: str, ia: Interaction, *, tenant_id: str) -> InteractionPublic:
+        """The interaction as the run's tenant knows it (ids without their scope)."""
         return cls(
-            id=ia.id,
-            run_id=run_id,
+            id=in_view(tenant_id, ia.id),
+            run_id=in_view(tenant_id, run_id),
             kind=ia.kind,
             status=ia.status,
             tool=ia.tool,

@@ -9,11 +9,11 @@ from temporalio.service import RPCError
 
 from activities.store.session_store import SessionRecord
 from api.core.context import CoreParts
-from api.core.errors import Conflict, NotFound, known_id
+from api.core.errors import NotFound, known_id
 from api.core.runs import RunOrder, RunService, StartedRun, session_workflow_id
 from api.core.schemas import SessionCreate, SessionMessage, SessionMessageCreate
+from api.core.tenant_ids import in_view
 from api.identity.auth import Principal
-from api.identity.config import user_ref
 from workflows.models import SessionState
 from workflows.session import SessionWorkflow
 
@@ -29,24 +29,20 @@ class SessionService:
         agent = self._runs.agent(body.agent)
         workspace = self._runs.workspace(body.workspace)
         session_id = body.session_id or f"ses-{uuid.uuid4().hex[:16]}"
-        session = await self._parts.sessions.create(
-            session_id=session_id,
-            tenant_id=user.tenant_id,
+        # Another tenant's session by that id is not this tenant's business: it gets its own.
+        return await self._runs.ids.open_session(
+            session_id,
+            user,
             agent=agent.name,
             workspace=str(workspace),
             model=body.model,
             approver=body.approver,
-            created_by=user_ref(user),
             metadata=body.metadata,
         )
-        if session.tenant_id != user.tenant_id:
-            await self._parts.audit.cross_tenant(user, "session", session_id)
-            raise Conflict("That session id is taken; choose another.", field="session_id")
-        return session
 
     async def get(self, session_id: str, user: Principal) -> SessionRecord:
         """The session, if the caller's tenant owns it; 404 otherwise, audited."""
-        session = await self._parts.sessions.get(known_id(session_id, "session"))
+        session = await self._runs.ids.session(known_id(session_id, "session"), user)
         if session is None:
             raise NotFound(f"No session {session_id}.")
         if session.tenant_id != user.tenant_id:
@@ -64,13 +60,14 @@ class SessionService:
     ) -> tuple[SessionRecord, list[SessionMessage], str | None, list[str]]:
         """The session, its turns, its active run and its queue."""
         session = await self.get(session_id, user)
+        tenant = session.tenant_id
         messages: list[SessionMessage] = []
-        for run in await self._parts.sessions.runs(session_id):
+        for run in await self._parts.sessions.runs(session.id):
             messages.append(
                 SessionMessage(
                     role="user",
                     content=run.input,
-                    run_id=run.id,
+                    run_id=in_view(tenant, run.id),
                     run_status=run.status,
                     created_at=run.created_at,
                 )
@@ -80,7 +77,7 @@ class SessionService:
                     SessionMessage(
                         role="assistant",
                         content=run.report,
-                        run_id=run.id,
+                        run_id=in_view(tenant, run.id),
                         run_status=run.status,
                         created_at=run.finished_at or run.created_at,
                     )
@@ -88,10 +85,11 @@ class SessionService:
         active, queued = None, []
         try:
             handle = self._parts.temporal.get_workflow_handle_for(
-                SessionWorkflow.run, session_workflow_id(session_id)
+                SessionWorkflow.run, session_workflow_id(session.id)
             )
             state: SessionState = await handle.query(SessionWorkflow.state)
-            active, queued = state.active, [s.run.run_id for s in state.queue]
+            active = state.active and in_view(tenant, state.active)
+            queued = [in_view(tenant, s.run.run_id) for s in state.queue]
         except RPCError:
             pass  # no message posted yet: no session workflow
         return session, messages, active, queued

@@ -17,6 +17,7 @@ from typing import TypeVar
 from activities.store.records import EventRecord
 from activities.store.run_store import Store
 from api.core.schemas import EventPublic
+from api.core.tenant_ids import in_view
 from api.events.hub import DeltaNotice, EventHub, Notice, Resync, Subscription
 from api.events.line_safe import line_safe
 
@@ -46,6 +47,7 @@ class RunEventStream:
         hub: EventHub,
         run_id: str,
         *,
+        tenant_id: str,
         after: int,
         finished: bool,
     ) -> None:
@@ -53,6 +55,8 @@ class RunEventStream:
         self._reads = reads
         self._hub = hub
         self._run_id = run_id
+        """The run's key; `tenant_id` owns it and its events show ids as that tenant knows them."""
+        self._tenant_id = tenant_id
         self.last_seq = after
         """The seq of the last durable event sent, or the resume point."""
         self._finished = finished
@@ -69,7 +73,7 @@ class RunEventStream:
             if isinstance(item, Outgoing):
                 yield item.chunk
             elif isinstance(item, DeltaNotice):
-                yield _delta(item)
+                yield _delta(item, self._tenant_id)
             else:
                 yield item
 
@@ -127,7 +131,9 @@ class RunEventStream:
 
     async def _sendable(self) -> tuple[list[Outgoing], bool]:
         """One page of the events after `last_seq` that may go out now, and whether more follow."""
-        page = await self._reads.after(self._run_id, self.last_seq, fresh_since=self._fresh_since)
+        page = await self._reads.after(
+            self._run_id, self.last_seq, self._tenant_id, fresh_since=self._fresh_since
+        )
         if any(event.type in TERMINAL_EVENTS for event in page):
             self._finished = True  # nothing missing before the end will be written any more
         events: list[Outgoing] = []
@@ -179,12 +185,16 @@ class EventReads:
         self._store = store
         self._reads: dict[tuple[str, int], _Read] = {}
 
-    async def after(self, run_id: str, seq: int, *, fresh_since: float) -> list[Outgoing]:
+    async def after(
+        self, run_id: str, seq: int, tenant_id: str, *, fresh_since: float
+    ) -> list[Outgoing]:
         """Up to `PAGE_SIZE` events after `seq`, read no earlier than `fresh_since`."""
         key = (run_id, seq)
         read = self._reads.get(key)
         if read is None or read.started_at < fresh_since:
-            read = _Read(time.monotonic(), asyncio.ensure_future(self._read(run_id, seq)))
+            read = _Read(
+                time.monotonic(), asyncio.ensure_future(self._read(run_id, seq, tenant_id))
+            )
             self._reads[key] = read
             read.task.add_done_callback(functools.partial(self._forget, key, read))
         # Shielded: one stream going away must not cancel the others' read.
@@ -196,20 +206,22 @@ class EventReads:
         if not task.cancelled():
             task.exception()  # every waiter gets it raised; this only marks it retrieved
 
-    async def _read(self, run_id: str, seq: int) -> list[Outgoing]:
+    async def _read(self, run_id: str, seq: int, tenant_id: str) -> list[Outgoing]:
         events = await self._store.list_events(run_id, after=seq, limit=PAGE_SIZE)
-        return [Outgoing(seq=e.seq, type=e.type, chunk=_durable(e), record=e) for e in events]
+        return [
+            Outgoing(seq=e.seq, type=e.type, chunk=_durable(e, tenant_id), record=e) for e in events
+        ]
 
 
-def _durable(event: EventRecord) -> str:
-    data = line_safe(EventPublic.from_record(event).model_dump_json())
+def _durable(event: EventRecord, tenant_id: str) -> str:
+    data = line_safe(EventPublic.from_record(event, tenant_id).model_dump_json())
     return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
 
 
-def _delta(notice: DeltaNotice) -> str:
+def _delta(notice: DeltaNotice, tenant_id: str) -> str:
     data = json.dumps(
         {
-            "run_id": notice.run_id,
+            "run_id": in_view(tenant_id, notice.run_id),
             "step": notice.step,
             "attempt": notice.attempt,
             "delta_index": notice.delta_index,

@@ -344,6 +344,7 @@ class LangGraphAdapter:
             self._reads,
             self._hub,
             record.id,
+            tenant_id=record.tenant_id,
             after=0,
             finished=record.status in FINISHED_STATUSES,
         )

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from activities.store.records import RunRecord
 from api.core.schemas import InteractionPublic, RunPublic
+from api.core.tenant_ids import in_view
 
 
 class AgentInfo(BaseModel):
@@ -52,7 +53,7 @@ class RunSummary(BaseModel):
     @classmethod
     def from_record(cls, run: RunRecord) -> RunSummary:
         return cls(
-            id=run.id,
+            id=in_view(run.tenant_id, run.id),
             agent=run.agent,
             status=run.status,
             stop_reason=run.stop_reason,

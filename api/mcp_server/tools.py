@@ -19,6 +19,7 @@ from api.core.schemas import (
     DecisionResult,
     InteractionDecisionCreate,
     RunCreate,
+    RunPublic,
     StoredText,
 )
 from api.core.service import KeelService
@@ -116,8 +117,9 @@ class KeelTools:
             record = (await self._service.runs.start(RunOrder.from_create(body), user)).record
         except KeelError as exc:
             raise ToolError(refusal(exc)) from None
+        shown = RunPublic.from_record(record)  # the ids as the caller's tenant knows them
         return StartedRun(
-            run_id=record.id, agent=record.agent, status=record.status, session_id=record.session_id
+            run_id=shown.id, agent=shown.agent, status=shown.status, session_id=shown.session_id
         )
 
     async def get_run(self, ctx: Context, run_id: RunId) -> RunDetail:

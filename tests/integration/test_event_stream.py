@@ -74,13 +74,20 @@ def event_data(message: Sse) -> dict[str, object]:
     return data
 
 
-async def bare_run(store: Store, workspace: Path, prefix: str) -> str:
+async def bare_run(
+    store: Store,
+    workspace: Path,
+    prefix: str,
+    *,
+    tenant_id: str = "default",
+    run_id: str | None = None,
+) -> str:
     """A run row with no workflow behind it; the test writes its events itself."""
-    run_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    run_id = run_id or f"{prefix}-{uuid.uuid4().hex[:8]}"
     await store.create_run(
         NewRun(
             run_id=run_id,
-            tenant_id="default",
+            tenant_id=tenant_id,
             agent="review",
             model="scripted",
             requester="user:alice",

@@ -278,14 +278,18 @@ async def test_start_a_run_follow_it_to_its_report_and_refuse_bad_calls(
             mallory, "decide", run_id=run_id, interaction_id="x", decision="reject"
         )
         assert f"No run {run_id}." in decided
-        taken = await refused(mallory, "start_run", **start, run_id=run_id)
-        assert "That run id is taken" in taken
         assert (await call(mallory, "list_runs"))["runs"] == []
+        # Ids are per tenant: the same run id is a run of mallory's own, not "taken".
+        theirs = await call(mallory, "start_run", **{**start, "input": "Mine."}, run_id=run_id)
+        assert theirs["run_id"] == run_id
+        assert [r["id"] for r in (await call(mallory, "list_runs"))["runs"]] == [run_id]
+        mine = await call(alice, "get_run", run_id=run_id)
+        assert mine["run"]["input"] != "Mine."
 
     denied = [
         e for e in await AuditLog(store.pool).entries(other, limit=1000) if e.subject == run_id
     ]
-    assert [e.action for e in denied].count("run.cross_tenant_denied") == 3
+    assert [e.action for e in denied].count("run.cross_tenant_denied") == 2
     assert {e.actor for e in denied} == {"mallory"}
 
 

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
 from api.cli.local_stack import serve_api
+from api.core.tenant_ids import scoped
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import (
@@ -35,6 +37,7 @@ from tests.integration.test_durability import (  # noqa: F401 (spawn_worker is a
     spawn_worker,
     wait_until,
 )
+from tests.integration.test_event_stream import bare_run
 from tests.integration.test_replay import HISTORIES, replayer
 from worker.dev_stack import free_port
 from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
@@ -171,6 +174,7 @@ def write(path: str, content: str) -> ScriptedToolCall:
     return ScriptedToolCall(name="write_file", arguments={"path": path, "content": content})
 
 
+@pytest.mark.parametrize("held_elsewhere", [False, True], ids=["own-id", "id-another-tenant-holds"])
 async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
     temporal_client: Client,
     store: Store,
@@ -179,7 +183,10 @@ async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
     database_url: str,
     scripted: StartLLM,
     settings_for: MakeSettings,
+    held_elsewhere: bool,
 ) -> None:
+    """Also with a run id another tenant holds (issue 21, #18): the run is kept under a
+    scoped key, and its children, their interactions and events show the ids as chosen."""
     agents = tmp_path / "agents"
     agents.mkdir()
     (agents / "lead.md").write_text(LEAD)
@@ -198,14 +205,24 @@ async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
         serve_api(settings) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as http,
     ):
+        chosen = f"lead-{uuid.uuid4().hex[:8]}"
+        if held_elsewhere:
+            await bare_run(store, workspace, "held", tenant_id="other-tenant", run_id=chosen)
         created = await http.post(
             "/v1/runs",
             headers=ALICE,
-            json={"agent": "lead", "input": "Add the notes.", "workspace": str(workspace)},
+            json={
+                "agent": "lead",
+                "input": "Add the notes.",
+                "workspace": str(workspace),
+                "run_id": chosen,
+            },
         )
         assert created.status_code == 201, created.text
         parent = created.json()["id"]
+        assert parent == chosen
         child_id = f"{parent}-task-1-2"
+        key = scoped("default", parent) if held_elsewhere else parent
         [ia] = await pending(http, parent)
         assert ia["run_id"] == child_id and ia["id"] == f"{child_id}:ia-1-2"
         assert ia["tool"] == "write_file" and ia["approvers"] == ["user:alice"]
@@ -244,8 +261,8 @@ async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
         )
         assert waiting["data"]["pending_interactions"] == [ia["id"]]
     assert (workspace / "notes" / "out.txt").read_text() == "hello"
-    assert await executions(database_url, child_id) == 1
-    tools = [m for m in await store.conversation(parent, None) if m.role == "tool"]
+    assert await executions(database_url, f"{key}-task-1-2") == 1
+    tools = [m for m in await store.conversation(key, None) if m.role == "tool"]
     assert [t.content for t in tools] == ["Wrote notes/out.txt."]
 
 

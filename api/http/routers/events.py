@@ -71,9 +71,10 @@ async def list_events(
     after: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> EventPage:
-    events = await service.runs.events(run_id, user, after=after, limit=limit)
+    record = await service.runs.get(run_id, user)
+    events = await service.runs.events(record.id, user, after=after, limit=limit)
     return EventPage(
-        events=[EventPublic.from_record(e) for e in events],
+        events=[EventPublic.from_record(e, record.tenant_id) for e in events],
         next_after=events[-1].seq if events else after,
     )
 
@@ -131,7 +132,8 @@ async def stream_events(
         service.parts.store,
         reads,
         hub,
-        run_id,
+        record.id,
+        tenant_id=record.tenant_id,
         after=max(after, 0),
         finished=record.status in FINISHED_STATUSES,
     )

@@ -22,6 +22,6 @@ async def pending_interactions(
 ) -> list[InteractionPublic]:
     """Pending interactions across the tenant's live runs, oldest first."""
     return [
-        InteractionPublic.from_interaction(run_id, ia)
+        InteractionPublic.from_interaction(run_id, ia, tenant_id=user.tenant_id)
         for run_id, ia in await service.parts.interactions.pending_for_tenant(user.tenant_id, limit)
     ]

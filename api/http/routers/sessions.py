@@ -18,6 +18,7 @@ from api.core.schemas import (
     SessionPublic,
     StoredText,
 )
+from api.core.tenant_ids import in_view
 from api.http.deps import CurrentUser, ServiceDep
 from api.http.errors import AUTHENTICATED, documented
 
@@ -25,7 +26,10 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=AUTHENTIC
 
 
 def _public(session: SessionRecord) -> SessionPublic:
-    return SessionPublic.model_validate(session.model_dump())
+    """The session as its tenant knows it: its id without the scope (`api.core.tenant_ids`)."""
+    public = SessionPublic.model_validate(session.model_dump())
+    public.id = in_view(session.tenant_id, session.id)
+    return public
 
 
 @router.post(
@@ -81,5 +85,5 @@ async def post_message(
     return MessageAccepted(
         run=RunPublic.from_record(started.record),
         position=started.position,
-        interrupted=started.interrupted,
+        interrupted=started.interrupted and in_view(user.tenant_id, started.interrupted),
     )

@@ -28,7 +28,7 @@ async def tool_output(
     reads: ConsoleReadsDep,
 ) -> StoredToolOutput:
     record = await service.runs.get(run_id, user)
-    output = await reads.tool_output(record.tenant_id, run_id, step, call_id)
+    output = await reads.tool_output(record.tenant_id, record.id, step, call_id)
     if output is None:
         raise NotFound(f"No output of call {call_id} at step {step} of {run_id}.")
     return output

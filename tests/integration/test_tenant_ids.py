@@ -1,0 +1,211 @@
+"""Ids per tenant (issue 21, #18): two tenants choosing the same run, session, context
+and schedule ids each get their own, on every surface, and neither learns of the other.
+
+The defect: tenant B was told 409 "taken" for tenant A's run, session and schedule ids,
+A2A said "that context belongs to someone else", MCP start_run likewise.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.client import Client as TemporalClient
+
+from activities.store.audit import AuditLog
+from activities.store.run_store import Store
+from api.core.tenant_ids import scoped
+from tests.conftest import auth_headers, token_for
+from tests.integration.test_mcp import call, mcp_client, until_run
+from tests.integration.test_schedules import eventually
+from tests.integration.test_surface_parity import a2a, keel, text_message
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+FINISHED = ("completed", "failed", "cancelled")
+
+
+def tenants() -> dict[str, dict[str, str]]:
+    """Two fresh tenants, so lists and audits hold only this test's."""
+    tag = uuid.uuid4().hex[:8]
+    return {f"a-{tag}": auth_headers(f"a-{tag}", "ann"), f"b-{tag}": auth_headers(f"b-{tag}", "bo")}
+
+
+async def ended(http: httpx.AsyncClient, run_id: str, headers: dict[str, str]) -> dict[str, Any]:
+    async def done() -> dict[str, Any] | None:
+        response = await http.get(f"/v1/runs/{run_id}", headers=headers)
+        if response.status_code == 404:  # a scheduled run's row follows its start
+            return None
+        run: dict[str, Any] = response.json()
+        return run if run["status"] in FINISHED else None
+
+    return await eventually(done, f"run {run_id} to end", within=60)
+
+
+def shows_no_scope(answer: Any, tenant: str) -> None:
+    """No answer a tenant gets shows the scoped keys Keel keeps its ids under."""
+    assert f"{tenant}~" not in json.dumps(answer), answer
+
+
+async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content=f"Answer {i}.") for i in range(16)]))
+    settings = settings_for(llm, workspace, api_port=free_port(), a2a_default_agent="review")
+    people = tenants()
+    tag = uuid.uuid4().hex[:8]
+    run_id, session_id, context_id = f"run-same-{tag}", f"ses-same-{tag}", f"ctx-same-{tag}"
+    schedule_id = f"sch-same-{tag}"
+    async with keel(temporal_client, store, settings) as http:
+        # -- REST runs: the same run_id is each tenant's own run.
+        for tenant, headers in people.items():
+            body = {"agent": "review", "input": f"{tenant} asks.", "workspace": str(workspace)}
+            created = await http.post("/v1/runs", headers=headers, json={**body, "run_id": run_id})
+            assert created.status_code == 201, created.text
+            assert created.json()["id"] == run_id
+            run = await ended(http, run_id, headers)
+            assert run["input"] == f"{tenant} asks." and run["status"] == "completed"
+            again = await http.post("/v1/runs", headers=headers, json={**body, "run_id": run_id})
+            assert again.status_code == 201 and again.json()["input"] == f"{tenant} asks."
+            events = (await http.get(f"/v1/runs/{run_id}/events", headers=headers)).json()
+            assert events["events"][0]["type"] == "run_started"
+            listed = (await http.get("/v1/runs", headers=headers)).json()["runs"]
+            assert [r["id"] for r in listed] == [run_id]
+            for answer in (run, events, listed):
+                shows_no_scope(answer, tenant)
+        first, second = people
+        assert (await store.get_run(run_id)) is not None
+        kept = await store.get_run(scoped(second, run_id))
+        assert kept is not None and kept.tenant_id == second  # the second is kept scoped
+
+        # -- REST sessions: the same session id, each tenant's own conversation.
+        for tenant, headers in people.items():
+            made = await http.post(
+                "/v1/sessions",
+                headers=headers,
+                json={"session_id": session_id, "agent": "review", "workspace": str(workspace)},
+            )
+            assert made.status_code == 201 and made.json()["id"] == session_id, made.text
+            posted = await http.post(
+                f"/v1/sessions/{session_id}/messages",
+                headers=headers,
+                json={"input": f"{tenant} says hi."},
+            )
+            assert posted.status_code == 202, posted.text
+            assert posted.json()["run"]["session_id"] == session_id
+            await ended(http, posted.json()["run"]["id"], headers)
+            history = (await http.get(f"/v1/sessions/{session_id}", headers=headers)).json()
+            assert [m["content"] for m in history["messages"] if m["role"] == "user"] == [
+                f"{tenant} says hi."
+            ]
+            shows_no_scope(history, tenant)
+
+        # -- A2A: the same contextId is each tenant's own context.
+        tasks = {}
+        for tenant, headers in people.items():
+            sent = await a2a(http, text_message(f"{tenant} on A2A.", contextId=context_id), headers)
+            assert "result" in sent, sent
+            task = sent["result"]["task"]
+            assert task["contextId"] == context_id
+            tasks[tenant] = task["id"]
+            shows_no_scope(sent, tenant)
+            listed = await http.post(
+                "/a2a",
+                headers={**headers, "A2A-Version": "1.0"},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "ListTasks",
+                    "params": {"contextId": context_id},
+                },
+            )
+            assert [t["id"] for t in listed.json()["result"]["tasks"]] == [task["id"]]
+        # A task id is still the other tenant's own business: not found.
+        peek = await http.post(
+            "/a2a",
+            headers={**people[second], "A2A-Version": "1.0"},
+            json={"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": tasks[first]}},
+        )
+        assert peek.json()["error"]["code"] == -32001, peek.text
+
+        # -- MCP: start_run with the same run id another tenant chose.
+        mcp_run = f"mcp-same-{tag}"
+        for tenant in people:
+            name = "ann" if tenant == first else "bo"
+            async with mcp_client(
+                str(http.base_url).rstrip("/"), token_for(tenant, name)
+            ) as client:
+                started = await call(
+                    client,
+                    "start_run",
+                    agent="review",
+                    input=f"{tenant} over MCP.",
+                    workspace=str(workspace),
+                    run_id=mcp_run,
+                )
+                assert started["run_id"] == mcp_run
+                detail = await until_run(client, mcp_run, lambda d: d["run"]["status"] in FINISHED)
+                assert detail["run"]["input"] == f"{tenant} over MCP."
+                summaries = (await call(client, "list_runs", limit=50))["runs"]
+                assert mcp_run in [r["id"] for r in summaries]
+                shows_no_scope([started, detail, summaries], tenant)
+
+        # -- Schedules: the same schedule id, each tenant's own schedule and runs.
+        for tenant, headers in people.items():
+            created = await http.post(
+                "/v1/schedules",
+                headers=headers,
+                json={
+                    "schedule_id": schedule_id,
+                    "agent": "review",
+                    "input": f"{tenant} nightly.",
+                    "workspace": str(workspace),
+                    "cron_expressions": ["0 4 * * *"],
+                    "paused": True,
+                },
+            )
+            assert created.status_code == 201, created.text
+            assert created.json()["id"] == schedule_id
+        try:
+            for tenant, headers in people.items():
+                shown = (await http.get(f"/v1/schedules/{schedule_id}", headers=headers)).json()
+                assert shown["id"] == schedule_id and shown["input"] == f"{tenant} nightly."
+                fired = await http.post(f"/v1/schedules/{schedule_id}/trigger", headers=headers)
+                fired_run = fired.json()["run_id"]
+                assert fired_run and fired_run.startswith(f"run-{schedule_id}"), fired.text
+                run = await ended(http, fired_run, headers)
+                assert run["schedule_id"] == schedule_id and run["input"] == f"{tenant} nightly."
+
+                async def own_run(headers: dict[str, str] = headers) -> list[Any] | None:
+                    path = f"/v1/schedules/{schedule_id}/runs"
+                    runs = (await http.get(path, headers=headers)).json()["runs"]
+                    return runs or None
+
+                runs = await eventually(own_run, "the schedule's runs")
+                assert [r["id"] for r in runs] == [fired_run]
+                shows_no_scope([shown, fired.json(), run, runs], tenant)
+        finally:
+            for headers in people.values():
+                deleted = await http.delete(f"/v1/schedules/{schedule_id}", headers=headers)
+                assert deleted.status_code == 204, deleted.text
+
+    # Choosing an id another tenant holds is nobody's wrongdoing: nothing was denied
+    # but the one GetTask of the other's task id.
+    for tenant in people:
+        denied = [
+            e.subject
+            for e in await AuditLog(store.pool).entries(tenant, limit=1000)
+            if e.action.endswith("cross_tenant_denied")
+        ]
+        assert denied == ([tasks[first]] if tenant == second else []), (tenant, denied)
