@@ -44,7 +44,7 @@ from api.core.schemas import (
     RunPublic,
     StoredText,
 )
-from api.core.tenant_ids import TenantIds, in_view, interaction_key
+from api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows import timeouts
@@ -493,6 +493,17 @@ class RunService:
             session = await self.ids.session(str(filters["session_id"]), user)
             if session is not None and session.tenant_id == user.tenant_id:
                 filters["session_id"] = session.id
+        if isinstance(filters.get("schedule_id"), str):
+            # A schedule kept under the caller's scoped key started its runs under it.
+            mine = {**filters, "schedule_id": scoped(user.tenant_id, str(filters["schedule_id"]))}
+            runs = await self._parts.store.list_runs(
+                tenant_id=user.tenant_id,
+                limit=limit,
+                before=before,  # type: ignore[arg-type]
+                **mine,  # type: ignore[arg-type]
+            )
+            if runs:
+                return runs
         return await self._parts.store.list_runs(
             tenant_id=user.tenant_id,
             limit=limit,

@@ -393,16 +393,10 @@ class ScheduleService:
         """Runs the schedule started, newest first; they outlive the schedule. With none
         (of this tenant's), the schedule must exist and be the caller's: another tenant's
         id answers `NotFound` like an unknown one, not an empty list."""
-        known_id(schedule_id, "schedule")
-        for key in (scoped(user.tenant_id, schedule_id), schedule_id):
-            runs = await self._parts.store.list_runs(
-                tenant_id=user.tenant_id, schedule_id=key, limit=limit, before=before
-            )
-            if runs:
-                return runs
-        if before is None:
+        runs = await self._runs.page(user, limit=limit, before=before, schedule_id=schedule_id)
+        if not runs and before is None:
             await self.get(schedule_id, user)
-        return []
+        return runs
 
 
 class InvalidConfiguration(Invalid):
