@@ -184,16 +184,19 @@ async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface
                 fired = await http.post(f"/v1/schedules/{schedule_id}/trigger", headers=headers)
                 fired_run = fired.json()["run_id"]
                 assert fired_run and fired_run.startswith(f"run-{schedule_id}"), fired.text
-                run = await ended(http, fired_run, headers)
-                assert run["schedule_id"] == schedule_id and run["input"] == f"{tenant} nightly."
 
                 async def own_run(headers: dict[str, str] = headers) -> list[Any] | None:
                     path = f"/v1/schedules/{schedule_id}/runs"
                     runs = (await http.get(path, headers=headers)).json()["runs"]
                     return runs or None
 
+                # Listed first: both schedules may fire within one second, so both runs
+                # are `run-ID-<same time>`, and reading the id before this tenant's run is
+                # recorded would find the other's (404, audited).
                 runs = await eventually(own_run, "the schedule's runs")
                 assert [r["id"] for r in runs] == [fired_run]
+                run = await ended(http, fired_run, headers)
+                assert run["schedule_id"] == schedule_id and run["input"] == f"{tenant} nightly."
                 shows_no_scope([shown, fired.json(), run, runs], tenant)
         finally:
             for headers in people.values():
