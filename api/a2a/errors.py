@@ -9,9 +9,12 @@ turns the answer into the same 503 with -32000 (a server error a client may retr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from a2a.types import (
     InternalError,
@@ -22,10 +25,20 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
+from activities.store.outage import is_store_outage
 from api.core.decisions import InteractionClosed
-from api.core.errors import Conflict, Invalid, KeelError, NotFound, Unavailable
+from api.core.errors import (
+    Conflict,
+    Invalid,
+    KeelError,
+    NotFound,
+    Unavailable,
+    store_unavailable,
+)
 
-__all__ = ["UNAVAILABLE_CODE", "a2a_error", "watch_unavailable"]
+__all__ = ["UNAVAILABLE_CODE", "a2a_error", "store_outages_refused", "watch_unavailable"]
+
+Handler = TypeVar("Handler", bound=type)
 
 # JSON-RPC's range for implementation-defined server errors: the service is unavailable.
 UNAVAILABLE_CODE = -32000
@@ -60,3 +73,44 @@ def a2a_error(exc: KeelError, *, cancelling: bool = False) -> A2AError:
     if isinstance(exc, Invalid) and exc.field:
         return InvalidParamsError(message=f"{exc.field}: {exc.message}")
     return InvalidParamsError(message=exc.message)
+
+
+def store_outages_refused(cls: Handler) -> Handler:
+    """Make every `on_*` operation of a request handler answer a Postgres outage as the
+    retryable refusal REST gives (503, -32000), not the SDK's -32603 for any exception:
+    the SDK catches what a handler raises before a route could see it."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("on_"):
+            continue
+        if inspect.isasyncgenfunction(member):
+            setattr(cls, name, _guarded_stream(member))
+        elif inspect.iscoroutinefunction(member):
+            setattr(cls, name, _guarded_call(member))
+    return cls
+
+
+def _guarded_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except Exception as exc:
+            if is_store_outage(exc):
+                raise a2a_error(store_unavailable()) from exc
+            raise
+
+    return call
+
+
+def _guarded_stream(method: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    @functools.wraps(method)
+    async def stream(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        try:
+            async for item in method(*args, **kwargs):
+                yield item
+        except Exception as exc:
+            if is_store_outage(exc):
+                raise a2a_error(store_unavailable()) from exc
+            raise
+
+    return stream

@@ -50,7 +50,7 @@ from pydantic import ValidationError
 
 from activities.store.push_config_store import PushConfigRecord
 from activities.store.records import RunRecord
-from api.a2a.errors import a2a_error
+from api.a2a.errors import a2a_error, store_outages_refused
 from api.a2a.tasks import (
     INPUT_MODES,
     INTERRUPTED_STATES,
@@ -75,6 +75,7 @@ APPROVE_WORDS = {"approve", "approved", "yes", "y", "ok", "allow"}
 REJECT_WORDS = {"reject", "rejected", "no", "n", "deny"}
 
 
+@store_outages_refused
 class KeelA2AHandler(RequestHandler):
     """A2A operations on Keel runs; the task id is the run id, the context id the session."""
 

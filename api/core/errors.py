@@ -89,6 +89,19 @@ class Unavailable(KeelError):
         self.retry_after_s = retry_after_s
 
 
+# What a client is told to wait before trying again while Postgres is away.
+STORE_RETRY_AFTER_S = 5
+STORE_UNAVAILABLE_DETAIL = (
+    "Keel's database is unavailable right now; nothing was changed by this request "
+    "unless it says otherwise. Try again in a few seconds."
+)
+
+
+def store_unavailable() -> Unavailable:
+    """The refusal every surface gives while Postgres is away (REST: 503, A2A: -32000)."""
+    return Unavailable(STORE_UNAVAILABLE_DETAIL, retry_after_s=STORE_RETRY_AFTER_S)
+
+
 def invalid_request(exc: ValidationError) -> Invalid:
     """pydantic's errors as one `Invalid`: the first names the field, all are kept."""
     problems = [

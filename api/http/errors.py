@@ -15,7 +15,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from activities.store.outage import STORE_OUTAGES, is_store_outage
+from api.core.errors import STORE_RETRY_AFTER_S as STORE_RETRY_AFTER_S
 from api.core.errors import (
+    STORE_UNAVAILABLE_DETAIL,
     Conflict,
     Forbidden,
     Invalid,
@@ -27,13 +29,6 @@ from api.core.errors import (
 from api.core.schemas import Problem
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-# What a client is told to wait before trying again while Postgres is away.
-STORE_RETRY_AFTER_S = 5
-STORE_UNAVAILABLE_DETAIL = (
-    "Keel's database is unavailable right now; nothing was changed by this request "
-    "unless it says otherwise. Try again in a few seconds."
-)
-
 ERROR_DESCRIPTIONS = {
     401: "No valid bearer token: send `Authorization: Bearer <token>`.",
     403: "The token lacks the scope this operation needs.",

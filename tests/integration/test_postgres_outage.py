@@ -145,6 +145,12 @@ async def test_a_postgres_outage_of_40_s_mid_run(
                 assert created.status_code == 201, created.text
                 run_id = created.json()["id"]
                 await wait_until(lambda: llm.requests_by_turn[1] >= 1)
+                get_task = {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "GetTask",
+                    "params": {"id": run_id},
+                }
                 proxy.cut()  # while the model answers step 2
                 cut_at = time.monotonic()
                 answers: list[tuple[str, int, float, str | None]] = []
@@ -154,12 +160,28 @@ async def test_a_postgres_outage_of_40_s_mid_run(
                         answers.append(
                             (path, response.status_code, took, response.headers.get("retry-after"))
                         )
+                    # A2A's GetTask: the same retryable refusal, not the SDK's -32603.
+                    started = time.monotonic()
+                    response = await http.post(
+                        "/a2a",
+                        headers={**auth_headers(), "A2A-Version": "1.0"},
+                        json=get_task,
+                    )
+                    answers.append(
+                        (
+                            f"GetTask {response.json().get('error', {}).get('code')}",
+                            response.status_code,
+                            time.monotonic() - started,
+                            response.headers.get("retry-after"),
+                        )
+                    )
                     await asyncio.sleep(2.0)
                 proxy.restore()
 
                 slow = [a for a in answers if a[2] > QUICK_S]
                 assert not slow, f"answers that took long while the database was away: {slow}"
                 assert {a[1] for a in answers} == {503}, answers
+                assert {a[0] for a in answers if a[0].startswith("GetTask")} == {"GetTask -32000"}
                 assert all(a[3] for a in answers), "a 503 without Retry-After"
                 run = None
                 deadline = time.monotonic() + 120
