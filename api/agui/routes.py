@@ -52,7 +52,7 @@ async def run_agent(
     translator = AgUiTranslator(
         thread_id=body.thread_id,
         request_run_id=body.run_id,
-        keel_run_id=started.record.id,
+        keel_run_id=started.run_id,
         pending=pending,
         after_interactions=started.resumed,
     )
@@ -100,12 +100,12 @@ async def _start(
         workspace=session.workspace,
         trigger="api",
         run_id=body.run_id,
-        session_id=session.id,
+        session_id=thread_id,  # as the caller knows it: the service finds its session
         model=session.model,
         approver=session.approver,
     )
     started = await service.runs.start(order, user)
-    return StartedLangGraphRun(record=started.record, thread_id=session.id)
+    return StartedLangGraphRun(record=started.record, thread_id=thread_id)
 
 
 def _last_user_text(body: RunAgentInput) -> str:

@@ -28,6 +28,7 @@ from api.core.schemas import (
     SessionMessage,
 )
 from api.core.service import KeelService
+from api.core.tenant_ids import in_view
 from api.events.hub import DeltaNotice, EventHub
 from api.events.stream import FINISHED_STATUSES, EventReads, Outgoing, RunEventStream
 from api.identity.auth import Principal
@@ -50,6 +51,11 @@ class StartedLangGraphRun:
     thread_id: str | None
     resumed: frozenset[str] = field(default_factory=frozenset)
     """Interactions this request decided: the stream starts after them."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id as the caller knows it (the record holds its key)."""
+        return wire.shown_run(self.record)
 
 
 class LangGraphAdapter:
@@ -152,11 +158,12 @@ class LangGraphAdapter:
         wanted = {str(k): _text(v) for k, v in (body.metadata or {}).items()}
         found = []
         for session in sessions:
-            if body.ids is not None and session.id not in body.ids:
+            shown = wire.shown_thread(session)
+            if body.ids is not None and shown not in body.ids:
                 continue
             if any(session.metadata.get(k) != v for k, v in wanted.items()):
                 continue
-            view = await self.thread(session.id, user)
+            view = await self.thread(shown, user)
             if body.status is None or view["status"] == body.status:
                 found.append(view)
         return found[body.offset : body.offset + body.limit]
@@ -166,10 +173,10 @@ class LangGraphAdapter:
         runs = await self._service.runs.page(user, limit=2, session_id=thread_id)
         interrupts = await self._waiting(runs[0] if runs else None, user)
         return wire.thread_state(
-            session.id,
+            wire.shown_thread(session),
             values={"messages": wire.history_messages(turns)},
-            checkpoint_id=runs[0].id if runs else None,
-            parent_id=runs[1].id if len(runs) > 1 else None,
+            checkpoint_id=wire.shown_run(runs[0]) if runs else None,
+            parent_id=wire.shown_run(runs[1]) if len(runs) > 1 else None,
             interrupts=interrupts,
             created_at=runs[0].created_at if runs else session.created_at,
         )
@@ -177,17 +184,18 @@ class LangGraphAdapter:
     async def history(self, thread_id: str, user: Principal, limit: int) -> list[dict[str, Any]]:
         """One state per run of the thread, newest first: what the thread held after it."""
         session, turns, _, _ = await self._service.sessions.history(thread_id, user)
-        runs = list(reversed(await self._service.runs.page(user, limit=1000, session_id=thread_id)))
+        records = await self._service.runs.page(user, limit=1000, session_id=thread_id)
+        runs = [wire.shown_run(r) for r in reversed(records)]  # as turns name them
         states = []
-        for index, record in enumerate(runs):
-            upto = {r.id for r in runs[: index + 1]}
+        for index, record in enumerate(reversed(records)):
+            upto = set(runs[: index + 1])
             seen = [t for t in turns if t.run_id in upto]
             states.append(
                 wire.thread_state(
-                    session.id,
+                    wire.shown_thread(session),
                     values={"messages": wire.history_messages(seen)},
-                    checkpoint_id=record.id,
-                    parent_id=runs[index - 1].id if index else None,
+                    checkpoint_id=runs[index],
+                    parent_id=runs[index - 1] if index else None,
                     interrupts=[],
                     created_at=record.created_at,
                 )
@@ -227,7 +235,7 @@ class LangGraphAdapter:
             input=input_text(body.input),
             workspace=_workspace(body) or (session.workspace if session else "."),
             trigger="api",
-            session_id=session.id if session else None,
+            session_id=thread_id if session else None,  # the service finds the caller's
             on_busy=ON_BUSY[body.multitask_strategy],
             model=session.model if session else None,
             approver=session.approver if session else None,
@@ -254,7 +262,7 @@ class LangGraphAdapter:
     ) -> StartedLangGraphRun:
         """Decide what the thread's run waits on (`decisions_for` reads the value); the
         same durable run goes on, and its stream starts after the decided interactions."""
-        record, pending = None, []
+        record, pending, thread_id = None, [], wire.shown_thread(session)
         for candidate in await self._service.runs.page(
             user, limit=20, session_id=session.id, statuses=["running"]
         ):
@@ -264,14 +272,14 @@ class LangGraphAdapter:
                 break
         if record is None:
             raise Conflict(
-                f"Thread {session.id} has no interrupt waiting; send input to start a new run."
+                f"Thread {thread_id} has no interrupt waiting; send input to start a new run."
             )
         decided = []
         for ia, decision in decisions_for(value, pending):
             await self._service.decisions.decide(ia.run_id, ia.id, decision, user)
-            if ia.run_id == record.id:
+            if ia.run_id == wire.shown_run(record):
                 decided.append(ia.id)
-        return StartedLangGraphRun(record=record, thread_id=session.id, resumed=frozenset(decided))
+        return StartedLangGraphRun(record=record, thread_id=thread_id, resumed=frozenset(decided))
 
     async def run(self, thread_id: str, run_id: str, user: Principal) -> dict[str, Any]:
         record = await self._run_of_thread(thread_id, run_id, user)
@@ -283,7 +291,7 @@ class LangGraphAdapter:
         return [wire.run(r, waiting=bool(await self._waiting(r, user))) for r in records]
 
     async def run_view(self, started: StartedLangGraphRun, user: Principal) -> dict[str, Any]:
-        record = await self._service.runs.get(started.record.id, user)
+        record = await self._service.runs.get(started.run_id, user)
         waiting = bool(await self._waiting(record, user))
         return wire.run(record, waiting=waiting, thread_id=started.thread_id)
 
@@ -302,9 +310,9 @@ class LangGraphAdapter:
         return StartedLangGraphRun(record=record, thread_id=thread_id)
 
     async def _run_of_thread(self, thread_id: str, run_id: str, user: Principal) -> RunRecord:
-        await self._service.sessions.get(thread_id, user)
+        session = await self._service.sessions.get(thread_id, user)
         record = await self._service.runs.get(run_id, user, allow_admin=False)
-        if record.session_id != thread_id:
+        if record.session_id != session.id:
             raise NotFound(f"No run {run_id} on thread {thread_id}.")
         return record
 
@@ -322,14 +330,15 @@ class LangGraphAdapter:
         record = started.record
         earlier: list[dict[str, Any]] = []
         if record.session_id is not None:
-            _, turns, _, _ = await self._service.sessions.history(record.session_id, user)
+            thread_id = in_view(record.tenant_id, record.session_id)
+            _, turns, _, _ = await self._service.sessions.history(thread_id, user)
             earlier = wire.history_messages(_before(turns, record))
 
         async def pending(run_id: str) -> list[InteractionPublic]:
             return await self.waiting_of(run_id, user)
 
         return RunStreamTranslator(
-            record.id,
+            started.run_id,
             modes=modes,
             earlier=earlier,
             pending=pending,
@@ -354,7 +363,7 @@ class LangGraphAdapter:
         self, started: StartedLangGraphRun, translator: RunStreamTranslator
     ) -> AsyncIterator[str]:
         """The SSE body: `metadata` first, then the parts, ending at the end or an interrupt."""
-        yield StreamPart("metadata", {"run_id": started.record.id, "attempt": 1}).sse()
+        yield StreamPart("metadata", {"run_id": started.run_id, "attempt": 1}).sse()
         async for part in translator.parts(self.events(started.record)):
             yield part if isinstance(part, str) else part.sse()
 
@@ -405,7 +414,7 @@ class LangGraphAdapter:
     async def _waiting(self, record: RunRecord | None, user: Principal) -> list[InteractionPublic]:
         if record is None or record.status != "running":
             return []
-        return await self._pending_of(record.id, user)
+        return await self._pending_of(wire.shown_run(record), user)
 
     async def waiting_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
         """What the run waits on now; nothing once it has ended (a cancelled run's
@@ -464,4 +473,5 @@ def _text(value: Any) -> str:
 
 def _before(turns: list[SessionMessage], record: RunRecord) -> list[SessionMessage]:
     """The thread's turns from the runs before this one."""
-    return [t for t in turns if t.run_id != record.id and t.created_at <= record.created_at]
+    shown = wire.shown_run(record)  # as turns name runs
+    return [t for t in turns if t.run_id != shown and t.created_at <= record.created_at]

@@ -280,11 +280,11 @@ def _run_url(request: Request, started: StartedLangGraphRun) -> str:
     """The run's absolute URL: the SDK joins a path to its base URL (which ends in the
     prefix) but follows an absolute same-origin URL as it is."""
     base = str(request.base_url).rstrip("/") + PREFIX
-    return f"{base}/threads/{started.thread_id}/runs/{started.record.id}"
+    return f"{base}/threads/{started.thread_id}/runs/{started.run_id}"
 
 
 def _locations(request: Request, started: StartedLangGraphRun) -> dict[str, str]:
     """`Content-Location` names the run, so the SDK's `on_run_created` learns its id."""
     if started.thread_id is None:
-        return {"Content-Location": f"{PREFIX}/runs/{started.record.id}"}
+        return {"Content-Location": f"{PREFIX}/runs/{started.run_id}"}
     return {"Content-Location": _run_url(request, started)}

@@ -18,6 +18,7 @@ from activities.store.records import RunRecord
 from activities.store.session_store import SessionRecord
 from api.core.schedule_fields import WebhookUrl
 from api.core.schemas import InteractionPublic, SchedulePublic, SessionMessage
+from api.core.tenant_ids import in_view
 from workflows.models import AgentSpec
 
 __all__ = [
@@ -171,12 +172,23 @@ def run_status(record: RunRecord, waiting: bool) -> str:
     return RUN_STATUS.get(record.status, "error")
 
 
+def shown_run(record: RunRecord) -> str:
+    """The run's id as its tenant knows it: without the scope (`api.core.tenant_ids`)."""
+    return in_view(record.tenant_id, record.id)
+
+
+def shown_thread(session: SessionRecord) -> str:
+    """The thread's id as its tenant knows it: without the scope (`api.core.tenant_ids`)."""
+    return in_view(session.tenant_id, session.id)
+
+
 def run(record: RunRecord, *, waiting: bool, thread_id: str | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = dict(record.metadata)
     strategy = metadata.pop(MULTITASK_KEY, "reject")
+    session_id = record.session_id and in_view(record.tenant_id, record.session_id)
     return {
-        "run_id": record.id,
-        "thread_id": thread_id or record.session_id,
+        "run_id": shown_run(record),
+        "thread_id": thread_id or session_id,
         "assistant_id": record.agent,
         "created_at": _iso(record.created_at),
         "updated_at": _iso(record.finished_at or record.started_at or record.created_at),
@@ -286,7 +298,7 @@ def thread(
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {**session.metadata, "graph_id": session.agent}
     return {
-        "thread_id": session.id,
+        "thread_id": shown_thread(session),
         "created_at": _iso(session.created_at),
         "updated_at": _iso(updated_at or session.created_at),
         "metadata": metadata,

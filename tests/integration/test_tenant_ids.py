@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ag_ui.core import EventType, RunAgentInput, UserMessage
 from temporalio.client import Client as TemporalClient
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
 from api.core.tenant_ids import scoped
-from tests.conftest import auth_headers, token_for
+from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.integration.test_agui import run_agent
+from tests.integration.test_langgraph import client_for
 from tests.integration.test_mcp import call, mcp_client, until_run
 from tests.integration.test_schedules import eventually
 from tests.integration.test_surface_parity import a2a, keel, text_message
@@ -212,3 +216,69 @@ async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface
             if e.action.endswith("cross_tenant_denied")
         ]
         assert denied == ([tasks[first]] if tenant == second else []), (tenant, denied)
+
+
+async def test_two_tenants_with_the_same_thread_id_each_get_their_own_over_langgraph_and_agui(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """The LangGraph SDK and AG-UI on one thread id two tenants chose: each its own thread,
+    its runs work, and no answer shows a scoped key or anything of the other tenant."""
+    llm = scripted(Script(turns=[Turn(content=f"Answer {i}.") for i in range(12)]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    people = tenants()
+    tag = uuid.uuid4().hex[:8]
+    thread_id, agui_thread = f"thread-same-{tag}", f"agui-same-{tag}"
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
+        for tenant in people:
+            lg = client_for(url, tenant, "someone")
+            ask = {"messages": [{"role": "user", "content": f"{tenant} asks."}]}
+            thread = await lg.threads.create(
+                thread_id=thread_id, metadata={"graph_id": "review"}, if_exists="raise"
+            )
+            values = await lg.runs.wait(thread_id, "review", input=ask)
+            streamed = [p async for p in lg.runs.stream(thread_id, "review", input=ask)]
+            runs = await lg.runs.list(thread_id)
+            answers: list[Any] = [thread, values, [p.data for p in streamed], runs]
+            answers += [
+                await lg.runs.get(thread_id, runs[0]["run_id"]),
+                await lg.threads.get(thread_id),
+                await lg.threads.get_state(thread_id),
+                await lg.threads.get_history(thread_id),
+                found := await lg.threads.search(),
+            ]
+            shows_no_scope(answers, tenant)
+            assert thread["thread_id"] == thread_id and [r["status"] for r in runs] == [
+                "success",
+                "success",
+            ]
+            assert {r["thread_id"] for r in runs} == {thread_id}
+            humans = [m["content"] for m in values["messages"] if m["type"] == "human"]
+            assert humans == [f"{tenant} asks."]  # nothing of the other tenant's thread
+            assert [t["thread_id"] for t in found] == [thread_id]
+            assert streamed[0].data["run_id"] in {r["run_id"] for r in runs}
+        for tenant, headers in people.items():
+            events: list[Any] = []
+            for turn in ("first", "second"):
+                body = RunAgentInput(
+                    thread_id=agui_thread,
+                    run_id=f"agui-run-{turn}-{tag}",
+                    messages=[UserMessage(id="m1", content=f"{tenant} {turn}.")],
+                )
+                got = await run_agent(http, "review", body, headers)
+                assert got[-1].type == EventType.RUN_FINISHED, got[-1]
+                events += [e.model_dump(mode="json", by_alias=True) for e in got]
+            shows_no_scope(events, tenant)
+            assert {e["threadId"] for e in events if "threadId" in e} == {agui_thread}
+            mine = await http.get(f"/v1/sessions/{agui_thread}", headers=headers)
+            assert mine.status_code == 200 and mine.json()["id"] == agui_thread
+            shows_no_scope(mine.json(), tenant)
+            asked = [m["content"] for m in mine.json()["messages"] if m["role"] == "user"]
+            assert asked == [f"{tenant} first.", f"{tenant} second."]
