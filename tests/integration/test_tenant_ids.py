@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 from ag_ui.core import EventType, RunAgentInput, UserMessage
+from langgraph_sdk.schema import Command
 from temporalio.client import Client as TemporalClient
 
 from activities.store.audit import AuditLog
@@ -23,12 +24,13 @@ from api.cli.local_stack import serve_api
 from api.core.tenant_ids import scoped
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.test_agui import run_agent
+from tests.integration.test_approvals import write
 from tests.integration.test_langgraph import client_for
 from tests.integration.test_mcp import call, mcp_client, until_run
 from tests.integration.test_schedules import eventually
 from tests.integration.test_surface_parity import a2a, keel, text_message
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, Turn
 from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -227,11 +229,19 @@ async def test_two_tenants_with_the_same_thread_id_each_get_their_own_over_langg
 ) -> None:
     """The LangGraph SDK and AG-UI on one thread id two tenants chose: each its own thread,
     its runs work, and no answer shows a scoped key or anything of the other tenant."""
-    llm = scripted(Script(turns=[Turn(content=f"Answer {i}.") for i in range(12)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     people = tenants()
+    writes = [  # a write that waits for approval, in each tenant's own file
+        Conversation(
+            match=f"Write it for {t}.",
+            turns=[Turn(tool_calls=[write(t, t)]), Turn(content="Wrote it.")],
+        )
+        for t in people
+    ]
+    script = Script(turns=[Turn(content="Answer."), Turn(content="Again.")], conversations=writes)
+    settings = settings_for(scripted(script), workspace, api_port=free_port())
     tag = uuid.uuid4().hex[:8]
     thread_id, agui_thread = f"thread-same-{tag}", f"agui-same-{tag}"
+    approve_thread = f"approve-same-{tag}"
     async with (
         in_process_worker(temporal_client, store, settings),
         serve_api(settings) as url,
@@ -264,6 +274,30 @@ async def test_two_tenants_with_the_same_thread_id_each_get_their_own_over_langg
             assert humans == [f"{tenant} asks."]  # nothing of the other tenant's thread
             assert [t["thread_id"] for t in found] == [thread_id]
             assert streamed[0].data["run_id"] in {r["run_id"] for r in runs}
+            # An interrupt on a new thread of that id, resumed: the same run goes on.
+            write_ask = {"messages": [{"role": "user", "content": f"Write it for {tenant}."}]}
+            waiting = [
+                p.data
+                async for p in lg.runs.stream(
+                    approve_thread,
+                    "build",
+                    input=write_ask,
+                    if_not_exists="create",
+                    stream_mode="updates",
+                )
+            ]
+            value = waiting[-1]["__interrupt__"][0]["value"]
+            decision = {"decision": "approve", "payload_hash": value["payload_hash"]}
+            resumed = [
+                p.data
+                async for p in lg.runs.stream(
+                    approve_thread, "build", command=Command(resume=decision), stream_mode="updates"
+                )
+            ]
+            shows_no_scope([waiting, value, resumed], tenant)
+            assert resumed[0]["run_id"] == waiting[0]["run_id"], "the same durable run goes on"
+            assert resumed[-1]["agent"]["messages"][0]["content"] == "Wrote it."
+            assert (workspace / tenant).read_text() == tenant
         for tenant, headers in people.items():
             events: list[Any] = []
             for turn in ("first", "second"):
