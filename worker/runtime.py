@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
-import anthropic
 import openai
 from temporalio.client import Client
 from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
@@ -72,6 +71,8 @@ def anthropic_provider(settings: Settings) -> AnthropicMessages | None:
     """The Messages API adapter, when a key is set; one attempt a call, like OpenAI's."""
     if settings.anthropic_api_key is None:
         return None
+    import anthropic  # only where a key is set: the package costs about 40 MB
+
     client = anthropic.AsyncAnthropic(
         base_url=settings.anthropic_base_url,
         api_key=settings.anthropic_api_key.get_secret_value(),

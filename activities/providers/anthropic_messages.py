@@ -14,13 +14,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 from temporalio.exceptions import ApplicationError
 
 from activities.context.budget import ContextLengthExceeded
 from workflows.models import Usage
+
+if TYPE_CHECKING:
+    # Imported where a client exists: the package costs a worker about 40 MB, which
+    # one that serves no Anthropic model should not pay.
+    import anthropic
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
 # Anthropic says a request is too long in the message of a 400 (or a 413 for the bytes).
@@ -142,6 +146,8 @@ class AnthropicMessages:
         if tools:
             request["tools"] = to_tools(tools)
             request["tool_choice"] = {"type": "auto" if tool_choice == "auto" else "none"}
+        import anthropic  # loaded with the client this adapter was given
+
         try:
             stream = await self._client.messages.create(**request)
             return await _collect(stream, on_text)
