@@ -14,7 +14,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-__all__ = ["CAPTURE_CONTENT", "note_finish", "note_messages", "note_response_model"]
+__all__ = [
+    "CAPTURE_CONTENT",
+    "note_finish",
+    "note_messages",
+    "note_provider",
+    "note_response_model",
+]
 
 CAPTURE_CONTENT: ContextVar[bool] = ContextVar("keel_genai_capture_content", default=False)
 """Set by the worker when `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is on."""
@@ -24,6 +30,15 @@ def note_response_model(model: str) -> None:
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attribute("gen_ai.response.model", model)
+
+
+def note_provider(name: str, plugin: str | None = None) -> None:
+    """The adapter that serves the call, when it is not the OpenAI-compatible default."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute("gen_ai.provider.name", name)
+        if plugin is not None:
+            span.set_attribute("keel.plugin", plugin)
 
 
 def note_finish(finish_reason: str) -> None:

@@ -26,9 +26,11 @@ from activities.context.budget import (
     exceeded_limit,
     openai_message,
 )
-from activities.genai_spans import note_finish, note_messages, note_response_model
+from activities.genai_spans import note_finish, note_messages, note_provider, note_response_model
 from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
+from activities.provider_api import ProviderRef
+from activities.providers import plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.anthropic_messages import serves as anthropic_serves
 from activities.run_records import open_run
@@ -308,7 +310,11 @@ class LlmActivities(LlmCalls):
     async def _complete(
         self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tuple[dict[str, Any], Usage, str]:
+        claimed = self._plugins.provider_for(step.model) if self._plugins is not None else None
+        if claimed is not None:
+            return await self._complete_plugin(step, claimed, messages, tools)
         if anthropic_serves(step.model):
+            note_provider("anthropic")
             return await self._complete_anthropic(step, messages, tools)
         # The conversation and tools go in `extra_body`: the client's request transform
         # walks every message with type introspection (milliseconds a call, growing with
@@ -348,6 +354,27 @@ class LlmActivities(LlmCalls):
                 f"LLM stream from {self._client.base_url} broke: {type(exc).__name__}: {exc}",
                 type="LlmUnavailable",
             ) from exc
+
+    async def _complete_plugin(
+        self,
+        step: LlmStepInput,
+        claimed: ProviderRef,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> tuple[dict[str, Any], Usage, str]:
+        """A model a provider plugin claims: its adapter, streamed and mapped the same way."""
+        note_provider(claimed.provider.name, plugin=claimed.plugin)
+        deltas = _DeltaPublisher(self._store, step.run_id, step.step, activity.info().attempt)
+        async with deltas:
+            return await plugin_models.complete(
+                claimed,
+                model=step.model,
+                run_id=step.run_id,
+                messages=messages,
+                tools=tools,
+                tool_choice=step.tool_choice,
+                on_text=deltas.add,
+            )
 
     async def _complete_anthropic(
         self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

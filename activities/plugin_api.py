@@ -12,13 +12,16 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from activities.tools.workspace import Workspace
 from workflows.plugin_refs import HookEvent
 from workflows.tool_specs import Risk
+
+if TYPE_CHECKING:
+    from activities.provider_api import ProviderRef
 
 __all__ = [
     "AfterDecision",
@@ -145,6 +148,10 @@ class PluginCode(Protocol):
     def tool(self, name: str) -> PluginTool | None: ...
 
     def hook(self, key: str) -> PluginHook | None: ...
+
+    def provider_for(self, model: str) -> ProviderRef | None:
+        """The provider plugin that claims `model`, if one does."""
+        ...
 
 
 async def call_plugin(function: Callable[..., Any], *args: Any) -> Any:

@@ -136,7 +136,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     llm_activities = LlmActivities(
         llm, store, audit, settings.prices, budget, plugins=plugins, anthropic=messages_api
     )
-    compaction_activities = CompactionActivities(llm, store, budget, anthropic=messages_api)
+    compaction_activities = CompactionActivities(
+        llm, store, budget, anthropic=messages_api, plugins=plugins
+    )
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
     tool_activities = ToolActivities(

@@ -21,7 +21,8 @@ from temporalio.exceptions import ApplicationError
 from activities.context.budget import ContextBudget, context_items, exceeded_limit
 from activities.context.fallback_summary import fallback_summary
 from activities.llm import RETRYABLE_STATUS
-from activities.providers import anthropic_messages
+from activities.plugin_api import PluginCode
+from activities.providers import anthropic_messages, plugin_models
 from activities.store.context_store import StoredSummary
 from activities.store.run_store import Store
 from activities.tool_schemas import tool_definitions
@@ -60,8 +61,10 @@ class CompactionActivities(ContextCompaction):
         store: Store,
         budget: ContextBudget,
         anthropic: anthropic_messages.AnthropicMessages | None = None,
+        plugins: PluginCode | None = None,
     ) -> None:
         self._client = client
+        self._plugins = plugins
         self._anthropic = anthropic
         self._store = store
         self._budget = budget
@@ -116,7 +119,7 @@ class CompactionActivities(ContextCompaction):
                 )
             fallback: str | None = None
             try:
-                text, usage = await self._summarise(job.model, [*plan.messages, prompt])
+                text, usage = await self._summarise(job.model, [*plan.messages, prompt], job.run_id)
                 if not text or estimate_message({"content": text}) > window.usable // 2:
                     fallback = "the model's summary was empty or too long to help"
                 break
@@ -187,8 +190,11 @@ class CompactionActivities(ContextCompaction):
         return _result(stored)
 
     async def _summarise(
-        self, model: str, messages: list[dict[str, Any]]
+        self, model: str, messages: list[dict[str, Any]], run_id: str = ""
     ) -> tuple[str, tuple[int, int]]:
+        claimed = self._plugins.provider_for(model) if self._plugins is not None else None
+        if claimed is not None:
+            return await plugin_models.summarise(claimed, model, run_id, messages)
         if anthropic_messages.serves(model) and self._anthropic is not None:
             return await self._anthropic.summarise(model, messages)
         try:

@@ -14,7 +14,9 @@ from rich.table import Table
 from worker.agent_catalog import AgentCatalog, AgentDefinitionError
 from worker.settings import Settings
 
-plugins_app = typer.Typer(help="Installed plugins (tools, hooks, agents).", no_args_is_help=True)
+plugins_app = typer.Typer(
+    help="Installed plugins (tools, hooks, agents, model providers).", no_args_is_help=True
+)
 console = Console()
 
 
@@ -50,6 +52,7 @@ def list_plugins(
                         f"tools: {', '.join(r.tools)}" if r.tools else "",
                         f"hooks: {', '.join(r.hooks)}" if r.hooks else "",
                         f"agents: {', '.join(r.agents)}" if r.agents else "",
+                        f"providers: {', '.join(r.providers)}" if r.providers else "",
                     )
                     if part
                 )

@@ -287,6 +287,7 @@ def test_keel_plugins_list_shows_what_is_loaded_and_what_is_refused(
         ("clash", "refused"),
     ]
     assert rows[0]["tools"] == ["word_count", "append_note"]
+    assert rows[0]["providers"] == ["counter (example/*)"]
     assert rows[2]["reason"].startswith("tools: 'bash' is the name of a built-in tool")
     table = subprocess.run(
         [sys.executable, "-m", "api.cli.main", "plugins", "list"],
@@ -297,3 +298,4 @@ def test_keel_plugins_list_shows_what_is_loaded_and_what_is_refused(
         check=True,
     )
     assert "keel-example-plugin 0.1.0" in table.stdout and "refused" in table.stdout
+    assert "providers: counter (example/*)" in table.stdout

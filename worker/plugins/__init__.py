@@ -1,4 +1,4 @@
-"""Keel plugins: Python packages that add tools, hooks and agents to Keel.
+"""Keel plugins: Python packages that add tools, hooks, agents and model providers to Keel.
 
 A plugin package names a `Plugin` in the `keel.plugins` entry-point group::
 
@@ -18,6 +18,14 @@ from activities.plugin_api import (
     ToolContext,
     ToolOutputView,
 )
+from activities.provider_api import (
+    ModelContextTooLong,
+    ModelProviderError,
+    ModelReply,
+    ModelRequest,
+    ModelToolCall,
+    PluginProvider,
+)
 from worker.plugins.manifest import PluginManifest
 from worker.plugins.registry import ENTRY_POINT_GROUP, Plugin, PluginRegistry, PluginReport
 
@@ -25,9 +33,15 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AfterDecision",
     "BeforeDecision",
+    "ModelContextTooLong",
+    "ModelProviderError",
+    "ModelReply",
+    "ModelRequest",
+    "ModelToolCall",
     "Plugin",
     "PluginHook",
     "PluginManifest",
+    "PluginProvider",
     "PluginRegistry",
     "PluginReport",
     "PluginTool",

@@ -22,6 +22,8 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ValidationError
 
 from activities.plugin_api import PluginHook, PluginTool
+from activities.provider_api import PluginProvider, ProviderRef
+from activities.providers.claims import BUILTIN_CLAIMS, claim_problem, first_overlap, matches
 from worker.plugins.manifest import PluginKind, PluginManifest
 from workflows.mcp_tools import MCP_PREFIX
 from workflows.plugin_refs import HookEvent, HookRef, JsonType, PluginToolRef
@@ -30,6 +32,7 @@ from workflows.tool_specs import TOOL_SPECS, Risk
 ENTRY_POINT_GROUP = "keel.plugins"
 # OpenAI's and Anthropic's rule for function names.
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+PROVIDER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _JSON_TYPES = set(get_args(JsonType))
 
 
@@ -43,6 +46,8 @@ class Plugin:
     hooks: Sequence[PluginHook] = ()
     agents: Path | Traversable | None = None
     """A directory of agent definition files (`*.md`), e.g. `files(__package__) / "agents"`."""
+    providers: Sequence[PluginProvider] = ()
+    """Model adapters, each for the model names it claims."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ class PluginReport:
     tools: tuple[str, ...] = ()
     hooks: tuple[str, ...] = ()
     agents: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()
+    """Each as `name (claim, claim)`."""
 
 
 class PluginRefused(Exception):
@@ -150,6 +157,43 @@ class PluginRegistry:
                 )
             if hook_names.count(hook.name) > 1:
                 raise PluginRefused(f"hooks: '{hook.name}' is provided twice")
+        self._check_providers(plugin)
+
+    def _check_providers(self, plugin: Plugin) -> None:
+        """Each provider's claims are valid and no model name is claimed twice."""
+        names = [getattr(provider, "name", None) for provider in plugin.providers]
+        claimed: dict[str, str] = {
+            claim: f"the built-in {adapter} adapter"
+            for adapter, claims in BUILTIN_CLAIMS.items()
+            for claim in claims
+        }
+        for loaded in self._loaded.values():
+            for provider in loaded.plugin.providers:
+                for claim in provider.models:
+                    claimed[claim] = (
+                        f"the provider {loaded.manifest.name}/{provider.name} ({loaded.source})"
+                    )
+        taken = set(BUILTIN_CLAIMS) | {
+            p.name for loaded in self._loaded.values() for p in loaded.plugin.providers
+        }
+        for provider in plugin.providers:
+            _check_provider(provider)
+            if names.count(provider.name) > 1:
+                raise PluginRefused(f"providers: '{provider.name}' is provided twice")
+            if provider.name in taken:
+                raise PluginRefused(
+                    f"providers: '{provider.name}' is already the name of a model provider; "
+                    "rename the plugin's provider"
+                )
+            for claim in provider.models:
+                other = first_overlap(claim, claimed)
+                if other is not None:
+                    raise PluginRefused(
+                        f"providers.{provider.name}.models: '{claim}' overlaps '{other}', "
+                        f"which {claimed[other]} claims; a plugin cannot take model names "
+                        "from another adapter, so claim names of your own (e.g. 'acme/*')"
+                    )
+                claimed[claim] = f"the provider '{provider.name}' of this plugin"
 
     def refuse(self, name: str, reason: str) -> None:
         """Take back a loaded plugin (its agent files turned out wrong)."""
@@ -197,6 +241,14 @@ class PluginRegistry:
                     return tool
         return None
 
+    def provider_for(self, model: str) -> ProviderRef | None:
+        """The provider plugin that claims `model`; claims never overlap, so one at most."""
+        for loaded in self._loaded.values():
+            for provider in loaded.plugin.providers:
+                if any(matches(claim, model) for claim in provider.models):
+                    return ProviderRef(loaded.manifest.name, provider)
+        return None
+
     def hook(self, key: str) -> PluginHook | None:
         plugin, _, name = key.partition("/")
         loaded = self._loaded.get(plugin)
@@ -217,6 +269,7 @@ class PluginRegistry:
                 tools=tuple(_tool_names(p)),
                 hooks=tuple(f"{h.event} {h.name}" for h in p.plugin.hooks),
                 agents=tuple(p.agent_names),
+                providers=tuple(f"{v.name} ({', '.join(v.models)})" for v in p.plugin.providers),
             )
             for p in sorted(self._loaded.values(), key=lambda p: p.manifest.name)
         ]
@@ -267,13 +320,8 @@ def _check_kinds(manifest: PluginManifest, plugin: Plugin) -> None:
         "tool": bool(plugin.tools),
         "hook": bool(plugin.hooks),
         "agents": plugin.agents is not None,
-        "provider": False,
+        "provider": bool(plugin.providers),
     }
-    if "provider" in manifest.kinds:
-        raise PluginRefused(
-            "manifest.kinds: this Keel does not load provider plugins yet; its "
-            "adapters are OpenAI-compatible chat completions and Anthropic Messages"
-        )
     for kind, present in provided.items():
         if kind in manifest.kinds and not present:
             raise PluginRefused(f"manifest.kinds: lists '{kind}' but the plugin provides none")
@@ -300,6 +348,36 @@ def _check_tool(tool: PluginTool) -> None:
     properties = tool.args_model.model_json_schema().get("properties", {})
     if tool.subject_arg is not None and tool.subject_arg not in properties:
         raise PluginRefused(f"tools: '{tool.name}' subject_arg {tool.subject_arg!r} is no argument")
+
+
+def _check_provider(provider: object) -> None:
+    if not isinstance(provider, PluginProvider):
+        raise PluginRefused(
+            f"providers: {type(provider).__name__} is not a worker.plugins.PluginProvider"
+        )
+    if not isinstance(provider.name, str) or not PROVIDER_NAME.match(provider.name):
+        raise PluginRefused(
+            f"providers: {provider.name!r} is not a usable provider name "
+            "(^[a-z][a-z0-9_-]{0,39}$)"
+        )
+    if not callable(provider.complete):
+        raise PluginRefused(f"providers.{provider.name}: it has no callable complete")
+    if isinstance(provider.models, str) or not provider.models:
+        raise PluginRefused(
+            f"providers.{provider.name}.models: list the model names it serves, e.g. ['acme/*']"
+        )
+    for claim in provider.models:
+        problem = claim_problem(claim)
+        if problem is not None:
+            raise PluginRefused(f"providers.{provider.name}.models: {problem}")
+    claims = list(provider.models)
+    for i, claim in enumerate(claims):
+        other = first_overlap(claim, claims[i + 1 :])
+        if other is not None:
+            raise PluginRefused(
+                f"providers.{provider.name}.models: '{claim}' and '{other}' overlap; "
+                "claim each model name once"
+            )
 
 
 def tool_ref(plugin: str, tool: PluginTool) -> PluginToolRef:

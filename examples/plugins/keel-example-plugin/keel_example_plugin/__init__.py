@@ -6,6 +6,10 @@
 - `tool.after` `redact_api_keys`: replaces what looks like an API key in any output.
 - `run.end` `notify`: appends a line to `$KEEL_EXAMPLE_NOTIFY_FILE`, when it is set.
 - the `notes` agent, which uses both tools.
+- the `counter` model provider, for models named `example/…`: no network and no weights,
+  it works its answer out itself. Asked about files, it calls `word_count` on each (when
+  the agent offers the tool), then answers with what the tool said, streamed word by
+  word; it counts tokens as words.
 """
 
 from __future__ import annotations
@@ -14,14 +18,19 @@ import json
 import os
 import re
 from importlib.resources import files
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from worker.plugins import (
     AfterDecision,
     BeforeDecision,
+    ModelReply,
+    ModelRequest,
+    ModelToolCall,
     Plugin,
     PluginHook,
+    PluginProvider,
     PluginTool,
     RunEndView,
     ToolCallView,
@@ -86,13 +95,49 @@ def notify(end: RunEndView) -> None:
             out.write(json.dumps(line) + "\n")
 
 
+FILE_NAME = re.compile(r"[\w./-]+\.[A-Za-z0-9]+")
+
+
+def count_words(request: ModelRequest) -> ModelReply:
+    """The `counter` model: measure the files the user names, then report."""
+    messages = request.messages
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    asked = _text(messages[last_user]) if last_user >= 0 else ""
+    results = [_text(m) for m in messages[last_user + 1 :] if m.get("role") == "tool"]
+    offered = {t.get("function", {}).get("name") for t in request.tools}
+    files = list(dict.fromkeys(FILE_NAME.findall(asked)))
+    tokens_in = sum(len(_text(m).split()) for m in messages)
+    if not results and files and "word_count" in offered:
+        calls = [
+            ModelToolCall(id=f"count_{i}", name="word_count", arguments={"path": path})
+            for i, path in enumerate(files)
+        ]
+        return ModelReply(tool_calls=calls, input_tokens=tokens_in, output_tokens=2 * len(calls))
+    if results:
+        text = "Counted: " + "; ".join(r.strip() for r in results)
+    elif files:
+        text = f"I cannot count {', '.join(files)} here: no word_count tool was offered."
+    else:
+        text = "Name a file (e.g. README.md) and I will count its words."
+    for word in text.split(" "):
+        request.stream(word + " ")
+    return ModelReply(text=text, input_tokens=tokens_in, output_tokens=len(text.split()))
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
 plugin = Plugin(
     manifest={
         "name": "example",
         "version": "0.1.0",
-        "kinds": ["tool", "hook", "agents"],
+        "kinds": ["tool", "hook", "agents", "provider"],
         "platforms": ["any"],
-        "description": "Counts words, keeps notes, keeps .env files and API keys away.",
+        "description": (
+            "Counts words, keeps notes, keeps .env files and API keys away; a model that counts."
+        ),
     },
     tools=[
         PluginTool(
@@ -118,4 +163,12 @@ plugin = Plugin(
         PluginHook(name="notify", event="run.end", run=notify),
     ],
     agents=files(__package__) / "agents",
+    providers=[
+        PluginProvider(
+            name="counter",
+            models=["example/*"],
+            complete=count_words,
+            description="Counts the words of the files it is asked about, with word_count.",
+        )
+    ],
 )
