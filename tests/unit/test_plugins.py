@@ -291,7 +291,7 @@ def test_keel_plugins_list_shows_what_is_loaded_and_what_is_refused(
     assert rows[2]["reason"].startswith("tools: 'bash' is the name of a built-in tool")
     table = subprocess.run(
         [sys.executable, "-m", "api.cli.main", "plugins", "list"],
-        env={**env, "COLUMNS": "200"},
+        env={**env, "COLUMNS": "400"},
         capture_output=True,
         text=True,
         timeout=60,
