@@ -30,6 +30,7 @@ from api.core.errors import (
     Unavailable,
     known_id,
 )
+from api.core.local_results import local_result_refusal
 from api.core.run_tree import child_owning
 from api.core.runs import RunService
 from api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
@@ -123,6 +124,12 @@ class DecisionService:
             raise NotFound(
                 f"No interaction {in_view(user.tenant_id, interaction_id)} in run {shown}."
             )
+        refusal = local_result_refusal(
+            stored, body.decision, in_view(user.tenant_id, interaction_id)
+        )
+        if refusal is not None:
+            await parts.audit.refused_decision(user, run_id, interaction_id, body.decision, refusal)
+            raise Invalid(refusal)
         decision = InteractionDecision(
             interaction_id=interaction_id,
             decision=body.decision,

@@ -29,6 +29,7 @@ const OUTCOME = {
 
 /** A card for an interaction (`InteractionPublic`, or the data of `interaction_pending`). */
 export function decisionCard(ia, { showRun = true, onDecided } = {}) {
+  if (ia.kind === "local_tool_result") return clientCallCard(ia, { showRun });
   // What Keel hashes (workflows/gate.py): the tool and its canonical arguments as a string.
   const payload = canonicalJson({ tool: ia.tool, arguments: canonicalJson(ia.arguments) });
   const check = h("span", { class: "hash-check muted" }, "checking…");
@@ -99,6 +100,30 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
     ia.status === "pending" ? [reason, buttons] : h("p", { class: "muted" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`),
     result);
   return card;
+}
+
+/** A call the client that started the run executes: shown, never decided here. */
+function clientCallCard(ia, { showRun }) {
+  const client = ia.requester || ia.approvers?.[0];
+  const left = h("span", { class: "time-left" }, fmtLeft(ia.expires_at));
+  const timer = setInterval(() => {
+    if (!left.isConnected) { clearInterval(timer); return; }
+    replace(left, fmtLeft(ia.expires_at));
+  }, 1000);
+  return h("article", { class: "card interaction client-call", dataset: { interactionId: ia.id, runId: ia.run_id, status: ia.status, kind: ia.kind } },
+    h("header", {},
+      h("strong", {}, `${ia.tool}`),
+      h("span", { class: "badge client" }, "client tool"),
+      showRun ? h("a", { href: `/console/runs/${encodeURIComponent(ia.run_id)}` }, ia.run_id) : null,
+      ia.status === "pending" ? left : null),
+    h("p", { class: "client-note" }, "Answered by the client that started the run",
+      client ? ` (${client})` : "",
+      ": it runs this call on its own files and sends the output. Nothing to decide here."),
+    ia.subject ? h("p", { class: "muted" }, "subject: ", h("code", {}, ia.subject)) : null,
+    h("div", { class: "muted small" }, `asked ${fmtTime(ia.created_at)}`),
+    h("div", { class: "label" }, "The call the client runs"),
+    h("pre", { class: "arguments" }, JSON.stringify(ia.arguments, null, 2)),
+    ia.status === "pending" ? null : h("p", { class: "muted client-status" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`));
 }
 
 function append(el, ...children) {

@@ -202,7 +202,8 @@ export class Timeline {
       case "interaction_pending": {
         const card = decisionCard(fromEvent(this.runId, d, event.created_at), { showRun: false });
         this.cards.set(`ia:${d.interaction_id}`, card);
-        this.item(event, h("strong", {}, d.kind === "ask_user" ? "Waiting for an answer" : "Waiting for approval"), card);
+        const waiting = { ask_user: "Waiting for an answer", local_tool_result: "Waiting for the client that started the run" };
+        this.item(event, h("strong", {}, waiting[d.kind] || "Waiting for approval"), card);
         break;
       }
       case "interaction_resolved": {
@@ -210,6 +211,12 @@ export class Timeline {
         if (card) {
           card.dataset.status = d.status;
           for (const el of card.querySelectorAll("button, textarea")) el.remove();
+        }
+        if (d.kind === "local_tool_result") {
+          card?.querySelector(".time-left")?.remove();
+          const how = d.status === "answered" ? "Answered by the client that started the run" : `Client call ${d.status}`;
+          this.item(event, h("strong", {}, how), d.decided_by ? ` (${d.decided_by})` : "");
+          break;
         }
         this.item(event, h("strong", {}, "Decided"), ` ${d.decision || d.status}${d.decided_by ? ` by ${d.decided_by}` : ""}`);
         break;
