@@ -25,7 +25,7 @@ from activities.plugin_api import (
     ToolOutputView,
     call_plugin,
 )
-from activities.store.audit import AuditEntry, AuditLog
+from activities.store.audit import AuditEntry, AuditLog, AuditSeverity
 from activities.tools.file_tools import ToolOutput
 from activities.tools.tool_activities import ToolActivities
 from workflows.activity_refs import PluginHooks
@@ -88,6 +88,8 @@ class HookActivities(PluginHooks):
                     "reason": answer.reason[:MAX_AUDIT_TEXT],
                     "arguments": call.arguments,
                 },
+                # A refusal is a warning, as a rule's `tool.denied_by_policy` is.
+                severity="warning" if answer.action == "deny" else "info",
             )
             if answer.action == "deny":
                 return HookVerdict(ord=call.ord, action="deny", hook=ref.key, reason=answer.reason)
@@ -177,7 +179,12 @@ class HookActivities(PluginHooks):
         return hook
 
     async def _audit_once(
-        self, tenant_id: str, subject: str, action: str, detail: dict[str, Any]
+        self,
+        tenant_id: str,
+        subject: str,
+        action: str,
+        detail: dict[str, Any],
+        severity: AuditSeverity = "info",
     ) -> None:
         values: dict[str, JsonValue] = dict(detail)
         await self._audit.append_once(
@@ -186,6 +193,7 @@ class HookActivities(PluginHooks):
                 actor="policy",
                 category="hook",
                 action=action,
+                severity=severity,
                 subject=subject,
                 detail=values,
             )

@@ -85,7 +85,7 @@ with workflow.unsafe.imports_passed_through():
         WebhookNotice,
     )
     from workflows.permissions import PermissionRule
-    from workflows.plugin_refs import PluginToolset, hooks_for
+    from workflows.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
     from workflows.tool_specs import Risk, ToolSpec
     from workflows.webhook_delivery import WebhookDeliveryWorkflow
 
@@ -412,8 +412,12 @@ class AgentRunWorkflow:
                     content=decision.message or None,
                     copy_of=decision.copy_of,
                     event_seq=self._take_seqs(2),
-                    denied_by=_rule_text(decision, acting_only=False)
-                    if decision.verdict == "deny" and not decision.hook
+                    denied_by=(
+                        hook_denial(decision.hook)
+                        if decision.hook
+                        else _rule_text(decision, acting_only=False)
+                    )
+                    if decision.verdict == "deny"
                     else None,
                 )
             state.pending_results.append(outcome)
@@ -475,7 +479,7 @@ class AgentRunWorkflow:
             )
             refused = {c.ord for c in calls}
             return [
-                (o, dataclasses.replace(d, verdict="deny", message=failed, hook="failed"))
+                (o, dataclasses.replace(d, verdict="deny", message=failed, hook=FAILED_HOOKS))
                 if o in refused
                 else (o, d)
                 for o, d in decisions

@@ -74,6 +74,15 @@ def hooks_for(hooks: list[HookRef], event: HookEvent, tool: str | None = None) -
     return [h for h in hooks if h.event == event and (tool is None or h.applies_to(tool))]
 
 
+# What the workflow marks a call with when the hooks that had to judge it failed.
+FAILED_HOOKS = "failed"
+
+
+def hook_denial(hook: str) -> str:
+    """The audit's `rule` of a call a `tool.before` hook refused, as a rule's text is."""
+    return "tool.before hooks failed" if hook == FAILED_HOOKS else f"hook {hook}"
+
+
 def _subject(ref: PluginToolRef) -> Callable[[ToolArgs], str]:
     def subject_of(args: ToolArgs) -> str:
         values = args.model_dump()

@@ -255,3 +255,70 @@ async def test_a_before_hook_can_make_an_allowed_read_ask_a_person(
         ("asker/listings", "ask"),
         ("example/no_env_files", "allow"),
     ]
+
+
+async def test_a_hook_s_refusal_is_audited_as_a_rule_s_refusal_is(
+    installed: Path,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    database_url: str,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """A call a hook refuses, or that failing hooks refuse, leaves the entry a call a
+    permission rule denies leaves: `tool.denied_by_policy` on the call, same shape."""
+    (workspace / ".env").write_text("A=1\n")
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(
+                    tool_calls=[
+                        call("read_file", path="secret/plan.md"),  # a rule denies it
+                        call("read_file", path=".env"),  # the example's hook denies it
+                    ]
+                ),
+                # The fragile hook fails (on its own step: it fails the step's judging).
+                Turn(tool_calls=[call("search_code", pattern="x")]),
+                Turn(content="Done."),
+            ]
+        )
+    )
+    settings = settings_for(llm, workspace)
+    deny = PermissionRule(permission="read_file", pattern="secret/*", action="deny")
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=agent("review", deny))
+        result = await handle.result()
+    assert result.status == "completed"
+
+    async with await psycopg.AsyncConnection.connect(database_url, row_factory=dict_row) as conn:
+        cur = await conn.execute(
+            "SELECT actor, category, action, severity, subject, detail FROM audit_log"
+            " WHERE subject LIKE %s ORDER BY id",
+            (f"{result.run_id}/%",),
+        )
+        audit = list(await cur.fetchall())
+    refusals = [a for a in audit if a["action"] == "tool.denied_by_policy"]
+    run = result.run_id
+    assert sorted((a["detail"]["tool"], a["detail"]["rule"]) for a in refusals) == [
+        ("read_file", "hook example/no_env_files"),
+        ("read_file", "read_file secret/* deny"),
+        ("search_code", "tool.before hooks failed"),
+    ]
+    # Each on its call (run/step/ord), as a rule's is.
+    steps = sorted(a["subject"].removeprefix(f"{run}/").split("/")[0] for a in refusals)
+    assert steps == ["1", "1", "2"] and len({a["subject"] for a in refusals}) == 3
+    shapes = {
+        (a["actor"], a["category"], a["severity"], tuple(sorted(a["detail"]))) for a in refusals
+    }
+    assert shapes == {("policy", "approval", "warning", ("arguments", "rule", "tool"))}
+    assert refusals[1]["detail"]["arguments"] == '{"path":".env"}'
+    # The hook's own decision stays on record, a warning like the refusal it caused.
+    [hook_deny] = [
+        a for a in audit if a["action"] == "hook.tool_before" and a["detail"]["action"] == "deny"
+    ]
+    [env] = [a for a in refusals if a["detail"]["rule"] == "hook example/no_env_files"]
+    assert (hook_deny["subject"], hook_deny["severity"]) == (
+        f"{env['subject']}/example/no_env_files",
+        "warning",
+    )
