@@ -28,6 +28,7 @@ from activities.plugin_api import (
 from activities.store.audit import AuditEntry, AuditLog, AuditSeverity
 from activities.tools.file_tools import ToolOutput
 from activities.tools.tool_activities import ToolActivities
+from workflows import timeouts
 from workflows.activity_refs import PluginHooks
 from workflows.models import (
     AfterHooksInput,
@@ -72,7 +73,16 @@ class HookActivities(PluginHooks):
         for ref in request.hooks:
             if not ref.applies_to(call.tool):
                 continue
-            answer = await call_plugin(self._hook(ref).run, view) or BeforeDecision()
+            answer = (
+                await self._call(
+                    ref,
+                    request.tenant_id,
+                    f"{request.run_id}/{request.step}/{call.ord}",
+                    call.tool,
+                    view,
+                )
+                or BeforeDecision()
+            )
             if not isinstance(answer, BeforeDecision):
                 raise TypeError(
                     f"hook {ref.key} answered {type(answer).__name__}, not BeforeDecision"
@@ -122,7 +132,14 @@ class HookActivities(PluginHooks):
         text, notes = held.text, []
         for ref in request.hooks:
             answer = (
-                await call_plugin(self._hook(ref).run, view, ToolOutputView(text, held.is_error))
+                await self._call(
+                    ref,
+                    call.tenant_id,
+                    f"{call.run_id}/{call.step}/{call.ord}",
+                    call.name,
+                    view,
+                    ToolOutputView(text, held.is_error),
+                )
                 or AfterDecision()
             )
             if not isinstance(answer, AfterDecision):
@@ -167,6 +184,30 @@ class HookActivities(PluginHooks):
                 "hook.run_end",
                 {"hook": ref.key, "status": request.status},
             )
+
+    async def _call(
+        self, ref: HookRef, tenant_id: str, call_subject: str, tool: str, *args: Any
+    ) -> Any:
+        """Run one hook; when it fails for the last time, audit that it refused the call.
+
+        The workflow then refuses the call (`tool.before`) or withholds its output
+        (`tool.after`); the entry says which hook failed and why, once."""
+        try:
+            return await call_plugin(self._hook(ref).run, *args)
+        except Exception as exc:
+            if activity.info().attempt >= timeouts.HOOK_ATTEMPTS:
+                await self._audit_once(
+                    tenant_id,
+                    f"{call_subject}/{ref.key}",
+                    f"hook.{ref.event.replace('.', '_')}_failed",
+                    {
+                        "hook": ref.key,
+                        "tool": tool,
+                        "error": f"{type(exc).__name__}: {exc}"[:MAX_AUDIT_TEXT],
+                    },
+                    severity="warning",
+                )
+            raise
 
     def _hook(self, ref: HookRef) -> PluginHook:
         hook = self._plugins.hook(ref.key)

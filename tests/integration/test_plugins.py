@@ -317,6 +317,19 @@ async def test_a_hook_s_refusal_is_audited_as_a_rule_s_refusal_is(
     [hook_deny] = [
         a for a in audit if a["action"] == "hook.tool_before" and a["detail"]["action"] == "deny"
     ]
+    # Which hook failed and why: once, on its last attempt, a warning too.
+    [failed] = [a for a in audit if a["action"] == "hook.tool_before_failed"]
+    [search] = [a for a in refusals if a["detail"]["tool"] == "search_code"]
+    assert (failed["subject"], failed["severity"], failed["actor"]) == (
+        f"{search['subject']}/fragile/policy_service",
+        "warning",
+        "policy",
+    )
+    assert failed["detail"] == {
+        "hook": "fragile/policy_service",
+        "tool": "search_code",
+        "error": "ConnectionError: the policy service is down",
+    }
     [env] = [a for a in refusals if a["detail"]["rule"] == "hook example/no_env_files"]
     assert (hook_deny["subject"], hook_deny["severity"]) == (
         f"{env['subject']}/example/no_env_files",
