@@ -17,7 +17,9 @@ from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from tests.conftest import in_process_worker
 from tests.integration.otlp_receiver import OtlpReceiver
+from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import decide, finished, pending, start, write
+from tests.plugin_dists import EXAMPLE_PLUGIN, install_project, on_path
 from worker.dev_stack import TemporalDevServer, free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
@@ -138,3 +140,62 @@ async def test_a_run_exports_its_genai_spans_once_under_the_request(
         flush()
         assert len(receiver.in_trace(agent_span.trace_id)) == len(spans)
         assert [s.name for s in receiver.spans[before:] if not s.name.startswith("GET ")] == []
+
+
+async def test_a_provider_plugin_s_model_calls_are_traced_as_a_built_in_s(
+    temporal_server: TemporalDevServer,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    settings_for: MakeSettings,
+    receiver: OtlpReceiver,
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    modules = install_project(EXAMPLE_PLUGIN, site)
+    settings = settings_for(
+        "http://127.0.0.1:9/v1",  # nothing listens: every call is the plugin's
+        workspace,
+        model="example/counter",
+        otel_exporter_otlp_endpoint=receiver.url,
+    )
+    install_tracing(settings, "keel-test")
+    client: Client = await connect(temporal_server.address, plugins=temporal_plugins(settings))
+    with on_path(site, modules):
+        async with in_process_worker(client, store, settings):
+            handle = await start_run(
+                client, settings, workspace, spec=agent("notes"), prompt="Count README.md."
+            )
+            result = await handle.result()
+    assert result.status == "completed"
+    flush()
+
+    [agent_span] = [
+        s
+        for s in receiver.spans
+        if s.name == "invoke_agent notes" and s.attributes["gen_ai.conversation.id"] == handle.id
+    ]
+    spans = receiver.in_trace(agent_span.trace_id)
+    chats = sorted(
+        (s for s in spans if s.name == "chat example/counter"),
+        key=lambda s: int(s.attributes["keel.step"]),
+    )
+    assert [s.attributes["gen_ai.response.finish_reasons"] for s in chats] == [
+        ["tool_calls"],
+        ["stop"],
+    ]
+    for chat in chats:
+        assert chat.parent_span_id == agent_span.span_id
+        assert chat.attributes["gen_ai.provider.name"] == "counter"
+        assert chat.attributes["keel.plugin"] == "example"
+        assert chat.attributes["gen_ai.request.model"] == "example/counter"
+        assert chat.attributes["gen_ai.response.model"] == "example/counter"
+    assert sum(int(s.attributes["gen_ai.usage.input_tokens"]) for s in chats) == (
+        result.usage.prompt_tokens
+    )
+    assert sum(int(s.attributes["gen_ai.usage.output_tokens"]) for s in chats) == (
+        result.usage.completion_tokens
+    )
+    assert [s.name for s in spans if s.name.startswith("execute_tool")] == [
+        "execute_tool word_count"
+    ]
