@@ -8,6 +8,7 @@ Nothing listens at the OpenAI-compatible endpoint, so no call can go there unsee
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -104,11 +105,25 @@ async def test_an_agent_runs_on_the_example_provider_with_a_tool_call(
         model="example/counter",
         prices={"example/counter": {"input_per_mtok": 1_000_000, "output_per_mtok": 2_000_000}},
     )
-    async with in_process_worker(temporal_client, store, settings):  # starts despite grabby
+    notices: list[dict[str, object]] = []
+
+    async def listen(conn: psycopg.AsyncConnection[object]) -> None:
+        async for notice in conn.notifies():
+            notices.append(json.loads(notice.payload))
+
+    async with (
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn,
+        in_process_worker(temporal_client, store, settings),  # starts despite grabby
+    ):
+        await conn.execute("LISTEN keel_events")
+        listening = asyncio.create_task(listen(conn))
         handle = await start_run(
             temporal_client, settings, workspace, spec=agent("notes"), prompt="Count README.md."
         )
         result = await handle.result()
+        await asyncio.sleep(0.3)
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
 
     assert result.status == "completed" and result.stop_reason == "final_answer"
     assert result.tool_calls == 1
@@ -121,6 +136,12 @@ async def test_an_agent_runs_on_the_example_provider_with_a_tool_call(
     [tool] = [m for m in messages if m.role == "tool"]
     assert tool.content == "README.md: 1 lines, 2 words, 10 characters"  # ran as an activity
     assert answered.content == "Counted: README.md: 1 lines, 2 words, 10 characters"
+    # The provider's streamed text went out live, as message_delta notices of its step.
+    deltas = [
+        n for n in notices if n.get("type") == "message_delta" and n.get("run_id") == handle.id
+    ]
+    assert deltas and {n["step"] for n in deltas} == {2}
+    assert "".join(str(n["delta"]) for n in deltas).strip() == answered.content
     # Usage as the provider counted it, priced and summed like a built-in's.
     calls = await llm_calls(database_url, handle.id)
     assert [(c[0], c[4]) for c in calls] == [
