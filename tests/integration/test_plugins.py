@@ -60,6 +60,18 @@ plugin = Plugin(
                       run=lambda call: BeforeDecision(action="ask", reason="reviewed"))],
 )
 """
+# A tool.after hook on read_file that always fails.
+WITHHOLDER = """
+from worker.plugins import Plugin, PluginHook
+
+def boom(call, output):
+    raise RuntimeError("no scanner")
+
+plugin = Plugin(
+    manifest={"name": "withholder", "version": "1.0.0", "kinds": ["hook"]},
+    hooks=[PluginHook(name="boom", event="tool.after", run=boom, tools="read_file")],
+)
+"""
 BROKEN = 'from worker.plugins import Plugin\nplugin = Plugin(manifest={"name": "broken"})\n'
 
 
@@ -280,16 +292,30 @@ async def test_a_hook_s_refusal_is_audited_as_a_rule_s_refusal_is(
                 ),
                 # The fragile hook fails (on its own step: it fails the step's judging).
                 Turn(tool_calls=[call("search_code", pattern="x")]),
+                # A tool.after hook fails: the output is withheld.
+                Turn(tool_calls=[call("read_file", path="README.md")]),
                 Turn(content="Done."),
             ]
         )
     )
     settings = settings_for(llm, workspace)
     deny = PermissionRule(permission="read_file", pattern="secret/*", action="deny")
-    async with in_process_worker(temporal_client, store, settings):
-        handle = await start_run(temporal_client, settings, workspace, spec=agent("review", deny))
-        result = await handle.result()
+    withholder = installed / "more"
+    withholder.mkdir()
+    modules = install_module(
+        withholder,
+        "withholder",
+        "withholder_hook",
+        WITHHOLDER,
+        {"withholder": "withholder_hook:plugin"},
+    )
+    with on_path(withholder, modules):
+        async with in_process_worker(temporal_client, store, settings):
+            spec = agent("review", deny)
+            handle = await start_run(temporal_client, settings, workspace, spec=spec)
+            result = await handle.result()
     assert result.status == "completed"
+    assert "the tool.after hooks that must see its output failed" in tool_messages(llm, 3)[-1]
 
     async with await psycopg.AsyncConnection.connect(database_url, row_factory=dict_row) as conn:
         cur = await conn.execute(
@@ -330,6 +356,12 @@ async def test_a_hook_s_refusal_is_audited_as_a_rule_s_refusal_is(
         "tool": "search_code",
         "error": "ConnectionError: the policy service is down",
     }
+    [withheld] = [a for a in audit if a["action"] == "hook.tool_after_failed"]
+    assert (withheld["severity"], withheld["detail"]) == (
+        "warning",
+        {"hook": "withholder/boom", "tool": "read_file", "error": "RuntimeError: no scanner"},
+    )
+    assert withheld["subject"].startswith(f"{run}/3/")
     [env] = [a for a in refusals if a["detail"]["rule"] == "hook example/no_env_files"]
     assert (hook_deny["subject"], hook_deny["severity"]) == (
         f"{env['subject']}/example/no_env_files",
