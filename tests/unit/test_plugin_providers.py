@@ -238,3 +238,18 @@ def test_errors_say_whether_temporal_retries_as_for_the_built_in_adapters() -> N
     with pytest.raises(ApplicationError) as wrong:
         call(provider(odd))
     assert wrong.value.non_retryable and "answered a str, not a ModelReply" in str(wrong.value)
+
+
+def test_a_compaction_summary_of_a_plugin_s_model_is_written_by_that_provider(
+    site: tuple[Path, list[str]],
+) -> None:
+    from activities.context.compaction import CompactionActivities
+
+    target, modules = site
+    modules += provider_plugin(target, "summer", ["summer/*"])
+    registry = PluginRegistry.installed()
+    # No OpenAI client, store or budget: the summary must come from the plugin alone.
+    compaction = CompactionActivities(None, None, None, plugins=registry)  # type: ignore[arg-type]
+    messages = [{"role": "user", "content": "Summarise the conversation so far."}]
+    text, (prompt, completion) = asyncio.run(compaction._summarise("summer/1", messages, "run-1"))
+    assert text == "hi" and prompt > 0 and completion > 0
