@@ -25,6 +25,7 @@ from worker.plugins.registry import PluginRegistry
 from workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
 from workflows.permissions import PermissionRule
 from workflows.plugin_refs import PluginToolRef
+from workflows.router_models import ROUTER_AGENT
 from workflows.tool_specs import TOOL_SPECS
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?(.*)\Z", re.DOTALL | re.MULTILINE)
@@ -52,6 +53,18 @@ class AgentFrontMatter(BaseModel):
     client_tools: list[Literal["read_file", "list_files", "search_code"]] = Field(
         default_factory=list, description="Reads the client that starts a run executes."
     )
+    roles: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Roles the router may send callers of to this agent; empty: everyone.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _not_the_router(cls, name: str) -> str:
+        if name == ROUTER_AGENT:
+            raise ValueError(f"'{ROUTER_AGENT}' is the router's name; choose another agent name")
+        return name
 
     @field_validator("subagents")
     @classmethod
@@ -138,6 +151,7 @@ def parse_agent(
         subagents=meta.subagents,
         plugin_tools=[plugin_tools[t] for t in meta.tools if t in plugin_tools],
         client_tools=list(meta.client_tools),
+        roles=list(meta.roles),
     )
 
 

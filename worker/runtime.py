@@ -21,6 +21,7 @@ from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.retention import RetentionActivities
+from activities.router import RouterActivities, sandbox_tool_problem
 from activities.run_records import RunRecordActivities
 from activities.store.audit import AuditLog
 from activities.store.context_store import ContextStore
@@ -141,13 +142,14 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     )
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
+    sandbox = bash_sandbox(settings)
     tool_activities = ToolActivities(
         store,
         interaction_store,
         audit,
         settings.workspace_root,
         mcp=mcp,
-        sandbox=bash_sandbox(settings),
+        sandbox=sandbox,
         plugins=plugins,
     )
     hook_activities = HookActivities(plugins, tool_activities, audit)
@@ -159,6 +161,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     )
     retention_activities = RetentionActivities(RetentionStore(store.pool))
     subagent_activities = SubagentActivities(store, catalog.get)
+    router_activities = RouterActivities(
+        store, llm, catalog.all, catalog.get, sandbox_tool_problem(sandbox.problem), messages_api
+    )
     worker = Worker(
         client,
         task_queue=settings.task_queue,
@@ -191,6 +196,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             subagent_activities.open_subagent,
             subagent_activities.record_child_event,
             retention_activities.purge_expired_runs,
+            *router_activities.registered(),
         ],
         interceptors=[StoreOutageInterceptor(), *worker_interceptors(settings)],
         # A run whose worker died goes to another after this long, not the default 10 s:

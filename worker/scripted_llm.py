@@ -65,6 +65,7 @@ from worker.scripted_reviewer import (
     reviewer_reply,
     tools_tokens,
 )
+from worker.scripted_router import asks_for_route, route_reply
 
 __all__ = ["Conversation", "RequestSize", "Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
 
@@ -436,6 +437,11 @@ class ScriptedLLMServer:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error("The request body needs a `messages` list.", param="messages")
         messages: list[object] = body["messages"]
+        if asks_for_route(messages):
+            # Keel's routing request is answered from its text in every mode; it is no turn.
+            text = route_reply(messages)
+            model = str(body.get("model") or self.script.name)
+            return JSONResponse(_Reply(Turn(content=text), 0, text, model).completion())
         # A compacted conversation stands for its first steps with a summary that says
         # how many: one assistant message each, so the turn count goes on from there.
         index = _summarised_steps(messages) + sum(

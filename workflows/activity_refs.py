@@ -49,6 +49,17 @@ from workflows.models import (
     WebhookReceipt,
 )
 from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
+from workflows.router_models import (
+    AdoptChildInput,
+    AdoptedChild,
+    CandidatesInput,
+    CandidatesResult,
+    Classification,
+    ClassifyInput,
+    Dispatchability,
+    DispatchInput,
+    RecordRouteInput,
+)
 
 __all__ = [
     "A2ADelegation",
@@ -58,6 +69,7 @@ __all__ = [
     "McpDiscovery",
     "PluginHooks",
     "RetentionPurges",
+    "Routing",
     "RunRecords",
     "Subagents",
     "ToolCalls",
@@ -213,4 +225,33 @@ class RetentionPurges(Protocol):
     @activity.defn(name="purge_expired_runs")
     async def purge_expired_runs(self, batch: PurgeBatchInput) -> PurgeBatchResult:
         """One batch per tenant: remove, audit, report whether more is left."""
+        ...
+
+
+class Routing(Protocol):
+    """The capability router's I/O (`activities.router`); its decisions are pure code."""
+
+    @activity.defn(name="route_candidates")
+    async def route_candidates(self, request: CandidatesInput) -> CandidatesResult:
+        """The rule filter: the tenant's enabled agents that the caller's roles may use."""
+        ...
+
+    @activity.defn(name="classify_route")
+    async def classify_route(self, request: ClassifyInput) -> Classification:
+        """One model call that picks a candidate, asks back, or finds none; schema-checked."""
+        ...
+
+    @activity.defn(name="check_dispatch")
+    async def check_dispatch(self, request: DispatchInput) -> Dispatchability:
+        """Whether the agent exists on the workers and its tools can run there."""
+        ...
+
+    @activity.defn(name="record_route")
+    async def record_route(self, request: RecordRouteInput) -> None:
+        """Persist the decision, emit `route_decision` and audit it, once per round."""
+        ...
+
+    @activity.defn(name="adopt_child_result")
+    async def adopt_child_result(self, request: AdoptChildInput) -> AdoptedChild:
+        """Make the routed child's report the router run's, and say how the child ended."""
         ...

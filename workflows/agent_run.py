@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.permissions import PermissionRule
     from workflows.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
+    from workflows.router_run import RouterSteps
     from workflows.tool_specs import Risk, ToolSpec
     from workflows.webhook_delivery import WebhookDeliveryWorkflow
 
@@ -98,7 +99,7 @@ FIRST_TOOL_ORD = 2
 
 
 @workflow.defn(name="AgentRunWorkflow")
-class AgentRunWorkflow:
+class AgentRunWorkflow(RouterSteps):
     @workflow.init
     def __init__(self, run: RunInput) -> None:
         self._state = RunState()
@@ -149,6 +150,8 @@ class AgentRunWorkflow:
                     run = await self._open_subagent(run)
                 self._state.session_rules = list(run.session_rules)
                 await self._start(run)
+                if run.route is not None:  # `agent: "auto"`: pick the agent, run it as a child
+                    return await self._route(run)
                 if run.agent.mcp_servers:
                     await self._discover_mcp_tools(run)
             return await self._loop(run)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workflows.permissions import PermissionRule
 from workflows.plugin_refs import HookRef, PluginToolRef
+from workflows.router_models import RouteRequest
 from workflows.tool_specs import Risk
 
 Trigger = Literal["api", "cli", "a2a", "schedule", "parent"]
@@ -148,6 +149,10 @@ class AgentSpec(BaseModel):
     client_tools: list[str] = Field(
         default_factory=list,
         description="Read tools every run of this agent asks its client to execute.",
+    )
+    roles: list[str] = Field(
+        default_factory=list,
+        description="Roles whose callers the router may send to this agent; empty: everyone.",
     )
 
 
@@ -381,6 +386,9 @@ class RunInput(BaseModel):
     )
     task: SubagentTask | None = Field(
         default=None, description="Set for a sub-agent: the parent's call that started it."
+    )
+    route: RouteRequest | None = Field(
+        default=None, description='Set for `agent: "auto"`: the router picks the agent.'
     )
 
 

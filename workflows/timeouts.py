@@ -86,6 +86,12 @@ def compaction_call(max_attempts: int) -> ActivityOptions:
     return ActivityOptions(start_to_close=LLM_START_TO_CLOSE, retry=llm_retry(max_attempts))
 
 
+@lru_cache(maxsize=8)
+def route_classify(max_attempts: int) -> ActivityOptions:
+    """The router's classification: one short unstreamed answer (a JSON object)."""
+    return ActivityOptions(start_to_close=timedelta(minutes=2), retry=llm_retry(max_attempts))
+
+
 # -- tools ---------------------------------------------------------------------------
 
 # Built-in tools: reads and quick writes take milliseconds, searches a few seconds.

@@ -34,6 +34,7 @@ from activities.store.records import EventRecord, NewRun, RunRecord
 from activities.store.run_store import Store, texts_key
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from api.core.errors import Conflict, Invalid, NotFound, Unavailable, invalid_request, known_id
+from api.core.router import router_agent, with_route
 from api.core.run_tree import child_owning, subtree, tree_interactions, with_tree
 from api.core.schemas import (
     ChosenId,
@@ -60,6 +61,7 @@ from workflows.models import (
     Withdrawal,
     WithdrawOutcome,
 )
+from workflows.router_models import ROUTER_AGENT
 from workflows.run_visibility import run_memo, run_search_attributes
 from workflows.session import SessionWorkflow
 
@@ -115,6 +117,8 @@ class RunOrder(BaseModel):
     local_tools: list[LocalTool] = Field(default_factory=list, max_length=3)
     session_metadata: dict[str, str] = Field(default_factory=dict)
     """The metadata of the session, when this run creates it."""
+    route_only: bool = False
+    """With `agent: "auto"`: only decide the agent (see `docs/router.md`)."""
 
     @classmethod
     def from_create(cls, body: RunCreate) -> RunOrder:
@@ -132,6 +136,8 @@ class RunOrder(BaseModel):
         """The request as the run id's owner made it: a retry must hash the same. How to
         deliver it to a busy session is not part of the run, so `on_busy` is left out."""
         body = self.model_dump(mode="json", exclude={"run_id", "on_busy"})
+        if not body["route_only"]:
+            del body["route_only"]  # so requests recorded before the router hash the same
         body["requester"] = [user.tenant_id, user.subject]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -239,6 +245,8 @@ class RunService:
 
     def agent(self, name: str) -> AgentSpec:
         catalog = self._parts.catalog
+        if name == ROUTER_AGENT:
+            return router_agent()
         agent = catalog.get(name)
         if agent is None:
             raise Invalid(
@@ -263,7 +271,12 @@ class RunService:
                 f"{agent.tools}; list only its read tools.",
                 field="local_tools",
             )
-        return run_input(
+        if order.route_only and agent.name != ROUTER_AGENT:
+            raise Invalid(
+                f'route_only asks the router only; send agent "{ROUTER_AGENT}" with it.',
+                field="route_only",
+            )
+        run = run_input(
             run_id=run_id,
             agent=agent,
             order=order,
@@ -274,6 +287,7 @@ class RunService:
             schedule_id=schedule_id,
             max_parallel_subagents=settings.max_parallel_subagents,
         )
+        return with_route(run, order.route_only, user)
 
     # -- starting -----------------------------------------------------------
 

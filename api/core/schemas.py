@@ -105,6 +105,10 @@ class RunCreate(BaseModel):
             "`local_tool_result` interaction that the client answers with the output."
         ),
     )
+    route_only: bool = Field(
+        default=False,
+        description='With `agent: "auto"`: decide which agent fits and report it, run none.',
+    )
 
 
 class UsagePublic(BaseModel):

@@ -14,6 +14,7 @@ from api.core.decisions import DecisionService
 from api.core.evals import EvalService
 from api.core.push_configs import PushConfigService
 from api.core.retention import RetentionService
+from api.core.router import RouterService
 from api.core.runs import RunService
 from api.core.schedules import ScheduleService
 from api.core.sessions import SessionService
@@ -37,6 +38,7 @@ class KeelService:
         self.workspaces = WorkspaceReads(parts)
         self.push_configs = PushConfigService(parts, self.runs)
         self.evals = EvalService(parts)
+        self.router = RouterService(parts, self.runs)
         self._authenticator = authenticator
 
     @property

@@ -34,6 +34,7 @@ from api.http.routers import (
     events,
     inbox,
     interactions,
+    routing,
     runs,
     schedule_preview,
     schedules,
@@ -127,6 +128,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(interactions.router)
     app.include_router(sessions.router)
     app.include_router(admin.router)
+    app.include_router(routing.admin_router)
+    app.include_router(routing.runs_router)
     app.include_router(codec.router)
     app.include_router(schedule_preview.router)
     app.include_router(schedules.router)

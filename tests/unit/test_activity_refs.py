@@ -23,6 +23,7 @@ from activities.hooks import HookActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
 from activities.retention import RetentionActivities
+from activities.router import RouterActivities
 from activities.run_records import RunRecordActivities
 from activities.subagents import SubagentActivities
 from activities.tools.mcp_discovery import McpDiscoveryActivities
@@ -45,6 +46,7 @@ IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.Subagents: SubagentActivities,
     activity_refs.RetentionPurges: RetentionActivities,
     activity_refs.PluginHooks: HookActivities,
+    activity_refs.Routing: RouterActivities,
 }
 WORKFLOWS = Path(__file__).parents[2] / "workflows"
 

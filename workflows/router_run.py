@@ -1,0 +1,300 @@
+"""The router run's steps (`agent: "auto"`), mixed into `AgentRunWorkflow`.
+
+A router run is an agent run whose first act is to pick the agent: the rule filter,
+one model classification, the dispatchability check (activities), then the pure
+decision matrix (`workflows.router`). Each round's decision is recorded, emitted and
+audited. `clarifying` asks the user with an `ask_user` interaction and classifies
+again with the answer; `routed` runs the chosen agent as a child run (the sub-agent
+mechanism, with the request as its prompt) and ends with the child's result;
+`refused` and `route_only` end with the decision as the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+from typing import TYPE_CHECKING, Literal, get_args
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import router, subagents, timeouts
+    from workflows.activity_call import run_activity
+    from workflows.activity_refs import InteractionRecords, Routing, RunRecords
+    from workflows.gate import canonical_json
+    from workflows.models import (
+        AgentSpec,
+        Interaction,
+        OpenInteractionsInput,
+        RunInput,
+        RunResult,
+        StopReason,
+        SubagentTask,
+        Usage,
+    )
+    from workflows.router_models import (
+        AdoptChildInput,
+        CandidatesInput,
+        Clarification,
+        Classification,
+        ClassifyInput,
+        DispatchInput,
+        RecordRouteInput,
+        RouteDecision,
+    )
+
+if TYPE_CHECKING:
+    from workflows.models import GateResult, RunState, RunStatus, StartRunInput
+
+# The hand-over is stored as the router's `task` call at this position of its step,
+# where a sub-agent run looks for the call that started it.
+HANDOVER_ORD = 2
+# The routed child's limits are its own agent's: the router claims no share of them.
+CHILD_TOOL_CALLS = 100_000
+
+
+class RouterSteps:
+    """`_route`: what a run of `agent: "auto"` does instead of the step loop."""
+
+    if TYPE_CHECKING:
+        _state: RunState
+        _opening: StartRunInput | None
+        _deciding: set[str]
+
+        def _take_seqs(self, count: int) -> int: ...
+
+        async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult: ...
+
+        async def _store_outcome(self, proposed: Interaction, rule: None) -> None: ...
+
+        async def _notify(
+            self,
+            run: RunInput,
+            status: RunStatus | Literal["waiting"],
+            *,
+            interactions: list[Interaction] | None = None,
+            stop_reason: StopReason | None = None,
+            error: str | None = None,
+            report_preview: str = "",
+        ) -> None: ...
+
+        async def _finish(
+            self,
+            run: RunInput,
+            status: RunStatus,
+            reason: StopReason,
+            *,
+            error: str | None = None,
+            final_step: int | None = None,
+        ) -> RunResult: ...
+
+    async def _route(self, run: RunInput) -> RunResult:
+        assert run.route is not None
+        if self._opening is not None:
+            # A fast start leaves the record to the first model call, which is not llm_step here.
+            await run_activity(RunRecords.start_run, self._opening, timeouts.STORE_CALL, local=True)
+            self._opening = None
+        found = await run_activity(
+            Routing.route_candidates,
+            CandidatesInput(run_id=run.run_id, tenant_id=run.tenant_id, roles=run.route.roles),
+            timeouts.STORE_CALL,
+            local=True,
+        )
+        names = [c.name for c in found.candidates]
+        clarifications: list[Clarification] = []
+        while True:
+            self._state.step += 1
+            round_ = self._state.step
+            classification = await self._classify(run, round_, names, clarifications)
+            chosen = router.agent_to_check(names, classification)
+            dispatch = None
+            if chosen is not None:
+                dispatch = await run_activity(
+                    Routing.check_dispatch,
+                    DispatchInput(agent=chosen),
+                    timeouts.STORE_CALL,
+                    local=True,
+                )
+            decision = router.decide(
+                candidates=names,
+                excluded=found.excluded,
+                classification=classification,
+                dispatch=dispatch,
+                asked=len(clarifications),
+                route_only=run.route.route_only,
+            )
+            record = RecordRouteInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                requester=run.requester,
+                round=round_,
+                event_seq=self._take_seqs(1),
+                decision=decision,
+                classification=classification,
+                candidates=names,
+                excluded=found.excluded,
+                clarifications=clarifications,
+                dispatch=dispatch,
+            )
+            await run_activity(
+                Routing.record_route,
+                record,
+                timeouts.STORE_CALL,
+                local=True,
+                summary=f"route {decision.outcome} {decision.agent or ''}",
+            )
+            if decision.outcome == "clarifying":
+                question = decision.question or "Which agent should handle your request?"
+                answer = await self._ask_back(run, round_, question)
+                if answer is not None:
+                    clarifications.append(Clarification(question=question, answer=answer))
+                    continue
+                # Unanswered: that is a decision too, on record like the others.
+                self._state.step += 1
+                unanswered = record.model_copy(
+                    update={
+                        "round": self._state.step,
+                        "event_seq": self._take_seqs(1),
+                        "decision": RouteDecision(
+                            outcome="refused",
+                            reason="The router's question was not answered, so it did not "
+                            "pick an agent; start again with more detail or an agent's name.",
+                        ),
+                        "dispatch": None,
+                    }
+                )
+                await run_activity(
+                    Routing.record_route, unanswered, timeouts.STORE_CALL, local=True
+                )
+                return await self._finish(
+                    run, "completed", "final_answer", final_step=self._state.step
+                )
+            if decision.outcome == "routed":
+                assert decision.agent is not None
+                return await self._hand_over_to(run, round_, decision.agent)
+            return await self._finish(run, "completed", "final_answer", final_step=round_)
+
+    async def _classify(
+        self, run: RunInput, round_: int, names: list[str], clarifications: list[Clarification]
+    ) -> Classification:
+        if not names:
+            return Classification(kind="none", reason="no candidate agents")
+        classification = await run_activity(
+            Routing.classify_route,
+            ClassifyInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                round=round_,
+                model=run.model,
+                candidates=names,
+                clarifications=clarifications,
+            ),
+            timeouts.route_classify(run.llm_max_attempts),
+            summary=f"route classification {round_} · {run.model}",
+        )
+        if classification.tokens:
+            prompt, completion = classification.tokens
+            self._state.usage = self._state.usage.plus(
+                Usage(prompt_tokens=prompt, completion_tokens=completion)
+            )
+        return classification
+
+    async def _hand_over_to(self, run: RunInput, round_: int, agent: str) -> RunResult:
+        """Run `agent` as the router's child, then end with the child's result."""
+        child_id = subagents.child_run_id(run.run_id, round_, HANDOVER_ORD)
+        child = RunInput(
+            agent=AgentSpec(name=agent),
+            tenant_id=run.tenant_id,
+            requester=run.requester,
+            trigger="parent",
+            llm_max_attempts=run.llm_max_attempts,
+            approver=run.approver,
+            approval_expires_after_s=run.approval_expires_after_s,
+            depth=run.depth + 1,
+            max_parallel_subagents=run.max_parallel_subagents,
+            task=SubagentTask(
+                step=round_,
+                ord=HANDOVER_ORD,
+                event_seq=self._take_seqs(2),
+                max_tool_calls=CHILD_TOOL_CALLS,
+            ),
+        )
+        await self._run_child(child_id, f"route-{round_}", child)
+        self._state.step += 1
+        adopted = await run_activity(
+            Routing.adopt_child_result,
+            AdoptChildInput(run_id=run.run_id, child_run_id=child_id, step=self._state.step),
+            timeouts.STORE_CALL,
+            local=True,
+        )
+        reason: StopReason = (
+            adopted.stop_reason  # type: ignore[assignment]
+            if adopted.stop_reason in _STOP_REASONS
+            else "final_answer"
+        )
+        return await self._finish(
+            run, adopted.status, reason, error=adopted.error, final_step=self._state.step
+        )
+
+    async def _ask_back(self, run: RunInput, round_: int, question: str) -> str | None:
+        """Ask the requester `question` (an `ask_user` interaction); the answer, or None."""
+        arguments = canonical_json({"question": question})
+        now = workflow.now()
+        expires_after = timedelta(
+            seconds=run.approval_expires_after_s or run.agent.approval.expires_after_s
+        )
+        interaction = Interaction(
+            id=subagents.interaction_id(run.run_id, run.parent_run_id, round_, HANDOVER_ORD),
+            kind="ask_user",
+            step=round_,
+            ord=HANDOVER_ORD,
+            call_id=f"route-{round_}",
+            tool="ask_user",
+            arguments=arguments,
+            payload_hash=hashlib.sha256(
+                canonical_json({"tool": "ask_user", "arguments": arguments}).encode()
+            ).hexdigest(),
+            risk="read",
+            subject=question,
+            question=question,
+            requester=run.requester,
+            approvers=[run.requester],
+            created_at=now,
+            expires_at=now + expires_after,
+        )
+        self._state.interactions[interaction.id] = interaction
+        await run_activity(
+            InteractionRecords.open_interactions,
+            OpenInteractionsInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interactions=[interaction],
+                event_seq=self._take_seqs(1),
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+            summary="ask router question",
+        )
+        await self._notify(run, "waiting", interactions=[interaction])
+        try:
+            await workflow.wait_condition(
+                lambda: interaction.status != "pending",
+                timeout=interaction.expires_at - workflow.now(),
+            )
+        except TimeoutError:
+            pass
+        if interaction.status == "pending":
+            # As for any interaction: a decision being stored settles first, else the expiry.
+            await workflow.wait_condition(lambda: interaction.id not in self._deciding)
+            if interaction.status == "pending":
+                expired = interaction.model_copy(
+                    update={"status": "expired", "decision_id": str(workflow.uuid4())}
+                )
+                await self._store_outcome(expired, None)
+        if interaction.status == "answered" and (interaction.answer or "").strip():
+            return interaction.answer
+        return None
+
+
+_STOP_REASONS = set(get_args(StopReason))
