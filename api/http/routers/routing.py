@@ -35,7 +35,7 @@ async def router_agents(tenant: TenantId, user: CurrentUser, service: ServiceDep
     return await service.router.agents(tenant, user)
 
 
-@admin_router.put("/tenants/{tenant}", response_model=RouterAgents, responses=documented(422))
+@admin_router.put("/tenants/{tenant}", response_model=RouterAgents)
 async def set_router_agents(
     tenant: TenantId, body: RouterAgentsUpdate, user: CurrentUser, service: ServiceDep
 ) -> RouterAgents:

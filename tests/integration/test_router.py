@@ -1,0 +1,225 @@
+"""The capability router end to end: real HTTP API, worker, Temporal, Postgres, `openai`.
+
+The scripted model answers the routing call from the request (`worker.scripted_router`)
+and plays every routed agent's single turn, so each path runs as with a real provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.client import Client
+
+from activities.store.run_store import Store
+from api.cli.local_stack import serve_api
+from api.identity.auth import dev_token
+from tests.conftest import JWT_SECRET, in_process_worker
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.scripted_router import MALFORMED_MARK
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+
+ANSWER = "## Answer\nRouted and answered."
+DEV = ("developer",)
+# `build` as the tenant's operators define it: only developers may be routed to it.
+GUARDED_BUILD = """---
+name: build
+description: Makes changes to a workspace — edits files and runs commands — only with approval.
+tools: [list_files, read_file, write_file, ask_user]
+roles: [developer]
+---
+You make changes to the workspace, with approval.
+"""
+
+
+def headers(tenant: str, sub: str, *, roles: tuple[str, ...] = (), admin: bool = False) -> dict:
+    scopes = ("keel:admin",) if admin else ()
+    token = dev_token(JWT_SECRET, tenant, sub, scopes=scopes, roles=roles)
+    return {"authorization": f"Bearer {token}"}
+
+
+async def routed(http: httpx.AsyncClient, workspace: Path, text: str, **extra: Any) -> str:
+    body = {"agent": "auto", "input": text, "workspace": str(workspace), **extra}
+    response = await http.post("/v1/runs", json=body)
+    assert response.status_code == 201, response.text
+    assert response.json()["agent"] == "auto"
+    return str(response.json()["id"])
+
+
+async def finished(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    for _ in range(1200):
+        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
+        if run["status"] in ("completed", "failed", "cancelled"):
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} did not finish")
+
+
+async def question(http: httpx.AsyncClient, run_id: str, seen: set[str]) -> dict[str, Any]:
+    for _ in range(600):
+        items = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
+        waiting = [i for i in items if i["status"] == "pending" and i["id"] not in seen]
+        if waiting:
+            return dict(waiting[0])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} never asked")
+
+
+async def answer(http: httpx.AsyncClient, run_id: str, ia: dict[str, Any], text: str) -> None:
+    response = await http.post(
+        f"/v1/runs/{run_id}/interactions/{ia['id']}", json={"decision": "answer", "text": text}
+    )
+    assert response.status_code == 200, response.text
+
+
+async def decisions(http: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
+    response = await http.get(f"/v1/runs/{run_id}/route")
+    assert response.status_code == 200, response.text
+    return list(response.json())
+
+
+async def route_events(http: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
+    page = (await http.get(f"/v1/runs/{run_id}/events")).json()
+    return [e["data"] for e in page["events"] if e["type"] == "route_decision"]
+
+
+async def audited(admin: httpx.AsyncClient, tenant: str) -> list[tuple[str, str]]:
+    rows = (await admin.get("/v1/admin/audit", params={"tenant": tenant, "limit": 1000})).json()
+    return [(r["action"], r["subject"]) for r in rows if r["category"] == "router"]
+
+
+async def test_routed_refused_clarified_and_malformed_paths(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    agents_dir = tmp_path / "agents"
+    agents_dir.mkdir()
+    (agents_dir / "build.md").write_text(GUARDED_BUILD)
+    llm = scripted(Script(turns=[Turn(content=ANSWER)]))
+    settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=agents_dir)
+    tenant = f"router-{uuid.uuid4().hex[:8]}"
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=headers(tenant, "root", admin=True)) as admin,
+        httpx.AsyncClient(
+            base_url=url, headers=headers(tenant, "dev", roles=("developer",))
+        ) as dev,
+        httpx.AsyncClient(base_url=url, headers=headers(tenant, "viewer")) as viewer,
+    ):
+        # The tenant enables three agents; a non-admin may not change that (audited).
+        default = (await admin.get(f"/v1/admin/router/tenants/{tenant}")).json()
+        assert default["default"] is True and "explore" in default["agents"]
+        refused = await dev.put(f"/v1/admin/router/tenants/{tenant}", json={"agents": []})
+        assert refused.status_code == 403
+        unknown = await admin.put(f"/v1/admin/router/tenants/{tenant}", json={"agents": ["zz"]})
+        assert unknown.status_code == 422 and "Unknown agents ['zz']" in unknown.text
+        set_ = await admin.put(
+            f"/v1/admin/router/tenants/{tenant}",
+            json={"agents": ["review", "investigate", "build"]},
+        )
+        assert set_.status_code == 200, set_.text
+        assert set_.json()["agents"] == ["build", "investigate", "review"]
+
+        # 1. Routed to the right one of three: a child run with lineage, the router's
+        # report is the child's.
+        run_id = await routed(dev, workspace, "Investigate why add() ignores None values.")
+        run = await finished(dev, run_id)
+        assert run["status"] == "completed", run
+        assert run["report"] == ANSWER
+        [child] = run["children"]
+        assert child["agent"] == "investigate" and child["status"] == "completed"
+        child_run = (await dev.get(f"/v1/runs/{child['id']}")).json()
+        assert child_run["parent_run_id"] == run_id and child_run["trigger"] == "parent"
+        assert child_run["input"] == "Investigate why add() ignores None values."
+        [decision] = await decisions(dev, run_id)
+        assert decision["outcome"] == "routed" and decision["agent"] == "investigate"
+        assert decision["candidates"] == ["build", "investigate", "review"]
+        assert {"name": "explore", "reason": "not_enabled"} in decision["excluded"]
+        [event] = await route_events(dev, run_id)
+        assert event["outcome"] == "routed" and event["candidates"] == decision["candidates"]
+
+        # 2. Refused: the request needs `build`, which the caller's roles may not use.
+        run_id = await routed(viewer, workspace, "Ask the build agent to write notes.txt.")
+        run = await finished(viewer, run_id)
+        assert run["status"] == "completed" and run["children"] == []
+        assert run["report"].startswith("Refused: The request needs the agent 'build'")
+        [decision] = await decisions(viewer, run_id)
+        assert decision["outcome"] == "refused" and decision["candidates"] == [
+            "investigate",
+            "review",
+        ]
+        assert {"name": "build", "reason": "role"} in decision["excluded"]
+        [event] = await route_events(viewer, run_id)
+        assert event["outcome"] == "refused" and "your roles may not use" in event["reason"]
+        refused_id = run_id
+
+        # 3. Ambiguous: the router asks back; the answer completes the routing.
+        run_id = await routed(dev, workspace, "Can you help me please?")
+        ia = await question(dev, run_id, set())
+        assert ia["kind"] == "ask_user" and "I can route to" in ia["question"]
+        await answer(dev, run_id, ia, "Review the code for bugs.")
+        run = await finished(dev, run_id)
+        assert run["status"] == "completed" and run["report"] == ANSWER
+        [child] = run["children"]
+        assert child["agent"] == "review"
+        child_input = (await dev.get(f"/v1/runs/{child['id']}")).json()["input"]
+        assert "Review the code for bugs." in child_input
+        outcomes = [(d["outcome"], d["agent"]) for d in await decisions(dev, run_id)]
+        assert outcomes == [("clarifying", None), ("routed", "review")]
+        assert [e["outcome"] for e in await route_events(dev, run_id)] == ["clarifying", "routed"]
+        clarified_id = run_id
+
+        # 4. A malformed classification is never a guess: it asks, then routes the answer.
+        run_id = await routed(dev, workspace, f"{MALFORMED_MARK} review the code")
+        ia = await question(dev, run_id, set())
+        await answer(dev, run_id, ia, "Investigate the parser.")
+        run = await finished(dev, run_id)
+        assert run["status"] == "completed"
+        [child] = run["children"]
+        assert child["agent"] == "investigate"
+        first, second = await decisions(dev, run_id)
+        assert first["outcome"] == "clarifying" and first["classification"]["kind"] == "malformed"
+        assert second["outcome"] == "routed"
+        malformed_id = run_id
+
+        # 5. route_only: the decision, no run of the agent.
+        run_id = await routed(dev, workspace, "Review the code.", route_only=True)
+        run = await finished(dev, run_id)
+        assert run["children"] == [] and run["report"].startswith("Route: review")
+        only_id = run_id
+
+        # Another tenant sees none of it.
+        other = headers("someone-else", "eve")
+        stranger = await viewer.get(f"/v1/runs/{refused_id}/route", headers=other)
+        assert stranger.status_code == 404
+
+        # Every decision is audited in the tenant's chain.
+        trail = await audited(admin, tenant)
+        for subject, action in [
+            (f"{refused_id}/1", "route.refused"),
+            (f"{clarified_id}/1", "route.clarifying"),
+            (f"{clarified_id}/2", "route.routed"),
+            (f"{malformed_id}/1", "route.clarifying"),
+            (f"{malformed_id}/2", "route.routed"),
+            (f"{only_id}/1", "route.route_only"),
+        ]:
+            assert (action, subject) in trail, (action, subject, trail)
+        assert ("router.agents_set", tenant) in [
+            (r["action"], r["subject"])
+            for r in (await admin.get("/v1/admin/audit", params={"tenant": tenant})).json()
+        ]
+        verified = (await admin.get("/v1/admin/audit/verify", params={"tenant": tenant})).json()
+        assert verified["ok"] is True, verified
