@@ -35,6 +35,7 @@ from api.a2a.errors import UNAVAILABLE_CODE, watch_unavailable
 from api.a2a.handler import KeelA2AHandler
 from api.a2a.tasks import INPUT_MODES
 from api.core.errors import Unauthenticated, Unavailable
+from api.core.router import routable, router_agent
 from api.core.service import KeelService
 from api.events.line_safe import LineSafeStream
 from api.http.conditional import conditional_json
@@ -99,7 +100,8 @@ def agent_card(
 
     With auth off (KEEL_AUTH=off) it declares no security scheme, since none is enforced.
     """
-    agents = [catalog.get(agent)] if agent else catalog.all()
+    # The router (`auto`) is addressable like any agent, and a skill of the root card.
+    agents = [routable(catalog, agent)] if agent else [*catalog.all(), router_agent()]
     url = f"{base_url}/a2a/{agent}" if agent else f"{base_url}/a2a"
     card = AgentCard(
         name=f"Keel {agent}" if agent else "Keel",
@@ -332,7 +334,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         except Unavailable as exc:
             return _unavailable(None, exc)
         agent = request.path_params.get("agent")
-        if agent is not None and service().parts.catalog.get(agent) is None:
+        if agent is not None and routable(service().parts.catalog, agent) is None:
             return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
         raw = await request.body()
         body: Any = None
@@ -364,7 +366,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
     def built(request: Request) -> AgentCard | None:
         agent = request.path_params.get("agent")
         catalog = service().parts.catalog
-        if agent is not None and catalog.get(agent) is None:
+        if agent is not None and routable(catalog, agent) is None:
             return None
         root = str(request.base_url).rstrip("/") if not base_url else base_url
         return agent_card(root, catalog, agent, auth=service().auth_mode != "off")

@@ -18,6 +18,7 @@ from api.core.context import CoreParts
 from api.core.errors import Forbidden, Invalid, NotFound
 from api.identity.auth import Principal
 from api.identity.config import user_ref
+from worker.agent_catalog import AgentCatalog
 from workflows.models import AgentSpec, RunInput
 from workflows.router_models import ROUTER_AGENT, RouteRequest
 
@@ -33,6 +34,11 @@ ROUTER_DESCRIPTION = (
 def router_agent() -> AgentSpec:
     """The `auto` agent: no tools, no prompt of its own; it runs no step loop."""
     return AgentSpec(name=ROUTER_AGENT, description=ROUTER_DESCRIPTION, system_prompt="")
+
+
+def routable(catalog: AgentCatalog, name: str) -> AgentSpec | None:
+    """The agent a surface may address by `name`: a catalogue agent, or the router."""
+    return router_agent() if name == ROUTER_AGENT else catalog.get(name)
 
 
 def with_route(run: RunInput, route_only: bool, user: Principal) -> RunInput:

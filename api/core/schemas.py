@@ -393,6 +393,10 @@ class SessionMessageCreate(BaseModel):
     on_busy: Literal["reject", "enqueue", "interrupt"] = "reject"
     run_id: ChosenId | None = None
     approval_expires_after_s: int | None = Field(default=None, ge=1, le=90 * 86_400)
+    agent: Literal["auto"] | None = Field(
+        default=None,
+        description="\"auto\": the router picks this message's agent; none: the session's.",
+    )
 
 
 class SessionMessage(BaseModel):

@@ -101,7 +101,7 @@ class SessionService:
         retry with the same `run_id` and message answers with the run it started."""
         session = await self.get(session_id, user)
         order = RunOrder.of(
-            agent=session.agent,
+            agent=body.agent or session.agent,
             input=body.input,
             workspace=session.workspace,
             trigger="api",

@@ -223,3 +223,79 @@ async def test_routed_refused_clarified_and_malformed_paths(
         ]
         verified = (await admin.get("/v1/admin/audit/verify", params={"tenant": tenant})).json()
         assert verified["ok"] is True, verified
+
+
+async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content=ANSWER)]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    tenant = f"router-{uuid.uuid4().hex[:8]}"
+    alice = headers(tenant, "alice")
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=alice, timeout=60) as http,
+    ):
+        # A session message may ask the router, whatever the session's agent.
+        created = await http.post(
+            "/v1/sessions", json={"agent": "review", "workspace": str(workspace)}
+        )
+        assert created.status_code == 201, created.text
+        session_id = created.json()["id"]
+        posted = await http.post(
+            f"/v1/sessions/{session_id}/messages",
+            json={"input": "Investigate the parser.", "agent": "auto"},
+        )
+        assert posted.status_code == 202, posted.text
+        run = await finished(http, posted.json()["run"]["id"])
+        assert run["agent"] == "auto" and run["session_id"] == session_id
+        assert [c["agent"] for c in run["children"]] == ["investigate"]
+        history = (await http.get(f"/v1/sessions/{session_id}")).json()
+        assert ANSWER in [m["content"] for m in history["messages"]]
+        wrong = await http.post(
+            f"/v1/sessions/{session_id}/messages", json={"input": "x", "agent": "build"}
+        )
+        assert wrong.status_code == 422
+
+        # A2A: `auto` is an agent endpoint with its card, and a skill of the root card.
+        root_card = (await http.get("/.well-known/agent-card.json")).json()
+        assert "auto" in {s["id"] for s in root_card["skills"]}
+        card = await http.get("/a2a/auto/.well-known/agent-card.json")
+        assert card.status_code == 200 and [s["id"] for s in card.json()["skills"]] == ["auto"]
+        sent = await http.post(
+            "/a2a/auto",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {
+                        "messageId": "m-route",
+                        "role": "ROLE_USER",
+                        "parts": [{"text": "Review the code for bugs."}],
+                    }
+                },
+            },
+            headers={"A2A-Version": "1.0"},
+        )
+        task = sent.json()["result"]["task"]
+        run = await finished(http, task["id"])
+        assert run["agent"] == "auto" and run["trigger"] == "a2a"
+        assert [c["agent"] for c in run["children"]] == ["review"]
+        assert run["report"] == ANSWER
+
+        # A question nobody answers expires: a refusal, on record like every decision.
+        run_id = await routed(
+            http, workspace, "Can you help me please?", approval_expires_after_s=1
+        )
+        run = await finished(http, run_id)
+        assert run["status"] == "completed" and run["children"] == []
+        assert "question was not answered" in run["report"]
+        assert [d["outcome"] for d in await decisions(http, run_id)] == ["clarifying", "refused"]
+        [ia] = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
+        assert ia["status"] == "expired"
