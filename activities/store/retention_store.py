@@ -48,6 +48,8 @@ RUN_CONTENT_TABLES = (
     "a2a_push_configs",
     # An output a plugin's tool.after hooks never released (they kept failing).
     "held_tool_outputs",
+    # The router's decisions: their reasons and questions quote the request.
+    "route_decisions",
 )
 
 POLICIES_SQL = (

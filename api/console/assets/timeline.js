@@ -234,6 +234,13 @@ export class Timeline {
           h("span", { class: "muted" }, Object.entries(d).filter(([k, v]) => k !== "step" && typeof v !== "object").map(([k, v]) => `${k}: ${v}`).join(" · ")),
           d.summary ? h("details", {}, h("summary", {}, "summary"), h("pre", {}, typeof d.summary === "string" ? d.summary : json(d.summary))) : null);
         break;
+      case "route_decision": {
+        const title = { routed: `Routed to ${d.agent}`, route_only: `Route: ${d.agent}`,
+          clarifying: "Asking which agent", refused: "Refused" }[d.outcome] || d.outcome;
+        this.item(event, h("strong", {}, title), " ", h("span", { class: "muted" }, d.reason ?? ""),
+          h("details", {}, h("summary", {}, "candidates"), h("pre", {}, json({ candidates: d.candidates, excluded: d.excluded, classification: d.classification }))));
+        break;
+      }
       case "done":
       case "error":
       case "cancelled":
