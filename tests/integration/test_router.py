@@ -7,6 +7,8 @@ and plays every routed agent's single turn, so each path runs as with a real pro
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +21,9 @@ from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from api.identity.auth import dev_token
 from tests.conftest import JWT_SECRET, in_process_worker
+from tests.integration.test_replay import HISTORIES, replayer
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.scripted_router import MALFORMED_MARK
 from worker.settings import Settings
 
@@ -181,6 +184,13 @@ async def test_routed_refused_clarified_and_malformed_paths(
         assert outcomes == [("clarifying", None), ("routed", "review")]
         assert [e["outcome"] for e in await route_events(dev, run_id)] == ["clarifying", "routed"]
         clarified_id = run_id
+        # Its history (a question, an answer, a hand-over) replays on the current code.
+        history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+        assert (await replayer().replay_workflow(history)).replay_failure is None
+        if os.environ.get("KEEL_RECORD_HISTORY"):
+            # KEEL_RECORD_HISTORY=1 adds it to the histories future code must replay.
+            target = HISTORIES / "agent_run_router.json"
+            target.write_text(json.dumps(history.to_json_dict(), indent=1))
 
         # 4. A malformed classification is never a guess: it asks, then routes the answer.
         run_id = await routed(dev, workspace, f"{MALFORMED_MARK} review the code")
@@ -232,7 +242,18 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
     scripted: StartLLM,
     settings_for: MakeSettings,
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content=ANSWER)]))
+    write = ScriptedToolCall(name="write_file", arguments={"path": "notes.txt", "content": "hi"})
+    llm = scripted(
+        Script(
+            turns=[Turn(content=ANSWER)],
+            conversations=[
+                Conversation(
+                    match="write notes.txt",
+                    turns=[Turn(tool_calls=[write]), Turn(content="Wrote notes.txt.")],
+                )
+            ],
+        )
+    )
     settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"router-{uuid.uuid4().hex[:8]}"
     alice = headers(tenant, "alice")
@@ -288,6 +309,20 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
         assert run["agent"] == "auto" and run["trigger"] == "a2a"
         assert [c["agent"] for c in run["children"]] == ["review"]
         assert run["report"] == ANSWER
+
+        # A routed agent's approval shows on the router run and is decided through it.
+        run_id = await routed(http, workspace, "Ask the build agent to write notes.txt.")
+        ia = await question(http, run_id, set())
+        assert ia["kind"] == "confirm" and ia["tool"] == "write_file"
+        assert ia["run_id"] != run_id  # the child's, listed with the router's
+        approved = await http.post(
+            f"/v1/runs/{run_id}/interactions/{ia['id']}",
+            json={"decision": "approve", "payload_hash": ia["payload_hash"]},
+        )
+        assert approved.status_code == 200, approved.text
+        run = await finished(http, run_id)
+        assert run["status"] == "completed" and run["report"] == "Wrote notes.txt."
+        assert (workspace / "notes.txt").read_text() == "hi"
 
         # A question nobody answers expires: a refusal, on record like every decision.
         run_id = await routed(
