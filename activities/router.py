@@ -10,6 +10,7 @@ into a guess.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.llm import RETRYABLE_STATUS
+from activities.prices import ModelPrice
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.anthropic_messages import serves as anthropic_serves
 from activities.store.router_store import RouterStore
@@ -132,8 +134,10 @@ class RouterActivities(Routing):
         agent: AgentLookup,
         tool_problem: ToolProblem,
         anthropic: AnthropicMessages | None = None,
+        prices: dict[str, ModelPrice] | None = None,
     ) -> None:
         self._store = store
+        self._prices = prices or {}
         self._router = RouterStore(store.pool)
         self._client = client
         self._agents = agents
@@ -171,7 +175,18 @@ class RouterActivities(Routing):
         agents = [a for a in (self._agent(n) for n in request.candidates) if a is not None]
         text = await self._request(request.run_id)
         messages = classification_messages(agents, text, request.clarifications)
+        started = time.monotonic()
         answer, tokens = await self._complete(request.model, messages)
+        price = self._prices.get(request.model)
+        await self._router.record_call(
+            run_id=request.run_id,
+            step=request.round,
+            model=request.model,
+            tokens=tokens,
+            latency_ms=int((time.monotonic() - started) * 1000),
+            attempt=activity.info().attempt,
+            cost_usd=price.cost(*tokens) if price is not None else 0.0,
+        )
         classification = parse_answer(answer)
         return classification.model_copy(update={"tokens": list(tokens)})
 

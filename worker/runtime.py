@@ -162,7 +162,13 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     retention_activities = RetentionActivities(RetentionStore(store.pool))
     subagent_activities = SubagentActivities(store, catalog.get)
     router_activities = RouterActivities(
-        store, llm, catalog.all, catalog.get, sandbox_tool_problem(sandbox.problem), messages_api
+        store,
+        llm,
+        catalog.all,
+        catalog.get,
+        sandbox_tool_problem(sandbox.problem),
+        messages_api,
+        settings.prices,
     )
     worker = Worker(
         client,

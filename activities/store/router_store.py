@@ -44,6 +44,17 @@ INSERT_MESSAGE_SQL = (
     " VALUES (%s, %s, 1, 'assistant', %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 
+# The classification's trace and usage, counted once per round like a step's model call.
+RECORD_CALL_SQL = (
+    "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
+    " completion_tokens, latency_ms, attempt, finish_reason, cost_usd)"
+    " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s, %(latency)s,"
+    " %(attempt)s, 'route', %(cost)s) ON CONFLICT DO NOTHING RETURNING 1)"
+    " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
+    " completion_tokens = completion_tokens + %(completion)s, cost_usd = cost_usd + %(cost)s"
+    " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call)"
+)
+
 
 class TenantAgents(BaseModel):
     """The agents a tenant enabled for the router, when an admin set them."""
@@ -218,6 +229,33 @@ class RouterStore:
                 sha256_text(content),
             ),
         )
+
+    async def record_call(
+        self,
+        *,
+        run_id: str,
+        step: int,
+        model: str,
+        tokens: tuple[int, int],
+        latency_ms: int,
+        attempt: int,
+        cost_usd: float,
+    ) -> None:
+        """The classification's trace in `llm_calls`, its tokens and cost on the run."""
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                RECORD_CALL_SQL,
+                {
+                    "run": run_id,
+                    "step": step,
+                    "model": model,
+                    "prompt": tokens[0],
+                    "completion": tokens[1],
+                    "latency": latency_ms,
+                    "attempt": attempt,
+                    "cost": cost_usd,
+                },
+            )
 
     async def put_report(self, run_id: str, step: int, report: str) -> None:
         """The router run's final message: its routed child's report."""

@@ -144,6 +144,9 @@ async def test_routed_refused_clarified_and_malformed_paths(
         assert run["report"] == ANSWER
         [child] = run["children"]
         assert child["agent"] == "investigate" and child["status"] == "completed"
+        # The classification is a model call of the router's own, traced and counted.
+        assert run["usage"]["prompt_tokens"] == 100
+        assert run["total_usage"]["prompt_tokens"] == 200
         child_run = (await dev.get(f"/v1/runs/{child['id']}")).json()
         assert child_run["parent_run_id"] == run_id and child_run["trigger"] == "parent"
         assert child_run["input"] == "Investigate why add() ignores None values."
