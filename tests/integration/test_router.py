@@ -156,6 +156,7 @@ async def test_routed_refused_clarified_and_malformed_paths(
         assert {"name": "explore", "reason": "not_enabled"} in decision["excluded"]
         [event] = await route_events(dev, run_id)
         assert event["outcome"] == "routed" and event["candidates"] == decision["candidates"]
+        routed_id = run_id
 
         # 2. Refused: the request needs `build`, which the caller's roles may not use.
         run_id = await routed(viewer, workspace, "Ask the build agent to write notes.txt.")
@@ -222,6 +223,7 @@ async def test_routed_refused_clarified_and_malformed_paths(
         # Every decision is audited in the tenant's chain.
         trail = await audited(admin, tenant)
         for subject, action in [
+            (f"{routed_id}/1", "route.routed"),
             (f"{refused_id}/1", "route.refused"),
             (f"{clarified_id}/1", "route.clarifying"),
             (f"{clarified_id}/2", "route.routed"),
