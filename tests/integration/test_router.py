@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from a2a.types import GetTaskRequest, TaskState
 from temporalio.client import Client
 
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from api.identity.auth import dev_token
 from tests.conftest import JWT_SECRET, in_process_worker
+from tests.integration.test_a2a import a2a_client, user_message
+from tests.integration.test_approvals import ALICE
 from tests.integration.test_replay import HISTORIES, replayer
 from worker.dev_stack import free_port
 from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
@@ -57,9 +60,11 @@ async def routed(http: httpx.AsyncClient, workspace: Path, text: str, **extra: A
     return str(response.json()["id"])
 
 
-async def finished(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+async def finished(
+    http: httpx.AsyncClient, run_id: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     for _ in range(1200):
-        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
+        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}", headers=headers)).json()
         if run["status"] in ("completed", "failed", "cancelled"):
             return run
         await asyncio.sleep(0.05)
@@ -314,6 +319,19 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
         assert run["agent"] == "auto" and run["trigger"] == "a2a"
         assert [c["agent"] for c in run["children"]] == ["review"]
         assert run["report"] == ANSWER
+        # Over the a2a-sdk client: the router's question is `input-required`, and the
+        # next message of the task answers it.
+        async with a2a_client(url, streaming=False, agent="auto") as client:
+            [first] = [r async for r in client.send_message(user_message("Help me please?"))]
+            task_id = first.task.id
+            assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            reply = user_message("Investigate the parser.", task_id=task_id)
+            _ = [r async for r in client.send_message(reply)]
+            task = await client.get_task(GetTaskRequest(id=task_id, history_length=10))
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+            assert task.history[-1].parts[0].text == ANSWER
+        run = await finished(http, task_id, headers=ALICE)
+        assert [c["agent"] for c in run["children"]] == ["investigate"]
 
         # A routed agent's approval shows on the router run and is decided through it.
         run_id = await routed(http, workspace, "Ask the build agent to write notes.txt.")
