@@ -272,6 +272,8 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
         serve_api(settings) as url,
         httpx.AsyncClient(base_url=url, headers=alice, timeout=60) as http,
     ):
+        listed = (await http.get("/v1/agents")).json()
+        assert listed[-1]["name"] == "auto" and listed[-1]["tools"] == []
         # A session message may ask the router, whatever the session's agent.
         created = await http.post(
             "/v1/sessions", json={"agent": "review", "workspace": str(workspace)}

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from activities.store.outage import is_store_outage
 from activities.store.run_store import Store
+from api.core.router import router_agent
 from api.core.schemas import AgentPublic, Health, Liveness, Readiness
 from api.http.deps import CurrentUser, ServiceDep
 from api.http.errors import AUTHENTICATED, STORE_RETRY_AFTER_S, documented
@@ -83,4 +84,5 @@ async def _answers(check: Awaitable[object]) -> bool:
     "/v1/agents", response_model=list[AgentPublic], tags=["agents"], responses=AUTHENTICATED
 )
 async def list_agents(service: ServiceDep, user: CurrentUser) -> list[AgentPublic]:
-    return [AgentPublic.from_spec(a) for a in service.parts.catalog.all()]
+    """The catalogue's agents, then `auto`, the router that picks one of them."""
+    return [AgentPublic.from_spec(a) for a in [*service.parts.catalog.all(), router_agent()]]
