@@ -25,6 +25,8 @@ from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.anthropic_messages import serves as anthropic_serves
 from activities.store.router_store import RouterStore
 from activities.store.run_store import Store
+from activities.store.run_tree import RunTreeStore
+from activities.tool_events import PREVIEW_CHARS
 from workflows.activity_refs import Routing
 from workflows.models import AgentSpec
 from workflows.router_models import (
@@ -220,10 +222,52 @@ class RouterActivities(Routing):
             f"The routed run {child.id} ({child.agent}) ended {status} without a report."
         )
         await self._router.put_report(request.run_id, request.step, report)
+        if request.event_seq is not None:
+            await self._answer_handover(request)
         return AdoptedChild(
             status=status,  # type: ignore[arg-type]
             stop_reason=child.stop_reason or ("final_answer" if status == "completed" else "error"),
             error=child.error,
+        )
+
+    async def _answer_handover(self, request: AdoptChildInput) -> None:
+        """The hand-over call's answer, stored and announced as a `task` call's is."""
+        assert request.event_seq is not None
+        answer = await RunTreeStore(self._store.pool).child_answer(request.child_run_id)
+        step = request.handover_step
+        await self._store.put_tool_message(
+            run_id=request.run_id,
+            step=step,
+            ord_=request.handover_ord,
+            call_id=request.call_id,
+            name="task",
+            content=answer.text,
+            is_error=answer.is_error,
+            events=[
+                (
+                    request.event_seq,
+                    "tool_result",
+                    {
+                        "step": step,
+                        "call_id": request.call_id,
+                        "name": "task",
+                        "is_error": answer.is_error,
+                        "size": len(answer.text.encode()),
+                        "preview": answer.text[:PREVIEW_CHARS],
+                    },
+                ),
+                (
+                    request.event_seq + 1,
+                    "child_run",
+                    {
+                        "run_id": request.child_run_id,
+                        "agent": answer.agent,
+                        "status": answer.status,
+                        "step": step,
+                        "call_id": request.call_id,
+                    },
+                ),
+            ],
         )
 
     async def _request(self, run_id: str) -> str:

@@ -138,11 +138,20 @@ class RecordRouteInput(BaseModel):
 
 
 class AdoptChildInput(BaseModel):
-    """Input of `adopt_child_result`: the router's report becomes its child's."""
+    """Input of `adopt_child_result`: the router's report becomes its child's.
+
+    The hand-over's answer is stored too, like a `task` call's: its tool message and its
+    `tool_result` and final `child_run` events, so every reader sees the call end."""
 
     run_id: str
     child_run_id: str
     step: int = Field(description="The router's step whose message holds the report.")
+    handover_step: int = Field(default=0, description="The step of the hand-over call.")
+    handover_ord: int = 2
+    call_id: str = ""
+    event_seq: int | None = Field(
+        default=None, description="Seqs of the hand-over's `tool_result` and `child_run`."
+    )
 
 
 class AdoptedChild(BaseModel):

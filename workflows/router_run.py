@@ -219,11 +219,19 @@ class RouterSteps:
                 max_tool_calls=CHILD_TOOL_CALLS,
             ),
         )
-        await self._run_child(child_id, f"route-{round_}", child)
+        answer = await self._run_child(child_id, f"route-{round_}", child)
         self._state.step += 1
         adopted = await run_activity(
             Routing.adopt_child_result,
-            AdoptChildInput(run_id=run.run_id, child_run_id=child_id, step=self._state.step),
+            AdoptChildInput(
+                run_id=run.run_id,
+                child_run_id=child_id,
+                step=self._state.step,
+                handover_step=round_,
+                handover_ord=HANDOVER_ORD,
+                call_id=answer.call_id,
+                event_seq=answer.event_seq,
+            ),
             timeouts.STORE_CALL,
             local=True,
         )

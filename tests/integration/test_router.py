@@ -162,6 +162,12 @@ async def test_routed_refused_clarified_and_malformed_paths(
         [event] = await route_events(dev, run_id)
         assert event["outcome"] == "routed" and event["candidates"] == decision["candidates"]
         routed_id = run_id
+        # The hand-over reads as a `task` call that ran: its result and the child's end.
+        page = (await dev.get(f"/v1/runs/{run_id}/events")).json()["events"]
+        [result] = [e["data"] for e in page if e["type"] == "tool_result"]
+        assert result["name"] == "task" and result["preview"] == ANSWER
+        ends = [e["data"]["status"] for e in page if e["type"] == "child_run"]
+        assert ends == ["running", "completed"]
 
         # 2. Refused: the request needs `build`, which the caller's roles may not use.
         run_id = await routed(viewer, workspace, "Ask the build agent to write notes.txt.")
