@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from activities.store.router_store import RouterStore, StoredRouteDecision
 from api.core.context import CoreParts
 from api.core.errors import Forbidden, Invalid, NotFound
+from api.core.tenant_ids import in_view
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from worker.agent_catalog import AgentCatalog
@@ -111,7 +112,9 @@ class RouterService:
     async def decisions(self, run_id: str, user: Principal) -> list[StoredRouteDecision]:
         """The decisions of one of the caller's runs (404 for another tenant's, audited)."""
         record = await self._runs.get(run_id, user)
-        return await self._store.decisions(record.id)
+        shown = in_view(record.tenant_id, record.id)  # the id as the tenant knows it
+        stored = await self._store.decisions(record.id)
+        return [d.model_copy(update={"run_id": shown}) for d in stored]
 
     async def _admin(self, user: Principal, action: str) -> None:
         if not user.is_admin:

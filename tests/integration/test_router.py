@@ -355,6 +355,18 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
         assert run["status"] == "completed" and run["report"] == "Wrote notes.txt."
         assert (workspace / "notes.txt").read_text() == "hi"
 
+        # Two tenants choosing one run id each get their own router run, shown by that id.
+        chosen = f"same-{uuid.uuid4().hex[:6]}"
+        for who in (alice, headers(f"{tenant}-b", "bob")):
+            body = {"agent": "auto", "input": "Review the code.", "workspace": str(workspace)}
+            started = await http.post(
+                "/v1/runs", json={**body, "run_id": chosen, "route_only": True}, headers=who
+            )
+            assert started.status_code == 201 and started.json()["id"] == chosen, started.text
+            await finished(http, chosen, headers=who)
+            [only] = (await http.get(f"/v1/runs/{chosen}/route", headers=who)).json()
+            assert only["run_id"] == chosen and only["outcome"] == "route_only"
+
         # A question nobody answers expires: a refusal, on record like every decision.
         run_id = await routed(
             http, workspace, "Can you help me please?", approval_expires_after_s=1
