@@ -20,7 +20,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.llm import RETRYABLE_STATUS
+from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
+from activities.providers import plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.anthropic_messages import serves as anthropic_serves
 from activities.store.router_store import RouterStore
@@ -137,9 +139,11 @@ class RouterActivities(Routing):
         tool_problem: ToolProblem,
         anthropic: AnthropicMessages | None = None,
         prices: dict[str, ModelPrice] | None = None,
+        plugins: PluginCode | None = None,
     ) -> None:
         self._store = store
         self._prices = prices or {}
+        self._plugins = plugins
         self._router = RouterStore(store.pool)
         self._client = client
         self._agents = agents
@@ -178,7 +182,7 @@ class RouterActivities(Routing):
         text = await self._request(request.run_id)
         messages = classification_messages(agents, text, request.clarifications)
         started = time.monotonic()
-        answer, tokens = await self._complete(request.model, messages)
+        answer, tokens = await self._complete(request.model, messages, request.run_id)
         price = self._prices.get(request.model)
         await self._router.record_call(
             run_id=request.run_id,
@@ -281,8 +285,12 @@ class RouterActivities(Routing):
         return message.content or ""
 
     async def _complete(
-        self, model: str, messages: list[dict[str, Any]]
+        self, model: str, messages: list[dict[str, Any]], run_id: str
     ) -> tuple[str, tuple[int, int]]:
+        """One unstreamed call through the adapter that serves `model`, as compaction's."""
+        claimed = self._plugins.provider_for(model) if self._plugins is not None else None
+        if claimed is not None:
+            return await plugin_models.summarise(claimed, model, run_id, messages)
         if anthropic_serves(model) and self._anthropic is not None:
             return await self._anthropic.summarise(model, messages)
         try:

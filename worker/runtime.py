@@ -169,6 +169,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         sandbox_tool_problem(sandbox.problem),
         messages_api,
         settings.prices,
+        plugins,
     )
     worker = Worker(
         client,
