@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 
 from temporalio import workflow
 
@@ -44,7 +44,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from workflows.models import GateResult, RunState, RunStatus, StartRunInput
+
+T = TypeVar("T")
 
 # The hand-over is stored as the router's `task` call at this position of its step,
 # where a sub-agent run looks for the call that started it.
@@ -62,6 +66,8 @@ class RouterSteps:
         _deciding: set[str]
 
         def _take_seqs(self, count: int) -> int: ...
+
+        async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T: ...
 
         async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult: ...
 
@@ -179,18 +185,22 @@ class RouterSteps:
     ) -> Classification:
         if not names:
             return Classification(kind="none", reason="no candidate agents")
-        classification = await run_activity(
-            Routing.classify_route,
-            ClassifyInput(
-                run_id=run.run_id,
-                tenant_id=run.tenant_id,
-                round=round_,
-                model=run.model,
-                candidates=names,
-                clarifications=clarifications,
-            ),
-            timeouts.route_classify(run.llm_max_attempts),
-            summary=f"route classification {round_} · {run.model}",
+        job = ClassifyInput(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            round=round_,
+            model=run.model,
+            candidates=names,
+            clarifications=clarifications,
+        )
+        # Like every model call: a store outage is waited out, not spent as an attempt.
+        classification = await self._outlasting_outages(
+            lambda: run_activity(
+                Routing.classify_route,
+                job,
+                timeouts.route_classify(run.llm_max_attempts),
+                summary=f"route classification {round_} · {run.model}",
+            )
         )
         if classification.tokens:
             prompt, completion = classification.tokens
