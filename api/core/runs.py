@@ -45,6 +45,7 @@ from api.core.schemas import (
     RunPublic,
     StoredText,
 )
+from api.core.session_home import on_our_queue
 from api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
 from api.identity.auth import Principal
 from api.identity.config import user_ref
@@ -405,14 +406,17 @@ class RunService:
         assert run.session_id is not None
         parts = self._parts
         try:
-            handle = await parts.temporal.start_workflow(
-                SessionWorkflow.run,
-                SessionState(session_id=run.session_id, tenant_id=run.tenant_id),
-                id=session_workflow_id(run.session_id),
-                task_queue=parts.settings.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                rpc_timeout=TEMPORAL_CALL_TIMEOUT,
-            )
+            for _ in range(2):  # the second time on our queue, if it ran on another
+                handle = await parts.temporal.start_workflow(
+                    SessionWorkflow.run,
+                    SessionState(session_id=run.session_id, tenant_id=run.tenant_id),
+                    id=session_workflow_id(run.session_id),
+                    task_queue=parts.settings.task_queue,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+                )
+                if await on_our_queue(parts, handle, run.session_id, run.run_id):
+                    break
             # The busy check was Postgres's; the session workflow queues the rest in order.
             return await handle.execute_update(
                 SessionWorkflow.submit,

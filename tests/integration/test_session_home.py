@@ -1,0 +1,55 @@
+"""A session whose workflow another Keel started (on another task queue) still answers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from activities.store.run_store import Store
+from api.core.runs import session_workflow_id
+from tests.integration.test_sessions import api, new_session, post, run_state
+from worker.dev_stack import free_port
+from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.settings import Settings
+
+StartLLM = Callable[[Script], ScriptedLLMServer]
+MakeSettings = Callable[..., Settings]
+
+
+async def test_a_message_to_a_session_of_another_task_queue_is_answered_here(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="First answer."), Turn(content="Second answer.")]))
+    before = settings_for(llm, workspace, api_port=free_port())
+    async with api(temporal_client, store, before) as http:
+        session = await new_session(http, workspace)
+        first = await post(http, session, "One?")
+        assert first.status_code == 202, first.text
+        await run_state(http, first.json()["run"]["id"], "completed")
+    stale = temporal_client.get_workflow_handle(session_workflow_id(session))
+    described = await stale.describe()
+    assert described.task_queue == before.task_queue
+
+    # Another Keel (its own task queue, as each test's stack and a changed KEEL_TASK_QUEUE
+    # have): no worker polls the queue the session's workflow waits on.
+    after = settings_for(llm, workspace, api_port=free_port())
+    assert after.task_queue != before.task_queue
+    async with api(temporal_client, store, after) as http:
+        sent = time.monotonic()
+        second = await post(http, session, "Two?", on_busy="enqueue")
+        assert second.status_code == 202, second.text
+        assert time.monotonic() - sent < 10, "the message waited for a worker that is gone"
+        run = await run_state(http, second.json()["run"]["id"], "completed")
+        assert run["report"] == "Second answer.", "the run sees the session's history"
+        now = await stale.describe()
+        assert now.task_queue == after.task_queue
+        assert now.status == WorkflowExecutionStatus.RUNNING
+        old = temporal_client.get_workflow_handle(stale.id, run_id=described.run_id)
+        assert (await old.describe()).status == WorkflowExecutionStatus.TERMINATED
