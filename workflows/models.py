@@ -269,7 +269,15 @@ InteractionKind = Literal["confirm", "ask_user", "local_tool_result"]
 MAX_LOCAL_RESULT_CHARS = 262_144
 MAX_ANSWER_CHARS = 20_000
 InteractionStatus = Literal[
-    "pending", "approved", "rejected", "expired", "answered", "executing", "executed", "failed"
+    "pending",
+    "approved",
+    "rejected",
+    "expired",
+    "answered",
+    "executing",
+    "executed",
+    "failed",
+    "cancelled",  # the run ended before anyone decided it (activities/store/interaction_closing)
 ]
 DecisionKind = Literal["approve", "approve_always", "reject", "answer"]
 

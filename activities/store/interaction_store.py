@@ -19,14 +19,11 @@ COLUMNS = (
     " expires_at, decision_id"
 )
 
-# A run that ended (cancelled while it waited, say) waits on nothing, whatever its
-# interactions' rows still say.
+# A run that ends closes what it waited on (interaction_closing), so `pending` is live.
 PENDING_FOR_TENANT_SQL = (
-    "SELECT i.run_id, " + ", ".join(f"i.{c.strip()}" for c in COLUMNS.split(",")) + ""
-    " FROM interactions i JOIN runs r ON r.id = i.run_id"
-    " WHERE i.tenant_id = %s AND i.status = 'pending'"
-    " AND r.status NOT IN ('completed', 'failed', 'cancelled')"
-    " ORDER BY i.created_at, i.run_id, i.id LIMIT %s"
+    f"SELECT run_id, {COLUMNS} FROM interactions"
+    " WHERE tenant_id = %s AND status = 'pending'"
+    " ORDER BY created_at, run_id, id LIMIT %s"
 )
 
 # Requests still waiting for a person, by tenant: the API's metrics gauge.

@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import JsonValue
 
 from activities.store.audit import AuditEntry, AuditLog, redact
+from activities.store.interaction_closing import close_pending_in
 from activities.store.records import (
     EventRecord,
     MessageRecord,
@@ -400,7 +401,24 @@ class Store:
             if error:
                 data["error"] = error
             await self._put_event(conn, run_id, event_seq, event_type, data)
+            # What it still waited on ends with it, in the same transaction.
+            await close_pending_in(conn, run_id, run_status=status, stop_reason=stop_reason)
         return report
+
+    async def end_closed_elsewhere(self, run_id: str, *, status: str, error: str) -> bool:
+        """Record the end of a run whose workflow closed without saying so (terminated or
+        timed out in Temporal): its row and what it waited on. False if already recorded."""
+        async with self._pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "UPDATE runs SET status = %s, stop_reason = %s, error = coalesce(error, %s),"
+                " finished_at = coalesce(finished_at, now())"
+                " WHERE id = %s AND status NOT IN ('completed', 'failed', 'cancelled')",
+                (status, "error" if status == "failed" else "cancelled", error, run_id),
+            )
+            if cur.rowcount == 0:
+                return False
+            await close_pending_in(conn, run_id, run_status=status, stop_reason="closed_elsewhere")
+            return True
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         async with self._pool.connection() as conn:

@@ -20,6 +20,8 @@ from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeou
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.store.interaction_closing import closed_sentence
+from activities.store.records import RunRecord
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from api.core.errors import (
     Conflict,
@@ -258,13 +260,21 @@ class DecisionService:
     ) -> DecisionResult:
         """The run has finished: nothing it waited on can be decided any more, but the
         decision that took can be repeated and hear so."""
-        known = await self._parts.interactions.get(run_id, decision.interaction_id)
+        parts = self._parts
+        known = await parts.interactions.get(run_id, decision.interaction_id)
         if known is None:
             raise NotFound(f"No interaction {decision.interaction_id}.")
         if _repeats(known, decision):
             return _accepted(run_id, known)
-        reason = _closed(known)
-        await self._parts.audit.refused_decision(
+        if known.status == "pending":
+            # The workflow closed without recording its end (terminated, timed out).
+            await parts.store.end_closed_elsewhere(
+                run_id, status="failed", error="The workflow was closed in Temporal."
+            )
+            known = await parts.interactions.get(run_id, decision.interaction_id) or known
+        run = await parts.store.get_run(run_id)
+        reason = _closed(known, run)
+        await parts.audit.refused_decision(
             user, run_id, decision.interaction_id, decision.decision, reason
         )
         raise InteractionClosed(reason)
@@ -279,8 +289,12 @@ class DecisionService:
             return await self._parts.interactions.get(run_id, interaction_id)
 
 
-def _closed(interaction: Interaction) -> str:
-    return f"Interaction {interaction.id} is already {interaction.status}."
+def _closed(interaction: Interaction, run: RunRecord | None = None) -> str:
+    """Why a decision on `interaction` cannot take; `run` (ended) says why it was cancelled."""
+    if run is None:
+        return f"Interaction {interaction.id} is already {interaction.status}."
+    shown = in_view(run.tenant_id, interaction.id), in_view(run.tenant_id, run.id)
+    return closed_sentence(shown[0], interaction.status, shown[1], run.status)
 
 
 def _repeats(interaction: Interaction, decision: InteractionDecision) -> bool:

@@ -481,6 +481,10 @@ class RunService:
             if wf_status is not None and closed_as is not None:
                 public.status = closed_as
                 public.error = public.error or f"The workflow was {wf_status.name.lower()}."
+                # Its end was never recorded: record it, and end what it waited on.
+                await self._parts.store.end_closed_elsewhere(
+                    run_id, status=closed_as, error=public.error
+                )
                 return True
             if workflow_busy(description):
                 return False

@@ -412,13 +412,13 @@ class LangGraphAdapter:
         return runs[0] if runs else None
 
     async def _waiting(self, record: RunRecord | None, user: Principal) -> list[InteractionPublic]:
-        if record is None or record.status != "running":
+        if record is None:
             return []
         return await self._pending_of(wire.shown_run(record), user)
 
     async def waiting_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
-        """What the run waits on now; nothing once it has ended (a cancelled run's
-        interactions may still read pending)."""
+        """What the run waits on now; nothing once it has ended (its interactions end
+        with it)."""
         return await self._waiting(await self._service.runs.get(run_id, user), user)
 
     async def _pending_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
