@@ -25,16 +25,15 @@ class RetentionActivities(RetentionPurges):
         purged = await self._store.purge_batch(batch.now, batch.batch_size)
         for tenant in purged:
             log.info(
-                "retention: emptied %d runs and %d texts of tenant %s",
+                "retention: emptied %d runs, %d texts and %d eval results of tenant %s",
                 len(tenant.runs),
                 tenant.texts,
+                tenant.evals,
                 tenant.tenant_id,
             )
         return PurgeBatchResult(
             runs=sum(len(t.runs) for t in purged),
             texts=sum(t.texts for t in purged),
             tenants=[t.tenant_id for t in purged],
-            more=any(
-                len(t.runs) >= batch.batch_size or t.texts >= batch.batch_size for t in purged
-            ),
+            more=any(max(len(t.runs), t.texts, t.evals) >= batch.batch_size for t in purged),
         )

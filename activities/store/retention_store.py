@@ -6,7 +6,9 @@ them), events, LLM call traces, interactions (the arguments approved), context
 summaries, execution claims, MCP tool lists and A2A push configs, and blanks the run
 row's input, report, findings and error. The row itself stays (status, usage, cost,
 lineage), marked `purged_at`, so usage totals and the run's place in its session and
-tree are kept. Texts (`run_texts`) go when no run has used them for as long.
+tree are kept. Texts (`run_texts`) go when no run has used them for as long, and so
+do eval results (`eval_results`, whose reports quote their runs' inputs and answers)
+recorded before the cutoff.
 
 The audit log is never touched: it is append-only and hash-chained, and a sweep
 appends to it. Each batch is one transaction that removes the rows and appends a
@@ -79,6 +81,11 @@ EXPIRED_TEXTS_SQL = (
     "DELETE FROM run_texts WHERE ctid IN (SELECT ctid FROM run_texts"
     " WHERE tenant_id = %s AND created_at < %s LIMIT %s)"
 )
+# Eval results the tenant recorded before the cutoff (by the API's clock: `recorded_at`).
+EXPIRED_EVALS_SQL = (
+    "DELETE FROM eval_results WHERE ctid IN (SELECT ctid FROM eval_results"
+    " WHERE tenant_id = %s AND recorded_at < %s LIMIT %s)"
+)
 RECORD_SWEEP_SQL = (
     "UPDATE tenant_retention SET last_swept_at = now(), runs_purged = runs_purged + %s,"
     " removed_head = %s, last_audit_hash = %s WHERE tenant_id = %s"
@@ -109,6 +116,7 @@ class PurgedBatch(BaseModel):
     runs: list[str] = Field(default_factory=list)
     rows: dict[str, int] = Field(default_factory=dict)
     texts: int = 0
+    evals: int = 0
 
 
 class RetentionStore:
@@ -155,7 +163,7 @@ class RetentionStore:
         batches: list[PurgedBatch] = []
         for policy in await self.policies():
             batch = await self._purge_tenant(policy, now - timedelta(days=policy.days), batch_size)
-            if batch.runs or batch.texts:
+            if batch.runs or batch.texts or batch.evals:
                 batches.append(batch)
         return batches
 
@@ -180,8 +188,9 @@ class RetentionStore:
                     rows[table] = deleted.rowcount
                 await conn.execute(PURGE_RUN_ROWS_SQL, (run_ids,))
             texts = (await conn.execute(EXPIRED_TEXTS_SQL, (tenant, cutoff, batch_size))).rowcount
-            batch = PurgedBatch(tenant_id=tenant, runs=run_ids, rows=rows, texts=texts)
-            if not run_ids and not texts:
+            evals = (await conn.execute(EXPIRED_EVALS_SQL, (tenant, cutoff, batch_size))).rowcount
+            batch = PurgedBatch(tenant_id=tenant, runs=run_ids, rows=rows, texts=texts, evals=evals)
+            if not run_ids and not texts and not evals:
                 return batch
             # The policy's row lock serialises batches of one tenant, so links never fork.
             await cur.execute(
@@ -207,6 +216,8 @@ def _next_head(previous: str, batch: PurgedBatch, cutoff: datetime) -> str:
             "runs": batch.runs,
             "rows": batch.rows,
             "texts": batch.texts,
+            # Only when some went, so the links of batches without any read as before.
+            **({"evals": batch.evals} if batch.evals else {}),
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -229,6 +240,7 @@ def _purge_entry(
             "runs": list(batch.runs),
             "rows": dict(batch.rows),
             "texts": batch.texts,
+            "evals": batch.evals,
             "removed_head": head,
         },
     )
