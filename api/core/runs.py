@@ -448,6 +448,11 @@ class RunService:
         if record is None:
             raise NotFound(f"No run {run_id}.")
         if record.tenant_id != user.tenant_id and not (allow_admin and user.is_admin):
+            own = await self.ids.starting_run(run_id, user)
+            if isinstance(own, RunRecord):
+                return own
+            if own:  # the caller's own, not another tenant's: nothing to audit
+                raise NotFound(f"Run {run_id} is starting; ask again in a moment.")
             await parts.audit.cross_tenant(user, "run", run_id)
             raise NotFound(f"No run {run_id}.")
         return record

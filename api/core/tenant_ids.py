@@ -18,7 +18,11 @@ shown without it too. Runs recorded before this keep their ids and stay readable
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+
+from temporalio.service import RPCError
 
 from api.identity.auth import Principal
 from api.identity.config import user_ref
@@ -30,6 +34,11 @@ if TYPE_CHECKING:
     from api.core.context import CoreParts
 
 __all__ = ["SCOPE", "TenantIds", "in_view", "in_view_data", "interaction_key", "scoped"]
+
+# A run's workflow records it with its first activity: well within a second or two.
+STARTING_RUN_DESCRIBE = timedelta(seconds=3)
+STARTING_RUN_POLLS = 40
+STARTING_RUN_POLL_S = 0.05
 
 
 def interaction_key(run: RunRecord, given: str) -> str:
@@ -54,6 +63,26 @@ class TenantIds:
         whichever tenant; the caller checks the owner)."""
         store = self._parts.store
         return await store.get_run(scoped(user.tenant_id, given)) or await store.get_run(given)
+
+    async def starting_run(self, given: str, user: Principal) -> RunRecord | bool | None:
+        """When `given` names another tenant's run: the caller's own run of that id, if
+        its workflow exists under the caller's scoped key but its record is a moment
+        behind (a schedule of the same id fired in the same second for both tenants).
+        Its record once written (waited for a little), True if it is still not written,
+        None if the caller has no such run (then it is a cross-tenant read)."""
+        key = scoped(user.tenant_id, given)
+        try:
+            await self._parts.temporal.get_workflow_handle(key).describe(
+                rpc_timeout=STARTING_RUN_DESCRIBE
+            )
+        except RPCError:
+            return None
+        for _ in range(STARTING_RUN_POLLS):
+            record = await self._parts.store.get_run(key)
+            if record is not None:
+                return record
+            await asyncio.sleep(STARTING_RUN_POLL_S)
+        return True
 
     async def run_key(self, chosen: str, user: Principal) -> str:
         """The key for a run the caller names `chosen`: the id, unless another tenant
