@@ -222,6 +222,8 @@ class ScriptedLLMServer:
         self._previous: dict[str, tuple[str, list[tuple[str, int]]]] = {}
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._answering = threading.Event()
+        self._answering.set()
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
@@ -229,6 +231,17 @@ class ScriptedLLMServer:
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
+
+    # -- holding replies ----------------------------------------------------------
+
+    def hold(self) -> None:
+        """Keep every reply waiting (counted, but not answered) until `release()`, so a
+        run stays in its model call for exactly as long as a test needs it there."""
+        self._answering.clear()
+
+    def release(self) -> None:
+        """Answer the held requests, and later ones at once."""
+        self._answering.set()
 
     # -- counters ---------------------------------------------------------------
 
@@ -365,6 +378,7 @@ class ScriptedLLMServer:
 
     def stop(self) -> None:
         """Shut the server down; in-flight requests are cancelled after a short grace."""
+        self.release()  # a held request must not keep its thread waiting
         server, thread = self._server, self._thread
         self._server, self._thread = None, None
         if server is None or thread is None:
@@ -477,6 +491,8 @@ class ScriptedLLMServer:
             turn = turns[index]
         if turn.fail_status is not None and attempt <= turn.fail_times:
             return _scripted_failure(turn.fail_status, turn, index, attempt)
+        if not self._answering.is_set():
+            await asyncio.to_thread(self._answering.wait)
         if turn.delay_s > 0:
             await asyncio.sleep(turn.delay_s)
         if size is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -231,6 +232,44 @@ def test_delay_is_honoured() -> None:
         assert server.requests_by_turn[0] == 1
 
     assert 0.4 <= elapsed < 3.0
+
+
+def test_a_held_reply_waits_for_release_and_is_counted_meanwhile() -> None:
+    with ScriptedLLMServer(Script(turns=[Turn(content="at last")])) as server:
+        server.hold()
+        client = client_for(server)
+        replies: list[str | None] = []
+        asking = threading.Thread(
+            target=lambda: replies.append(
+                client.chat.completions.create(model="m", messages=[USER])
+                .choices[0]
+                .message.content
+            )
+        )
+        asking.start()
+        deadline = time.monotonic() + 10
+        while server.requests_by_turn[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.requests_by_turn[0] == 1
+        asking.join(0.5)
+        assert asking.is_alive() and replies == [], "a held reply is not sent"
+        server.release()
+        asking.join(10)
+        assert replies == ["at last"]
+        # Released for good: the next request is answered at once.
+        assert client.chat.completions.create(model="m", messages=[USER]).choices[0].message.content
+
+
+def test_stop_releases_a_held_reply() -> None:
+    server = ScriptedLLMServer(Script(turns=[Turn(content="never")]))
+    server.start()
+    server.hold()
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=0.3)
+    with pytest.raises(openai.APITimeoutError):
+        client.chat.completions.create(model="m", messages=[USER])
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 5
 
 
 def test_stop_does_not_wait_for_a_long_delay() -> None:
