@@ -11,9 +11,7 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
-from api.http.app import create_app
 from worker.dev_stack import EmbeddedStack, StackError, port_in_use
-from worker.runtime import running_worker
 from worker.settings import Settings
 
 log = logging.getLogger("keel.stack")
@@ -41,6 +39,9 @@ async def api_is_up(url: str) -> bool:
 @asynccontextmanager
 async def serve_api(settings: Settings) -> AsyncIterator[str]:
     """Serve the API in this process until the context exits."""
+    # Imported here: a CLI command that reaches a running API never loads the app.
+    from api.http.app import create_app
+
     if port_in_use(settings.api_port):
         raise StackError(
             f"Port {settings.api_port} is taken, so the API cannot start. "
@@ -80,6 +81,8 @@ async def local_stack(
     if reuse_running and await api_is_up(settings.resolved_api_url):
         yield StackInfo(api_url=settings.resolved_api_url, settings=settings, started_here=False)
         return
+    from worker.runtime import running_worker  # only a stack started here runs a worker
+
     async with AsyncExitStack() as stack:
         embedded = await stack.enter_async_context(EmbeddedStack(settings, ui=ui))
         resolved = embedded.settings

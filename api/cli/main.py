@@ -24,7 +24,6 @@ from api.cli.console_link import console_link
 from api.cli.evals import eval_command
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.local_tools import LOCAL_TOOLS, local_executor
-from api.cli.mcp_stdio import serve_stdio
 from api.cli.payload_keys import keys_app
 from api.cli.plugins import plugins_app
 from api.cli.progress import Decider, follow_run, terminal_decider
@@ -35,7 +34,6 @@ from api.identity.auth import dev_token
 from api.identity.config import local_secret
 from worker.dev_stack import StackError, free_port
 from worker.log_format import configure_logging
-from worker.runtime import run_worker_forever
 from worker.settings import Settings
 
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
@@ -126,6 +124,9 @@ def worker() -> None:
             "keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither."
         )
     configure_logging(settings)
+    # Imported here, as in `mcp`: the commands that only call the API start faster.
+    from worker.runtime import run_worker_forever
+
     try:
         asyncio.run(run_worker_forever(settings))
     except KeyboardInterrupt:
@@ -157,6 +158,8 @@ def mcp_command() -> None:
     tools, resources and prompts, through the running Keel (or an embedded stack)."""
     settings = Settings()
     configure_logging(settings, level=logging.WARNING)
+    from api.cli.mcp_stdio import serve_stdio
+
     try:
         _run(serve_stdio(settings))
     except KeyboardInterrupt:
