@@ -283,22 +283,21 @@ class ScheduleService:
 
     async def pause(self, schedule_id: str, note: str | None, user: Principal) -> SchedulePublic:
         """Stop firing until unpaused; runs already going carry on."""
-        stored = await self.get(schedule_id, user)
-        note = note or f"Paused by {user_ref(user)}."
-        handle = self._parts.temporal.get_schedule_handle(stored.id)
-        await handle.pause(note=note)
-        await self._audit(user, "schedule.paused", schedule_id, note=note)
-        return public(
-            await read_schedule(self._parts.temporal, await handle.describe(), stored.owner)
-        )
+        return await self._set_paused(schedule_id, True, note, user)
 
     async def unpause(self, schedule_id: str, note: str | None, user: Principal) -> SchedulePublic:
         """Fire again from the next fire time (missed ones within the catch-up window run)."""
+        return await self._set_paused(schedule_id, False, note, user)
+
+    async def _set_paused(
+        self, schedule_id: str, paused: bool, note: str | None, user: Principal
+    ) -> SchedulePublic:
         stored = await self.get(schedule_id, user)
-        note = note or f"Unpaused by {user_ref(user)}."
+        verb = "paused" if paused else "unpaused"
+        note = note or f"{verb.capitalize()} by {user_ref(user)}."
         handle = self._parts.temporal.get_schedule_handle(stored.id)
-        await handle.unpause(note=note)
-        await self._audit(user, "schedule.unpaused", schedule_id, note=note)
+        await (handle.pause(note=note) if paused else handle.unpause(note=note))
+        await self._audit(user, f"schedule.{verb}", schedule_id, note=note)
         return public(
             await read_schedule(self._parts.temporal, await handle.describe(), stored.owner)
         )
