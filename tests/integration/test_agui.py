@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 from ag_ui.core import BaseEvent, Event, EventType, RunAgentInput, UserMessage
 from pydantic import TypeAdapter
-from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker
+from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel
 from tests.integration.test_approvals import executions, write
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
+from worker.scripted_llm import Script, Turn
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
 
@@ -75,40 +67,27 @@ def assert_protocol_order(events: list[BaseEvent]) -> None:
 
 
 async def test_an_interrupt_ends_the_stream_and_a_resume_finishes_the_same_run(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    database_url: str,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, database_url: str, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(
-                    content="I will write the notes.",
-                    tool_calls=[write("notes.txt", "hi")],
-                    delay_s=0.5,  # the stream is subscribed well before the first token
-                    stream_pause_s=0.02,
-                ),
-                Turn(content="The notes are written.", stream_pause_s=0.02),
-            ]
-        )
+    script = Script(
+        turns=[
+            Turn(
+                content="I will write the notes.",
+                tool_calls=[write("notes.txt", "hi")],
+                delay_s=0.5,  # the stream is subscribed well before the first token
+                stream_pause_s=0.02,
+            ),
+            Turn(content="The notes are written.", stream_pause_s=0.02),
+        ]
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    alice = auth_headers("default", "alice")
     thread_id = f"thread-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=60) as http,
-    ):
+    async with keel_app(script, headers={}, http_timeout=60) as http:
         ask = RunAgentInput(
             thread_id=thread_id,
             run_id=f"run-{uuid.uuid4().hex[:8]}",
             messages=[UserMessage(id="m1", content="Write the notes.")],
         )
-        first = await run_agent(http, "build", ask, alice)
+        first = await run_agent(http, "build", ask, ALICE)
         assert_protocol_order(first)
         assert types(first)[:1] == [EventType.RUN_STARTED]
         started = first[0].model_dump()
@@ -148,11 +127,11 @@ async def test_an_interrupt_ends_the_stream_and_a_resume_finishes_the_same_run(
         refused = await http.post(
             "/ag-ui/build",
             json=resume.model_dump(mode="json", by_alias=True),
-            headers=auth_headers("other-tenant", "mallory"),
+            headers=MALLORY,
         )
         assert refused.status_code == 404
 
-        second = await run_agent(http, "build", resume, alice)
+        second = await run_agent(http, "build", resume, ALICE)
         assert_protocol_order(second)
         assert second[0].model_dump()["metadata"]["keel_run_id"] == keel_run, "the same run"
         kinds = types(second)
@@ -169,20 +148,14 @@ async def test_an_interrupt_ends_the_stream_and_a_resume_finishes_the_same_run(
 
 
 async def test_an_input_without_a_user_message_is_refused(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
-        alice = auth_headers("default", "alice")
+    unused = Script(turns=[Turn(content="unused")])
+    async with keel_app(unused, headers={}, worker=False) as http:
         empty = {"threadId": "t-empty", "runId": "r-1", "messages": []}
-        refused = await http.post("/ag-ui/review", json=empty, headers=alice)
+        refused = await http.post("/ag-ui/review", json=empty, headers=ALICE)
         assert refused.status_code == 422 and "user message" in refused.text
-        malformed = await http.post("/ag-ui/review", json={"threadId": "t"}, headers=alice)
+        malformed = await http.post("/ag-ui/review", json={"threadId": "t"}, headers=ALICE)
         assert malformed.status_code == 422
         unauthenticated = await http.post("/ag-ui/review", json=empty)
         assert unauthenticated.status_code == 401

@@ -2,42 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker
+from tests.integration.keel_http import LaunchKeel, StartLLM, run_reaches
 from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-
-
-async def wait_for_status(
-    http: httpx.AsyncClient, run_id: str, *statuses: str
-) -> dict[str, object]:
-    for _ in range(400):
-        body: dict[str, object] = (await http.get(f"/v1/runs/{run_id}")).json()
-        if body["status"] in statuses:
-            return body
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never reached {statuses}")
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 
 async def test_post_a_run_follow_its_events_and_read_the_report(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(
         Script(
@@ -51,12 +26,7 @@ async def test_post_a_run_follow_its_events_and_read_the_report(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers()) as http,
-    ):
+    async with keel_app(llm) as http:
         assert (await http.get("/health")).json()["status"] == "ok"
         agents = (await http.get("/v1/agents")).json()
         assert {"review", "investigate", "explore"} <= {a["name"] for a in agents}
@@ -84,7 +54,7 @@ async def test_post_a_run_follow_its_events_and_read_the_report(
         )
         assert again.status_code == 201 and again.json()["id"] == "api-run-1"
 
-        run = await wait_for_status(http, "api-run-1", "completed", "failed")
+        run = await run_reaches(http, "api-run-1", "completed", "failed")
         assert run["status"] == "completed"
         assert "- pkg/core.py" in str(run["report"])
         usage = run["usage"]
@@ -113,21 +83,12 @@ async def test_post_a_run_follow_its_events_and_read_the_report(
 
 
 async def test_bad_requests_get_clear_errors_and_start_nothing(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    async with (
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers()) as http,
-    ):
+    async with keel_app(llm, worker=False) as http:
         cases = [
             ({"agent": "nope", "input": "x", "workspace": str(workspace)}, "Unknown agent"),
             ({"agent": "review", "input": "x", "workspace": str(outside)}, "outside the allowed"),

@@ -6,7 +6,6 @@ import asyncio
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +17,22 @@ from activities.store.audit import AuditLog
 from activities.store.interaction_store import InteractionStore
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker
+from tests.conftest import in_process_worker
+from tests.integration.keel_http import (
+    ALICE,
+    BOB,
+    MALLORY,
+    LaunchKeel,
+    MakeSettings,
+    StartLLM,
+    finished,
+    pending,
+)
 from tests.integration.runs import agent, start_run
-from tests.integration.test_durability import worker_env
+from tests.integration.test_durability import wait_until, worker_env
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 from workflows.models import DecisionOutcome, InteractionDecision
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-ALICE = auth_headers("default", "alice")
-BOB = auth_headers("default", "bob")
-MALLORY = auth_headers("other-tenant", "mallory")
 
 
 def write(path: str, content: str) -> ScriptedToolCall:
@@ -45,28 +47,6 @@ async def start(http: httpx.AsyncClient, workspace: Path, **extra: Any) -> str:
     )
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
-
-
-async def pending(
-    http: httpx.AsyncClient, run_id: str, count: int = 1, seen: set[str] | None = None
-) -> list[dict[str, Any]]:
-    """Wait for `count` pending interactions not among `seen`."""
-    for _ in range(600):
-        items = (await http.get(f"/v1/runs/{run_id}/interactions", headers=ALICE)).json()
-        waiting = [i for i in items if i["status"] == "pending" and i["id"] not in (seen or ())]
-        if len(waiting) >= count:
-            return waiting
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} never had {count} pending interactions")
-
-
-async def finished(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    for _ in range(1200):
-        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}", headers=ALICE)).json()
-        if run["status"] in ("completed", "failed", "cancelled"):
-            return run
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} did not finish")
 
 
 async def decide(
@@ -96,12 +76,11 @@ async def executions(database_url: str, run_id: str) -> int:
 
 
 async def test_decisions_are_checked_and_the_approved_payload_runs_once(
-    temporal_client: Client,
     store: Store,
     workspace: Path,
     database_url: str,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
@@ -111,12 +90,7 @@ async def test_decisions_are_checked_and_the_approved_payload_runs_once(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(llm, headers={}) as http:
         run_id = await start(http, workspace)
         [ia] = await pending(http, run_id)
         assert ia["tool"] == "write_file" and ia["subject"] == "notes/out.txt"
@@ -176,11 +150,9 @@ async def test_decisions_are_checked_and_the_approved_payload_runs_once(
 
 
 async def test_an_unanswered_request_expires_and_the_model_is_told(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
@@ -190,12 +162,7 @@ async def test_an_unanswered_request_expires_and_the_model_is_told(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(llm, headers={}) as http:
         run_id = await start(http, workspace, approval_expires_after_s=1)
         [ia] = await pending(http, run_id)
         run = await finished(http, run_id)
@@ -208,12 +175,10 @@ async def test_an_unanswered_request_expires_and_the_model_is_told(
 
 
 async def test_three_parallel_asks_decided_out_of_order_each_run_once(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     database_url: str,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
@@ -223,19 +188,11 @@ async def test_three_parallel_asks_decided_out_of_order_each_run_once(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(llm, headers={}) as http:
         run_id = await start(http, workspace)
         asks = {ia["subject"]: ia for ia in await pending(http, run_id, 3)}
         assert (await decide(http, run_id, asks["c.txt"])).status_code == 200
-        for _ in range(200):
-            if (workspace / "c.txt").exists():
-                break
-            await asyncio.sleep(0.05)
+        await wait_until((workspace / "c.txt").exists)
         # c ran as soon as it was approved, while a and b still wait.
         assert (workspace / "c.txt").read_text() == "C" and not (workspace / "a.txt").exists()
         assert (
@@ -256,11 +213,9 @@ async def test_three_parallel_asks_decided_out_of_order_each_run_once(
 
 
 async def test_approve_always_covers_the_rest_of_the_run_only(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
@@ -271,12 +226,7 @@ async def test_approve_always_covers_the_rest_of_the_run_only(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(llm, headers={}) as http:
         run_id = await start(http, workspace)
         [ia] = await pending(http, run_id)
         assert (await decide(http, run_id, ia, "approve_always")).status_code == 200
@@ -298,11 +248,9 @@ async def test_approve_always_covers_the_rest_of_the_run_only(
 
 
 async def test_denied_by_policy_and_bash_without_a_shell(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     evil = "a; touch pwned && $(touch pwned2) `touch pwned3` | cat > out"
     llm = scripted(
@@ -319,12 +267,7 @@ async def test_denied_by_policy_and_bash_without_a_shell(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(llm, headers={}) as http:
         run_id = await start(http, workspace)
         [ia] = await pending(http, run_id)
         assert ia["tool"] == "bash" and ia["subject"] == f"echo '{evil}'"
@@ -343,7 +286,6 @@ async def test_denied_by_policy_and_bash_without_a_shell(
 
 
 async def test_an_approval_after_a_worker_restart_is_honoured_once(
-    temporal_client: Client,
     store: Store,
     workspace: Path,
     database_url: str,

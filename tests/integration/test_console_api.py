@@ -3,51 +3,28 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-import httpx
-from temporalio.client import Client
-
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker
-from tests.integration.test_approvals import finished
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-
-ALICE = auth_headers("default", "alice")
-MALLORY = auth_headers("other-tenant", "mallory")
+from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel, finished
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 
 async def test_tool_outputs_usage_filters_and_previews(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: Callable[[Script], ScriptedLLMServer],
-    settings_for: Callable[..., Settings],
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
     (workspace / "big.txt").write_text("".join(f"line {i}\n" for i in range(3000)))
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(
-                    tool_calls=[ScriptedToolCall(name="read_file", arguments={"path": "big.txt"})],
-                    prompt_tokens=111,
-                    completion_tokens=7,
-                ),
-                Turn(content="Read it.", prompt_tokens=222, completion_tokens=9),
-            ]
-        )
+    script = Script(
+        turns=[
+            Turn(
+                tool_calls=[ScriptedToolCall(name="read_file", arguments={"path": "big.txt"})],
+                prompt_tokens=111,
+                completion_tokens=7,
+            ),
+            Turn(content="Read it.", prompt_tokens=222, completion_tokens=9),
+        ]
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(script, headers={}) as http:
         created = await http.post(
             "/v1/runs",
             headers=ALICE,

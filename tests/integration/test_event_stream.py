@@ -13,21 +13,14 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from temporalio.client import Client
 
 from activities.store.records import NewRun
 from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
 from api.events import stream as event_stream
 from api.events.hub import APPLICATION_NAME, EventNotice, Resync, Subscription
-from tests.conftest import auth_headers, in_process_worker
-from tests.integration.test_api import wait_for_status
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
+from tests.conftest import auth_headers
+from tests.integration.keel_http import LaunchKeel, StartLLM, eventually, run_reaches
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 STREAM_TIMEOUT = httpx.Timeout(60.0)
 READS = ["pkg/core.py", "pkg/__init__.py", "README.md"]
@@ -160,20 +153,13 @@ def reads_then_answer(delay_s: float, answer: str = "## Files reviewed\n{files_r
 
 
 async def test_a_dropped_stream_resumes_from_last_event_id_with_every_event_once(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(reads_then_answer(delay_s=0.4))
-    settings = settings_for(llm, workspace, api_port=free_port())
     run_id = f"sse-resume-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(), timeout=STREAM_TIMEOUT) as http,
-    ):
+    async with keel_app(llm, http_timeout=STREAM_TIMEOUT) as http:
         await start_run(http, workspace, run_id)
         received: list[Sse] = []
         async with asyncio.timeout(60), http.stream("GET", stream_url(run_id)) as response:
@@ -187,9 +173,13 @@ async def test_a_dropped_stream_resumes_from_last_event_id_with_every_event_once
                 if len(received) == 3:
                     break  # drop the connection mid-run
         assert received[-1].event != "done"
-        await asyncio.sleep(1.0)  # the run goes on while nobody listens
-        meanwhile = await all_events(http, run_id)
-        assert len(meanwhile) > len(received), "nothing happened while disconnected"
+
+        async def more_than_received() -> list[dict[str, object]] | None:
+            events = await all_events(http, run_id)
+            return events if len(events) > len(received) else None
+
+        # The run goes on while nobody listens.
+        meanwhile = await eventually(more_than_received, "events while disconnected")
         assert meanwhile[-1]["type"] != "done", "the run ended before the reconnect"
 
         resumed: list[Sse] = []
@@ -216,11 +206,9 @@ async def test_a_dropped_stream_resumes_from_last_event_id_with_every_event_once
 
 
 async def test_message_deltas_arrive_while_a_long_answer_streams(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     answer = "## Review\n" + "".join(f"Line {i}: all is well — ça va.\n" for i in range(400))
     llm = scripted(
@@ -234,13 +222,8 @@ async def test_message_deltas_arrive_while_a_long_answer_streams(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     run_id = f"sse-deltas-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(), timeout=STREAM_TIMEOUT) as http,
-    ):
+    async with keel_app(llm, http_timeout=STREAM_TIMEOUT) as http:
         await start_run(http, workspace, run_id)
         messages: list[Sse] = []
         async with asyncio.timeout(60), http.stream("GET", stream_url(run_id)) as response:
@@ -269,22 +252,15 @@ async def test_message_deltas_arrive_while_a_long_answer_streams(
 
 
 async def test_a_finished_run_streams_its_backlog_and_other_tenants_see_nothing(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(reads_then_answer(delay_s=0.0))
-    settings = settings_for(llm, workspace, api_port=free_port())
     run_id = f"sse-done-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(), timeout=STREAM_TIMEOUT) as http,
-    ):
+    async with keel_app(llm, http_timeout=STREAM_TIMEOUT) as http:
         await start_run(http, workspace, run_id)
-        await wait_for_status(http, run_id, "completed", "failed")
+        await run_reaches(http, run_id, "completed", "failed")
         stored = await all_events(http, run_id)
 
         async with asyncio.timeout(10), http.stream("GET", stream_url(run_id)) as response:
@@ -321,22 +297,15 @@ async def test_a_finished_run_streams_its_backlog_and_other_tenants_see_nothing(
 
 
 async def test_an_idle_stream_sends_keepalives(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(event_stream, "HEARTBEAT_S", 0.2)
     llm = scripted(Script(turns=[Turn(content="Nothing to report.", delay_s=2.0)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     run_id = f"sse-idle-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(), timeout=STREAM_TIMEOUT) as http,
-    ):
+    async with keel_app(llm, http_timeout=STREAM_TIMEOUT) as http:
         await start_run(http, workspace, run_id)
         messages: list[Sse] = []
         async with asyncio.timeout(30), http.stream("GET", stream_url(run_id)) as response:
@@ -351,15 +320,13 @@ async def test_events_written_out_of_order_are_streamed_in_seq_order(
     store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     """Parallel tools commit their events out of seq order; the stream waits for the gap."""
     llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     run_id = await bare_run(store, workspace, "sse-gap")
     async with (
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(), timeout=STREAM_TIMEOUT) as http,
+        keel_app(llm, http_timeout=STREAM_TIMEOUT, worker=False) as http,
         collect_seqs(http, run_id) as next_seq,
     ):
         await store.put_event(run_id, 1, "run_started", {})
@@ -379,15 +346,13 @@ async def test_streams_lose_nothing_when_the_hub_loses_its_connection(
     store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
     database_url: str,
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     run_id = await bare_run(store, workspace, "sse-hub-drop")
     async with (
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(), timeout=STREAM_TIMEOUT) as http,
+        keel_app(llm, http_timeout=STREAM_TIMEOUT, worker=False) as http,
         collect_seqs(http, run_id) as next_seq,
     ):
         await store.put_event(run_id, 1, "run_started", {})

@@ -7,7 +7,6 @@ import asyncio
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,32 +16,21 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 from langgraph_sdk.schema import Command
-from temporalio.client import Client
 
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
-from tests.conftest import in_process_worker, token_for
+from tests.conftest import token_for
+from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, base_url, eventually
 from tests.integration.test_approvals import executions, write
 from tests.integration.test_durability import (  # noqa: F401 (spawn_worker is a fixture)
     spawn_worker,
     wait_until,
 )
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 from worker.settings import Settings
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 HUMAN = {"role": "user", "content": "What does the project do?"}
-
-
-@asynccontextmanager
-async def keel(
-    temporal_client: Client, store: Store, settings: Settings
-) -> AsyncIterator[tuple[str, LangGraphClient]]:
-    """A running Keel (worker and API) and a LangGraph client for alice in `default`."""
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
-        yield url, client_for(url, "default", "alice")
 
 
 def client_for(url: str, tenant: str, sub: str) -> LangGraphClient:
@@ -50,16 +38,20 @@ def client_for(url: str, tenant: str, sub: str) -> LangGraphClient:
     return get_client(url=f"{url}/langgraph", api_key=token_for(tenant, sub))
 
 
+def langgraph(
+    http: httpx.AsyncClient, sub: str = "alice", tenant: str = "default"
+) -> LangGraphClient:
+    """The SDK on the running Keel `http` talks to, for `sub` in `tenant`."""
+    return client_for(base_url(http), tenant, sub)
+
+
 def text_of(values: dict[str, Any]) -> list[tuple[str, str]]:
     return [(m["type"], m["content"]) for m in values["messages"]]
 
 
 async def test_chat_on_a_thread_with_wait_and_token_streaming(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
@@ -69,8 +61,8 @@ async def test_chat_on_a_thread_with_wait_and_token_streaming(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as (url, lg):
+    async with keel_app(llm) as http:
+        lg = langgraph(http)
         assistants = await lg.assistants.search()
         assert {"review", "investigate", "build"} <= {a["assistant_id"] for a in assistants}
         assert (await lg.assistants.get("review"))["graph_id"] == "review"
@@ -125,7 +117,7 @@ async def test_chat_on_a_thread_with_wait_and_token_streaming(
             await lg.runs.create(thread_id, "investigate", input=follow_up, stream_mode="debug")
 
         # Another tenant's thread is unknown to it, whatever it asks.
-        mallory = client_for(url, "other-tenant", "mallory")
+        mallory = langgraph(http, "mallory", "other-tenant")
         with pytest.raises(NotFoundError):
             await mallory.threads.get(thread_id)
         with pytest.raises(httpx.HTTPStatusError) as refused:  # `wait` raises httpx's own
@@ -137,20 +129,18 @@ async def test_chat_on_a_thread_with_wait_and_token_streaming(
 
 
 async def test_an_approval_interrupt_is_resumed_with_command_and_the_tool_runs_once(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     database_url: str,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
             turns=[Turn(tool_calls=[write("notes/out.txt", "hello")]), Turn(content="Wrote it.")]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as (url, lg):
+    async with keel_app(llm) as http:
+        lg = langgraph(http)
         thread_id = (await lg.threads.create(metadata={"graph_id": "build"}))["thread_id"]
         ask = {"messages": [{"role": "user", "content": "Write the notes."}]}
         parts = [
@@ -174,7 +164,7 @@ async def test_an_approval_interrupt_is_resumed_with_command_and_the_tool_runs_o
             await lg.runs.create(thread_id, "build", input=ask, multitask_strategy="rollback")
         # Another tenant cannot resume it: the thread is unknown to them.
         with pytest.raises(NotFoundError):
-            await client_for(url, "other-tenant", "mallory").runs.create(
+            await langgraph(http, "mallory", "other-tenant").runs.create(
                 thread_id, "build", command=Command(resume=True)
             )
 
@@ -207,15 +197,12 @@ async def test_an_approval_interrupt_is_resumed_with_command_and_the_tool_runs_o
 
 
 async def test_a_cron_is_a_schedule_that_starts_runs(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="Nothing changed.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as (url, lg):
+    async with keel_app(llm) as http:
+        lg = langgraph(http)
         cron = await lg.crons.create(
             "review",
             schedule="0 2 * * *",
@@ -224,32 +211,26 @@ async def test_a_cron_is_a_schedule_that_starts_runs(
         )
         cron_id = cron["cron_id"]
         assert cron["schedule"] == "0 2 * * *" and cron["next_run_date"] is not None
-        headers = {"authorization": f"Bearer {token_for('default', 'alice')}"}
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
-            fired = await http.post(f"/v1/schedules/{cron_id}/trigger", json={})
-            assert fired.status_code == 202, fired.text
-            run = await scheduled_run(http, cron_id)
-            assert run["trigger"] == "schedule" and run["report"] == "Nothing changed."
-        for _ in range(50):  # Temporal's schedule list is eventually consistent
-            if cron_id in [c["cron_id"] for c in await lg.crons.search(assistant_id="review")]:
-                break
-            await asyncio.sleep(0.2)
-        else:
-            raise AssertionError("the cron was never listed")
+        fired = await http.post(f"/v1/schedules/{cron_id}/trigger", json={})
+        assert fired.status_code == 202, fired.text
+        run = await eventually(lambda: scheduled_run(http, cron_id), "a run of the cron", within=30)
+        assert run["trigger"] == "schedule" and run["report"] == "Nothing changed."
+
+        async def listed() -> bool:  # Temporal's schedule list is eventually consistent
+            return cron_id in [c["cron_id"] for c in await lg.crons.search(assistant_id="review")]
+
+        await eventually(listed, "the cron in the list", within=10)
         with pytest.raises(UnprocessableEntityError, match="thread"):
             await lg.crons.create_for_thread("t-1", "review", schedule="0 2 * * *", input={})
         with pytest.raises(NotFoundError):
-            await client_for(url, "other-tenant", "mallory").crons.delete(cron_id)
+            await langgraph(http, "mallory", "other-tenant").crons.delete(cron_id)
         await lg.crons.delete(cron_id)
 
 
-async def scheduled_run(http: httpx.AsyncClient, schedule_id: str) -> dict[str, Any]:
-    for _ in range(600):
-        runs = (await http.get("/v1/runs", params={"schedule": schedule_id})).json()["runs"]
-        if runs and runs[0]["status"] == "completed":
-            return dict(runs[0])
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"schedule {schedule_id} never finished a run")
+async def scheduled_run(http: httpx.AsyncClient, schedule_id: str) -> dict[str, Any] | None:
+    """The schedule's latest run once it completed."""
+    runs = (await http.get("/v1/runs", params={"schedule": schedule_id})).json()["runs"]
+    return dict(runs[0]) if runs and runs[0]["status"] == "completed" else None
 
 
 async def test_a_killed_worker_mid_stream_and_join_returns_the_completed_run(
@@ -301,17 +282,16 @@ async def _collect(stream: AsyncIterator[Any]) -> list[Any]:
 
 
 async def test_cancel_and_multitask_interrupt_end_the_waiting_run(
-    temporal_client: Client,
     store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(turns=[Turn(tool_calls=[write("a.txt", "a")]), Turn(content="Answered after all.")])
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as (_, lg):
+    async with keel_app(llm) as http:
+        lg = langgraph(http)
         thread_id = (await lg.threads.create(metadata={"graph_id": "build"}))["thread_id"]
         ask = {"messages": [{"role": "user", "content": "Write a.txt."}]}
         first = await lg.runs.wait(thread_id, "build", input=ask)
@@ -322,12 +302,11 @@ async def test_cancel_and_multitask_interrupt_end_the_waiting_run(
         assert (await lg.runs.get(thread_id, run_id))["status"] == "interrupted"
         joined = await asyncio.wait_for(lg.runs.join(thread_id, run_id), timeout=60)
         assert "__interrupt__" not in joined, "a cancelled run waits on nothing"
-        for _ in range(200):  # the session workflow notices the run ended a moment later
-            if (await lg.threads.get(thread_id))["status"] == "idle":
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the thread never became idle")
+
+        async def idle() -> bool:  # the session workflow notices the run ended a moment later
+            return bool((await lg.threads.get(thread_id))["status"] == "idle")
+
+        await eventually(idle, "the thread to be idle", within=10)
         with pytest.raises(ConflictError):  # already over
             await lg.runs.cancel(thread_id, run_id)
 
@@ -350,9 +329,9 @@ async def test_cancel_and_multitask_interrupt_end_the_waiting_run(
 async def cancelled(store: Store, run_id: str) -> None:
     """Until Keel records the run cancelled (the workflow finishes cancelling a moment
     after the request)."""
-    for _ in range(600):
+
+    async def recorded() -> bool:
         record = await store.get_run(run_id)
-        if record is not None and record.status == "cancelled":
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} was never cancelled")
+        return record is not None and record.status == "cancelled"
+
+    await eventually(recorded, f"{run_id} to be recorded cancelled", within=30)

@@ -3,10 +3,8 @@ policy and nothing newer, nothing of a tenant without one, and the audit log ver
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,19 +22,15 @@ from temporalio.client import (
 
 from activities.store.retention_store import RUN_CONTENT_TABLES, RetentionStore
 from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
 from api.core.retention import RETENTION_SCHEDULE_ID
-from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.conftest import auth_headers, token_for
+from tests.integration.keel_http import LaunchKeel, base_url, eventually, pending, run_reaches
 from tests.integration.test_approvals import write
 from tests.integration.test_cli import clean_env, keel
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 from workflows.retention import RetentionWorkflow
 from workflows.retention_models import RetentionSweep, RetentionSweepResult
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 ADMIN_TOKEN = token_for("ops", "root", "keel:admin")
 ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}
 
@@ -48,26 +42,15 @@ async def approved_run(http: httpx.AsyncClient, workspace: Path, tenant: str, ta
     created = await http.post("/v1/runs", headers=headers, json=body)
     assert created.status_code == 201, created.text
     run_id = str(created.json()["id"])
-    for _ in range(600):
-        items = (await http.get(f"/v1/runs/{run_id}/interactions", headers=headers)).json()
-        if waiting := [i for i in items if i["status"] == "pending"]:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError(f"{run_id} never asked")
-    [ia] = waiting
+    [ia] = await pending(http, run_id, headers=headers)
     decided = await http.post(
         f"/v1/runs/{run_id}/interactions/{ia['id']}",
         headers=headers,
         json={"decision": "approve", "payload_hash": ia["payload_hash"]},
     )
     assert decided.status_code == 200
-    for _ in range(600):
-        run = (await http.get(f"/v1/runs/{run_id}", headers=headers)).json()
-        if run["status"] == "completed":
-            return run_id
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} did not finish")
+    await run_reaches(http, run_id, "completed", headers=headers)
+    return run_id
 
 
 async def contents(store: Store, run_id: str) -> dict[str, Any]:
@@ -116,20 +99,20 @@ async def texts_of(store: Store, tenant: str, task: str) -> int:
 
 async def swept(client: Client, before: set[str]) -> RetentionSweepResult:
     """The result of the sweep the schedule started after `before`."""
-    handle = client.get_schedule_handle(RETENTION_SCHEDULE_ID)
-    for _ in range(200):
-        actions = (await handle.describe()).info.recent_actions
-        started = [
+    schedule = client.get_schedule_handle(RETENTION_SCHEDULE_ID)
+
+    async def started() -> str | None:
+        actions = (await schedule.describe()).info.recent_actions
+        new = [
             a.action.workflow_id
             for a in actions
             if isinstance(a.action, ScheduleActionExecutionStartWorkflow)
             and a.action.workflow_id not in before
         ]
-        if started:
-            handle = client.get_workflow_handle_for(RetentionWorkflow.run, started[-1])
-            return await handle.result()
-        await asyncio.sleep(0.1)
-    raise AssertionError("the retention schedule started no sweep")
+        return new[-1] if new else None
+
+    sweep_id = await eventually(started, "a sweep the retention schedule started", within=30)
+    return await client.get_workflow_handle_for(RetentionWorkflow.run, sweep_id).result()
 
 
 async def stale_schedule(client: Client) -> None:
@@ -144,32 +127,21 @@ async def stale_schedule(client: Client) -> None:
 
 
 async def test_a_sweep_removes_what_is_older_than_the_policy_and_nothing_newer(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(
-                    tool_calls=[
-                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"}),
-                        write("notes.txt", "reviewed"),
-                    ]
-                ),
-                Turn(content="All reviewed."),
-            ]
-        )
+    script = Script(
+        turns=[
+            Turn(
+                tool_calls=[
+                    ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"}),
+                    write("notes.txt", "reviewed"),
+                ]
+            ),
+            Turn(content="All reviewed."),
+        ]
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     kept, other = f"ret-{uuid.uuid4().hex[:8]}", f"ret-other-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(script, headers={}) as http:
         old = await approved_run(http, workspace, kept, "Old task.")
         new = await approved_run(http, workspace, kept, "New task.")
         other_old = await approved_run(http, workspace, other, "Old task.")
@@ -183,7 +155,7 @@ async def test_a_sweep_removes_what_is_older_than_the_policy_and_nothing_newer(
         # is brought to this Keel's settings when a policy is set.
         await stale_schedule(temporal_client)
         # Admins set the policy, through the CLI and the API; others may not.
-        env = clean_env(KEEL_API_URL=url, KEEL_TOKEN=ADMIN_TOKEN)
+        env = clean_env(KEEL_API_URL=base_url(http), KEEL_TOKEN=ADMIN_TOKEN)
         code, out = await keel("retention", "set", "30", "--tenant", kept, env=env)
         assert code == 0, out
         refused = await http.put(

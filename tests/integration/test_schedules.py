@@ -9,59 +9,30 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
-from temporalio.client import Client
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
 from activities.webhook_signature import verify_signature
-from api.cli.local_stack import serve_api
 from api.core.schedule_specs import fire_times
 from api.core.schemas import ScheduleCreate
-from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.conftest import auth_headers, token_for
+from tests.integration.keel_http import LaunchKeel, StartLLM, base_url, eventually, run_reaches
 from tests.integration.test_cli import clean_env, keel
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-T = TypeVar("T")
+UNUSED = Script(turns=[Turn(content="unused")])
 
 
 def tenant_headers(sub: str = "alice") -> tuple[str, dict[str, str]]:
     """A tenant of its own for each test, so lists only hold that test's schedules."""
     tenant = f"sched-{uuid.uuid4().hex[:8]}"
     return tenant, auth_headers(tenant, sub)
-
-
-@asynccontextmanager
-async def api(
-    temporal_client: Client, store: Store, settings: Settings, headers: dict[str, str]
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http,
-    ):
-        yield http
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], what: str, within: float = 20) -> T:
-    deadline = asyncio.get_running_loop().time() + within
-    while asyncio.get_running_loop().time() < deadline:
-        found = await check()
-        if found is not None and found is not False:
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def create(http: httpx.AsyncClient, workspace: Path, **fields: Any) -> dict[str, Any]:
@@ -85,15 +56,6 @@ async def schedule_runs(http: httpx.AsyncClient, schedule_id: str) -> list[dict[
 
 async def completed_runs(http: httpx.AsyncClient, schedule_id: str) -> list[dict[str, Any]]:
     return [r for r in await schedule_runs(http, schedule_id) if r["status"] == "completed"]
-
-
-async def run_ended(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    async def ended() -> dict[str, Any] | None:
-        response = await http.get(f"/v1/runs/{run_id}")
-        run = response.json() if response.status_code == 200 else {}
-        return run if run.get("status") in ("completed", "failed", "cancelled") else None
-
-    return await eventually(ended, f"run {run_id} to end")
 
 
 class Receiver:
@@ -148,16 +110,11 @@ class Receiver:
 
 
 async def test_an_interval_schedule_runs_and_obeys_pause_unpause_and_trigger(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="Nothing changed that needs attention.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
+    script = Script(turns=[Turn(content="Nothing changed that needs attention.")])
     _, headers = tenant_headers()
-    async with api(temporal_client, store, settings, headers) as http:
+    async with keel_app(script, headers=headers) as http:
         schedule = await create(http, workspace, interval_s=2)
         sid = schedule["id"]
         try:
@@ -208,7 +165,7 @@ async def test_an_interval_schedule_runs_and_obeys_pause_unpause_and_trigger(
             assert triggered.status_code == 202, triggered.text
             run_id = triggered.json()["run_id"]
             assert run_id is not None and run_id.startswith(f"run-{sid}-")
-            run = await run_ended(http, run_id)
+            run = await run_reaches(http, run_id)
             assert run["status"] == "completed" and run["trigger"] == "schedule"
             detail = await describe(http, sid)
             assert run_id in [r["run_id"] for r in detail["recent_runs"]]
@@ -219,17 +176,13 @@ async def test_an_interval_schedule_runs_and_obeys_pause_unpause_and_trigger(
 
 
 async def test_overlap_skip_skips_fires_while_a_run_is_still_going(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="A slow review.", delay_s=6.0)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
+    llm = scripted(Script(turns=[Turn(content="A slow review.")]))
+    llm.hold()  # the first run is still going for as long as the test watches
     _, headers = tenant_headers()
     with Receiver() as receiver:
-        async with api(temporal_client, store, settings, headers) as http:
+        async with keel_app(llm, headers=headers) as http:
             sid = (
                 await create(
                     http, workspace, interval_s=1, overlap="skip", webhook_url=receiver.url
@@ -242,8 +195,12 @@ async def test_overlap_skip_skips_fires_while_a_run_is_still_going(
                     return detail if detail["running_runs"] else None
 
                 first = (await eventually(running, "the first run"))["running_runs"][0]
-                await asyncio.sleep(3)
-                detail = await describe(http, sid)
+
+                async def two_skipped() -> dict[str, Any] | None:
+                    detail = await describe(http, sid)
+                    return detail if detail["skipped_overlap"] >= 2 else None
+
+                detail = await eventually(two_skipped, "two fires skipped", within=10)
                 assert detail["runs_started"] == 1
                 assert detail["running_runs"] == [first]
                 assert detail["skipped_overlap"] >= 2
@@ -257,16 +214,11 @@ async def test_overlap_skip_skips_fires_while_a_run_is_still_going(
 
 
 async def test_backfill_starts_one_run_per_fire_time_in_the_range(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="Backfilled review.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
+    script = Script(turns=[Turn(content="Backfilled review.")])
     _, headers = tenant_headers()
-    async with api(temporal_client, store, settings, headers) as http:
+    async with keel_app(script, headers=headers) as http:
         sid = (await create(http, workspace, cron_expressions=["0 * * * *"], paused=True))["id"]
         try:
             path = f"/v1/schedules/{sid}/backfill"
@@ -310,16 +262,10 @@ async def test_backfill_starts_one_run_per_fire_time_in_the_range(
 
 
 async def test_keel_previews_the_fire_times_temporal_computes(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     _, headers = tenant_headers()
-    async with api(temporal_client, store, settings, headers) as http:
+    async with keel_app(UNUSED, headers=headers) as http:
         # The second fires only on the 1st when it is a Monday: Temporal ANDs the day fields.
         for crons in (["*/15 9-17 * * MON-FRI"], ["0 0 1 * MON"], ["30 2 * * *", "@weekly"]):
             made = await create(
@@ -336,16 +282,10 @@ async def test_keel_previews_the_fire_times_temporal_computes(
 
 
 async def test_invalid_schedules_are_422s_naming_the_field_and_create_nothing(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     _, headers = tenant_headers()
-    async with api(temporal_client, store, settings, headers) as http:
+    async with keel_app(UNUSED, headers=headers) as http:
         sid = f"bad-{uuid.uuid4().hex[:8]}"
         good = {
             "schedule_id": sid,
@@ -396,20 +336,15 @@ async def test_invalid_schedules_are_422s_naming_the_field_and_create_nothing(
 
 
 async def test_a_scheduled_approval_notifies_the_webhook_signed_and_expires(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
     write = ScriptedToolCall(name="write_file", arguments={"path": "notes.txt", "content": "x"})
-    llm = scripted(
-        Script(turns=[Turn(tool_calls=[write]), Turn(content="Nobody approved; nothing written.")])
+    script = Script(
+        turns=[Turn(tool_calls=[write]), Turn(content="Nobody approved; nothing written.")]
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant, headers = tenant_headers()
     with Receiver(fail_first=1) as receiver:
-        async with api(temporal_client, store, settings, headers) as http:
+        async with keel_app(script, headers=headers) as http:
             sid = (
                 await create(
                     http,
@@ -449,7 +384,7 @@ async def test_a_scheduled_approval_notifies_the_webhook_signed_and_expires(
                 assert headers_["x-keel-delivery"] == waiting["id"]
                 assert int(headers_["x-keel-attempt"]) == 2  # the first answer was a 503
 
-                run = await run_ended(http, run_id)
+                run = await run_reaches(http, run_id)
                 assert run["status"] == "completed"
                 assert run["report"] == "Nobody approved; nothing written."
                 [expired] = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
@@ -466,17 +401,11 @@ async def test_a_scheduled_approval_notifies_the_webhook_signed_and_expires(
 
 
 async def test_another_tenant_cannot_see_or_touch_a_schedule(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     _, alice = tenant_headers("alice")
     mallory_tenant, mallory = tenant_headers("mallory")
-    async with api(temporal_client, store, settings, alice) as http:
+    async with keel_app(UNUSED, headers=alice) as http:
         sid = (await create(http, workspace, cron_expressions=["0 4 * * *"], paused=True))["id"]
         try:
 
@@ -516,18 +445,13 @@ async def test_another_tenant_cannot_see_or_touch_a_schedule(
 
 
 async def test_the_cli_manages_a_schedule_through_the_api(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="From the command line.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
+    script = Script(turns=[Turn(content="From the command line.")])
     tenant, headers = tenant_headers()
     sid = f"cli-{uuid.uuid4().hex[:8]}"
-    async with api(temporal_client, store, settings, headers) as http:
-        env = clean_env(KEEL_API_URL=str(http.base_url).rstrip("/"), KEEL_TOKEN=token_for(tenant))
+    async with keel_app(script, headers=headers) as http:
+        env = clean_env(KEEL_API_URL=base_url(http), KEEL_TOKEN=token_for(tenant))
         code, out = await keel(
             "schedules", "create", "review", "Review the night's changes.",
             "--cron", "0 2 * * MON-FRI", "--tz", "Europe/Berlin", "--id", sid,
@@ -542,7 +466,7 @@ async def test_the_cli_manages_a_schedule_through_the_api(
         assert code == 0, out
         run_id = re.search(rf"started run (run-{sid}-\S+)", out)
         assert run_id is not None, out
-        assert (await run_ended(http, run_id.group(1)))["report"] == "From the command line."
+        assert (await run_reaches(http, run_id.group(1)))["report"] == "From the command line."
 
         code, out = await keel("schedules", "show", sid, env=env)
         assert code == 0 and "review 0 2 * * MON-FRI (Europe/Berlin)" in out, out

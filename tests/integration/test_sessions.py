@@ -2,38 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-ALICE = auth_headers("default", "alice")
-MALLORY = auth_headers("other-tenant", "mallory")
-
-
-@asynccontextmanager
-async def api(
-    temporal_client: Client, store: Store, settings: Settings
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=30) as http,
-    ):
-        yield http
+from tests.integration.keel_http import MALLORY, LaunchKeel, StartLLM, eventually, run_reaches
+from tests.integration.test_durability import wait_until
+from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 
 async def new_session(http: httpx.AsyncClient, workspace: Path, agent: str = "review") -> str:
@@ -50,21 +26,22 @@ async def post(
     )
 
 
-async def run_state(http: httpx.AsyncClient, run_id: str, *wanted: str) -> dict[str, Any]:
-    for _ in range(1200):
-        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
-        if run["status"] in wanted:
-            return run
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} never reached {wanted}")
+async def idle(http: httpx.AsyncClient, session: str) -> dict[str, Any] | None:
+    """The session's detail once no run of it is active."""
+    detail: dict[str, Any] = (await http.get(f"/v1/sessions/{session}")).json()
+    return detail if detail["active_run"] is None else None
+
+
+async def interactions(http: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]] | None:
+    """The run's interactions once it has any."""
+    items: list[dict[str, Any]] = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
+    return items or None
 
 
 async def test_a_follow_up_message_sees_the_history(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
@@ -74,15 +51,14 @@ async def test_a_follow_up_message_sees_the_history(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with api(temporal_client, store, settings) as http:
+    async with keel_app(llm) as http:
         session = await new_session(http, workspace)
         first = await post(http, session, "What does it do?")
         assert first.status_code == 202 and first.json()["position"] == 0
-        await run_state(http, first.json()["run"]["id"], "completed")
+        await run_reaches(http, first.json()["run"]["id"], "completed")
         second = await post(http, session, "How many functions?")
         assert second.status_code == 202, second.text
-        run = await run_state(http, second.json()["run"]["id"], "completed")
+        run = await run_reaches(http, second.json()["run"]["id"], "completed")
         assert run["report"] == "It has one function, add."
         sent = [(m["role"], m["content"]) for m in llm.last_request(1)["messages"]][1:]
         assert sent == [
@@ -90,11 +66,8 @@ async def test_a_follow_up_message_sees_the_history(
             ("assistant", "The project adds numbers."),
             ("user", "How many functions?"),
         ]
-        for _ in range(100):  # the session workflow notices the run ended a moment later
-            detail = (await http.get(f"/v1/sessions/{session}")).json()
-            if detail["active_run"] is None:
-                break
-            await asyncio.sleep(0.05)
+        # The session workflow notices the run ended a moment later.
+        detail = await eventually(lambda: idle(http, session), "the session to be idle")
         assert [m["role"] for m in detail["messages"]] == ["user", "assistant"] * 2
         assert detail["active_run"] is None and detail["queued_runs"] == []
         listed = (await http.get("/v1/sessions")).json()["sessions"]
@@ -102,22 +75,11 @@ async def test_a_follow_up_message_sees_the_history(
 
 
 async def test_reject_and_enqueue_while_a_run_is_active(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(content="first answer", delay_s=1.5),
-                Turn(content="second answer"),
-            ]
-        )
-    )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with api(temporal_client, store, settings) as http:
+    llm = scripted(Script(turns=[Turn(content="first answer"), Turn(content="second answer")]))
+    llm.hold()  # the first run stays in its model call until the test is done with it
+    async with keel_app(llm) as http:
         session = await new_session(http, workspace)
         first = (await post(http, session, "one")).json()["run"]["id"]
         refused = await post(http, session, "two")
@@ -126,59 +88,53 @@ async def test_reject_and_enqueue_while_a_run_is_active(
         assert queued.status_code == 202 and queued.json()["position"] == 1
         second = queued.json()["run"]["id"]
         assert (await http.get(f"/v1/runs/{second}")).json()["status"] == "queued"
-        a = await run_state(http, first, "completed")
-        b = await run_state(http, second, "completed")
+        llm.release()
+        a = await run_reaches(http, first, "completed")
+        b = await run_reaches(http, second, "completed")
         assert b["started_at"] >= a["finished_at"]
         assert b["report"] == "second answer"
 
 
 async def test_interrupt_cancels_the_active_run_then_runs(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="slow answer", delay_s=3.0)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with api(temporal_client, store, settings) as http:
+    llm = scripted(Script(turns=[Turn(content="slow answer")]))
+    llm.hold()
+    async with keel_app(llm) as http:
         session = await new_session(http, workspace)
         first = (await post(http, session, "one")).json()["run"]["id"]
-        await run_state(http, first, "running")
-        for _ in range(200):  # the model call is in flight
-            if llm.total_requests:
-                break
-            await asyncio.sleep(0.05)
+        await run_reaches(http, first, "running")
+        await wait_until(lambda: llm.total_requests > 0)  # the model call is in flight
         taken = await post(http, session, "never mind, do this", on_busy="interrupt")
         assert taken.status_code == 202 and taken.json()["interrupted"] == first
-        cancelled = await run_state(http, first, "cancelled")
+        cancelled = await run_reaches(http, first, "cancelled")
         assert cancelled["stop_reason"] == "cancelled"
-        done = await run_state(http, taken.json()["run"]["id"], "completed")
+        llm.release()  # the held call of the cancelled run is answered to nobody
+        done = await run_reaches(http, taken.json()["run"]["id"], "completed")
         assert done["report"] == "slow answer"
         events = (await http.get(f"/v1/runs/{first}/events")).json()["events"]
         assert events[-1]["type"] == "cancelled"
 
 
 async def test_cancel_a_run_and_a_queued_one(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="answer", delay_s=3.0)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with api(temporal_client, store, settings) as http:
+    async with keel_app(llm) as http:
         session = await new_session(http, workspace)
         first = (await post(http, session, "one")).json()["run"]["id"]
         queued = (await post(http, session, "two", on_busy="enqueue")).json()["run"]["id"]
         withdrawn = await http.post(f"/v1/runs/{queued}/cancel")
         assert withdrawn.status_code == 200 and withdrawn.json()["status"] == "cancelled"
         assert (await http.post(f"/v1/runs/{first}/cancel", headers=MALLORY)).status_code == 404
-        await run_state(http, first, "running")
+        await run_reaches(http, first, "running")
         cancelling = await http.post(f"/v1/runs/{first}/cancel")
         assert cancelling.status_code == 200
-        await run_state(http, first, "cancelled")
+        await run_reaches(http, first, "cancelled")
         assert (await http.post(f"/v1/runs/{first}/cancel")).status_code == 409
         detail = (await http.get(f"/v1/sessions/{session}")).json()
         assert detail["queued_runs"] == [] and detail["active_run"] is None
@@ -186,18 +142,15 @@ async def test_cancel_a_run_and_a_queued_one(
 
 
 async def test_sessions_are_invisible_across_tenants(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="hi")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with api(temporal_client, store, settings) as http:
+    async with keel_app(llm) as http:
         session = await new_session(http, workspace)
         run_id = (await post(http, session, "hello")).json()["run"]["id"]
-        await run_state(http, run_id, "completed")
+        await run_reaches(http, run_id, "completed")
         assert (await http.get(f"/v1/sessions/{session}", headers=MALLORY)).status_code == 404
         stolen = await http.post(
             f"/v1/sessions/{session}/messages", headers=MALLORY, json={"input": "x"}
@@ -217,11 +170,9 @@ async def test_sessions_are_invisible_across_tenants(
 
 
 async def test_approve_always_lasts_for_the_session_and_not_beyond(
-    temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     write = ScriptedToolCall(name="write_file", arguments={"path": "x.txt", "content": "1"})
     # Turns are chosen by the number of assistant messages sent, and a session's history
@@ -239,24 +190,18 @@ async def test_approve_always_lasts_for_the_session_and_not_beyond(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with api(temporal_client, store, settings) as http:
+    async with keel_app(llm) as http:
         session = await new_session(http, workspace, agent="build")
         first = (await post(http, session, "write 1")).json()["run"]["id"]
-        for _ in range(400):
-            items = (await http.get(f"/v1/runs/{first}/interactions")).json()
-            if items:
-                break
-            await asyncio.sleep(0.05)
-        [ia] = items
+        [ia] = await eventually(lambda: interactions(http, first), "an approval request")
         decided = await http.post(
             f"/v1/runs/{first}/interactions/{ia['id']}",
             json={"decision": "approve_always", "payload_hash": ia["payload_hash"]},
         )
         assert decided.status_code == 200
-        await run_state(http, first, "completed")
+        await run_reaches(http, first, "completed")
         second = (await post(http, session, "write 2")).json()["run"]["id"]
-        done = await run_state(http, second, "completed")
+        done = await run_reaches(http, second, "completed")
         assert done["report"] == "done" and done["tool_calls"] == 1
         assert (await http.get(f"/v1/runs/{second}/interactions")).json() == []
         assert (workspace / "x.txt").read_text() == "2"
@@ -264,10 +209,6 @@ async def test_approve_always_lasts_for_the_session_and_not_beyond(
         other = await new_session(http, workspace, agent="build")
         llm.reset()
         third = (await post(http, other, "write 1")).json()["run"]["id"]
-        for _ in range(400):
-            items = (await http.get(f"/v1/runs/{third}/interactions")).json()
-            if items:
-                break
-            await asyncio.sleep(0.05)
+        items = await eventually(lambda: interactions(http, third), "an approval request")
         assert len(items) == 1 and items[0]["status"] == "pending"  # another session asks
         await http.post(f"/v1/runs/{third}/cancel")

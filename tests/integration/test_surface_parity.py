@@ -12,51 +12,38 @@ If a surface ever grows its own path again, one of these fails.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
-from langgraph_sdk import get_client
-from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import PermissionDeniedError, UnprocessableEntityError
 from langgraph_sdk.schema import Command
-from temporalio.client import Client as TemporalClient
 
 from activities.store.audit import AuditLog, AuditRecord
 from activities.store.run_store import Store, texts_key
-from api.cli.local_stack import serve_api
 from api.core.tenant_ids import scoped
-from tests.conftest import auth_headers, in_process_worker, token_for
-from tests.integration.test_approvals import finished
+from tests.conftest import token_for
+from tests.integration.keel_http import (
+    ALICE,
+    BOB,
+    MALLORY,
+    LaunchKeel,
+    base_url,
+    eventually,
+    finished,
+    pending,
+)
+from tests.integration.test_approvals import write
+from tests.integration.test_langgraph import langgraph
 from tests.integration.test_mcp import call, mcp_client
 from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
+from worker.scripted_llm import Script, Turn
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-ALICE = auth_headers("default", "alice")
-BOB = auth_headers("default", "bob")
-MALLORY = auth_headers("other-tenant", "mallory")
-
-
-@asynccontextmanager
-async def keel(
-    temporal_client: TemporalClient, store: Store, settings: Settings
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
-    ):
-        yield http
+DONE = Script(turns=[Turn(content="done")])
+WRITES_N = Script(turns=[Turn(tool_calls=[write("n.txt", "x")]), Turn(content="Wrote it.")])
 
 
 async def a2a(
@@ -123,16 +110,9 @@ async def assert_started_records(
 
 
 async def test_rest_starts_a_run_with_every_record(
-    temporal_client: TemporalClient,
-    store: Store,
-    database_url: str,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, database_url: str, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(DONE, http_timeout=60) as http:
         body = {"agent": "review", "input": "Parity via REST.", "workspace": str(workspace)}
         created = await http.post("/v1/runs", json=body)
         assert created.status_code == 201, created.text
@@ -144,16 +124,9 @@ async def test_rest_starts_a_run_with_every_record(
 
 
 async def test_a_session_message_starts_a_run_with_every_record(
-    temporal_client: TemporalClient,
-    store: Store,
-    database_url: str,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, database_url: str, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(DONE, http_timeout=60) as http:
         session = await http.post(
             "/v1/sessions", json={"agent": "review", "workspace": str(workspace)}
         )
@@ -170,16 +143,9 @@ async def test_a_session_message_starts_a_run_with_every_record(
 
 
 async def test_a2a_starts_a_run_with_every_record(
-    temporal_client: TemporalClient,
-    store: Store,
-    database_url: str,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, database_url: str, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")]))
-    settings = settings_for(llm, workspace, api_port=free_port(), a2a_default_agent="review")
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(DONE, http_timeout=60, a2a_default_agent="review") as http:
         answer = await a2a(
             http, text_message("Parity via A2A.", metadata={"workspace": str(workspace)})
         )
@@ -192,18 +158,11 @@ async def test_a2a_starts_a_run_with_every_record(
 
 
 async def test_mcp_starts_a_run_with_every_record(
-    temporal_client: TemporalClient,
-    store: Store,
-    database_url: str,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, database_url: str, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     async with (
-        keel(temporal_client, store, settings) as http,
-        mcp_client(str(http.base_url).rstrip("/"), token_for("default", "alice")) as client,
+        keel_app(DONE, http_timeout=60) as http,
+        mcp_client(base_url(http), token_for("default", "alice")) as client,
     ):
         started = await call(
             client,
@@ -220,16 +179,9 @@ async def test_mcp_starts_a_run_with_every_record(
 
 
 async def test_a_schedule_trigger_starts_a_run_with_every_record(
-    temporal_client: TemporalClient,
-    store: Store,
-    database_url: str,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, database_url: str, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(DONE, http_timeout=60) as http:
         created = await http.post(
             "/v1/schedules",
             json={
@@ -246,10 +198,7 @@ async def test_a_schedule_trigger_starts_a_run_with_every_record(
             assert triggered.status_code == 202, triggered.text
             run_id = triggered.json()["run_id"]
             assert run_id is not None
-            for _ in range(400):
-                if await store.get_run(run_id) is not None:
-                    break
-                await asyncio.sleep(0.05)
+            await eventually(lambda: store.get_run(run_id), f"the row of run {run_id}")
             assert (await finished(http, run_id))["status"] == "completed"
         finally:
             await http.delete(f"/v1/schedules/{sid}")
@@ -271,40 +220,16 @@ def refusals(entries: list[AuditRecord], run_id: str) -> list[tuple[object, ...]
 
 
 async def test_a2a_decisions_are_refused_and_audited_as_rest_ones(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(
-                    tool_calls=[
-                        ScriptedToolCall(
-                            name="write_file", arguments={"path": "n.txt", "content": "x"}
-                        )
-                    ]
-                ),
-                Turn(content="Wrote it."),
-            ]
-        )
-    )
-    settings = settings_for(llm, workspace, api_port=free_port())
     audit = AuditLog(store.pool)
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(WRITES_N, http_timeout=60) as http:
         created = await http.post(
             "/v1/runs",
             json={"agent": "build", "input": "Write n.txt.", "workspace": str(workspace)},
         )
         run_id = created.json()["id"]
-        for _ in range(600):
-            items = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
-            if items and items[0]["status"] == "pending":
-                break
-            await asyncio.sleep(0.05)
-        [ia] = items
+        [ia] = await pending(http, run_id)
         url = f"/v1/runs/{run_id}/interactions/{ia['id']}"
         wrong_hash = {"decision": "approve", "payload_hash": "0" * 64}
 
@@ -347,17 +272,12 @@ async def test_a2a_decisions_are_refused_and_audited_as_rest_ones(
 
 
 async def test_a_context_id_another_tenant_holds_is_a_context_of_ones_own_on_a2a_and_rest(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")] * 3))
-    settings = settings_for(llm, workspace, api_port=free_port(), a2a_default_agent="review")
     audit = AuditLog(store.pool)
     context_id = f"ctx-parity-{uuid.uuid4().hex[:8]}"
-    async with keel(temporal_client, store, settings) as http:
+    script = Script(turns=[Turn(content="done")] * 3)
+    async with keel_app(script, http_timeout=60, a2a_default_agent="review") as http:
         mine = await a2a(http, text_message("Mine.", contextId=context_id))
         assert "result" in mine, mine
         assert (await finished(http, mine["result"]["task"]["id"]))["status"] == "completed"
@@ -395,16 +315,9 @@ async def test_a_context_id_another_tenant_holds_is_a_context_of_ones_own_on_a2a
 
 
 async def test_langgraph_starts_a_run_with_every_record(
-    temporal_client: TemporalClient,
-    store: Store,
-    database_url: str,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, database_url: str, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(DONE, http_timeout=60) as http:
         lg = langgraph(http, "alice")
         thread = await lg.threads.create(metadata={"graph_id": "review"})
         ask = {"messages": [{"role": "user", "content": "Parity via LangGraph."}]}
@@ -416,17 +329,10 @@ async def test_langgraph_starts_a_run_with_every_record(
 
 
 async def test_agui_starts_a_run_with_every_record(
-    temporal_client: TemporalClient,
-    store: Store,
-    database_url: str,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, database_url: str, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="done")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     run_id = f"run-agui-{uuid.uuid4().hex[:8]}"
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(DONE, http_timeout=60) as http:
         body = {
             "threadId": f"thread-{uuid.uuid4().hex[:8]}",
             "runId": run_id,
@@ -443,17 +349,10 @@ async def test_agui_starts_a_run_with_every_record(
 
 
 async def test_langgraph_resumes_are_refused_and_audited_as_rest_decisions(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    write = ScriptedToolCall(name="write_file", arguments={"path": "n.txt", "content": "x"})
-    llm = scripted(Script(turns=[Turn(tool_calls=[write]), Turn(content="Wrote it.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     audit = AuditLog(store.pool)
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(WRITES_N, http_timeout=60) as http:
         alice, bob = langgraph(http, "alice"), langgraph(http, "bob")
         thread_id = (await alice.threads.create(metadata={"graph_id": "build"}))["thread_id"]
         ask = {"messages": [{"role": "user", "content": "Write n.txt."}]}
@@ -481,8 +380,3 @@ async def test_langgraph_resumes_are_refused_and_audited_as_rest_decisions(
         done = await alice.runs.wait(thread_id, "build", command=Command(resume=True))
         assert done["messages"][-1]["content"] == "Wrote it."
     assert (workspace / "n.txt").read_text() == "x"
-
-
-def langgraph(http: httpx.AsyncClient, sub: str) -> LangGraphClient:
-    url = str(http.base_url).rstrip("/")
-    return get_client(url=f"{url}/langgraph", api_key=token_for("default", sub))

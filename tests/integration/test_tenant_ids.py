@@ -9,33 +9,23 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 from ag_ui.core import EventType, RunAgentInput, UserMessage
 from langgraph_sdk.schema import Command
-from temporalio.client import Client as TemporalClient
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
 from api.core.tenant_ids import scoped
-from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.conftest import auth_headers, token_for
+from tests.integration.keel_http import ENDED, LaunchKeel, base_url, eventually, run_reaches
 from tests.integration.test_agui import run_agent
 from tests.integration.test_approvals import write
 from tests.integration.test_langgraph import client_for
 from tests.integration.test_mcp import call, mcp_client, until_run
-from tests.integration.test_schedules import eventually
-from tests.integration.test_surface_parity import a2a, keel, text_message
-from worker.dev_stack import free_port
-from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-FINISHED = ("completed", "failed", "cancelled")
+from tests.integration.test_surface_parity import a2a, text_message
+from worker.scripted_llm import Conversation, Script, Turn
 
 
 def tenants() -> dict[str, dict[str, str]]:
@@ -44,43 +34,27 @@ def tenants() -> dict[str, dict[str, str]]:
     return {f"a-{tag}": auth_headers(f"a-{tag}", "ann"), f"b-{tag}": auth_headers(f"b-{tag}", "bo")}
 
 
-async def ended(http: httpx.AsyncClient, run_id: str, headers: dict[str, str]) -> dict[str, Any]:
-    async def done() -> dict[str, Any] | None:
-        response = await http.get(f"/v1/runs/{run_id}", headers=headers)
-        if response.status_code == 404:  # a scheduled run's row follows its start
-            return None
-        run: dict[str, Any] = response.json()
-        return run if run["status"] in FINISHED else None
-
-    return await eventually(done, f"run {run_id} to end", within=60)
-
-
 def shows_no_scope(answer: Any, tenant: str) -> None:
     """No answer a tenant gets shows the scoped keys Keel keeps its ids under."""
     assert f"{tenant}~" not in json.dumps(answer), answer
 
 
 async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content=f"Answer {i}.") for i in range(16)]))
-    settings = settings_for(llm, workspace, api_port=free_port(), a2a_default_agent="review")
+    script = Script(turns=[Turn(content=f"Answer {i}.") for i in range(16)])
     people = tenants()
     tag = uuid.uuid4().hex[:8]
     run_id, session_id, context_id = f"run-same-{tag}", f"ses-same-{tag}", f"ctx-same-{tag}"
     schedule_id = f"sch-same-{tag}"
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_app(script, http_timeout=60, a2a_default_agent="review") as http:
         # -- REST runs: the same run_id is each tenant's own run.
         for tenant, headers in people.items():
             body = {"agent": "review", "input": f"{tenant} asks.", "workspace": str(workspace)}
             created = await http.post("/v1/runs", headers=headers, json={**body, "run_id": run_id})
             assert created.status_code == 201, created.text
             assert created.json()["id"] == run_id
-            run = await ended(http, run_id, headers)
+            run = await run_reaches(http, run_id, headers=headers)
             assert run["input"] == f"{tenant} asks." and run["status"] == "completed"
             again = await http.post("/v1/runs", headers=headers, json={**body, "run_id": run_id})
             assert again.status_code == 201 and again.json()["input"] == f"{tenant} asks."
@@ -110,7 +84,7 @@ async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface
             )
             assert posted.status_code == 202, posted.text
             assert posted.json()["run"]["session_id"] == session_id
-            await ended(http, posted.json()["run"]["id"], headers)
+            await run_reaches(http, posted.json()["run"]["id"], headers=headers)
             history = (await http.get(f"/v1/sessions/{session_id}", headers=headers)).json()
             assert [m["content"] for m in history["messages"] if m["role"] == "user"] == [
                 f"{tenant} says hi."
@@ -149,9 +123,7 @@ async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface
         mcp_run = f"mcp-same-{tag}"
         for tenant in people:
             name = "ann" if tenant == first else "bo"
-            async with mcp_client(
-                str(http.base_url).rstrip("/"), token_for(tenant, name)
-            ) as client:
+            async with mcp_client(base_url(http), token_for(tenant, name)) as client:
                 started = await call(
                     client,
                     "start_run",
@@ -161,7 +133,7 @@ async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface
                     run_id=mcp_run,
                 )
                 assert started["run_id"] == mcp_run
-                detail = await until_run(client, mcp_run, lambda d: d["run"]["status"] in FINISHED)
+                detail = await until_run(client, mcp_run, lambda d: d["run"]["status"] in ENDED)
                 assert detail["run"]["input"] == f"{tenant} over MCP."
                 summaries = (await call(client, "list_runs", limit=50))["runs"]
                 assert mcp_run in [r["id"] for r in summaries]
@@ -201,7 +173,7 @@ async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface
                 # recorded would find the other's (404, audited).
                 runs = await eventually(own_run, "the schedule's runs")
                 assert [r["id"] for r in runs] == [fired_run]
-                run = await ended(http, fired_run, headers)
+                run = await run_reaches(http, fired_run, headers=headers)
                 assert run["schedule_id"] == schedule_id and run["input"] == f"{tenant} nightly."
                 shows_no_scope([shown, fired.json(), run, runs], tenant)
         finally:
@@ -221,11 +193,7 @@ async def test_two_tenants_with_the_same_ids_each_get_their_own_on_every_surface
 
 
 async def test_two_tenants_with_the_same_thread_id_each_get_their_own_over_langgraph_and_agui(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
     """The LangGraph SDK and AG-UI on one thread id two tenants chose: each its own thread,
     its runs work, and no answer shows a scoped key or anything of the other tenant."""
@@ -238,15 +206,11 @@ async def test_two_tenants_with_the_same_thread_id_each_get_their_own_over_langg
         for t in people
     ]
     script = Script(turns=[Turn(content="Answer."), Turn(content="Again.")], conversations=writes)
-    settings = settings_for(scripted(script), workspace, api_port=free_port())
     tag = uuid.uuid4().hex[:8]
     thread_id, agui_thread = f"thread-same-{tag}", f"agui-same-{tag}"
     approve_thread = f"approve-same-{tag}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=60) as http,
-    ):
+    async with keel_app(script, headers={}, http_timeout=60) as http:
+        url = base_url(http)
         for tenant in people:
             lg = client_for(url, tenant, "someone")
             ask = {"messages": [{"role": "user", "content": f"{tenant} asks."}]}
