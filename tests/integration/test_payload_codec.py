@@ -7,7 +7,7 @@ import asyncio
 import base64
 import json
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +20,17 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker, token_for
-from tests.integration.test_approvals import ALICE, decide, finished, pending, start, write
+from tests.conftest import auth_headers, token_for
+from tests.integration.keel_http import (
+    ALICE,
+    MakeSettings,
+    StartLLM,
+    base_url,
+    finished,
+    keel_api,
+    pending,
+)
+from tests.integration.test_approvals import decide, start, write
 from worker.dev_stack import TemporalDevServer, free_port, temporal_binary
 from worker.payload_codec import (
     ENCRYPTED_ENCODING,
@@ -30,13 +38,11 @@ from worker.payload_codec import (
     data_converter,
     new_key,
 )
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from worker.scripted_llm import Script, Turn
 from worker.settings import Settings
 from worker.temporal_client import DATA_CONVERTER, connect
 from workflows.agent_run import AgentRunWorkflow
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 MARKER = "contents-only-the-run-may-read-7f3a"
 ADMIN = auth_headers("default", "root", "keel:admin")
 
@@ -93,16 +99,21 @@ async def keel_with_keys(
         }
     )
     client = await connect(str(keyed.temporal_address), data_converter=data_converter(keyed))
-    async with (
-        in_process_worker(client, store, keyed),
-        serve_api(keyed) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
-        yield Keel(http=http, client=client, settings=keyed, url=url)
+    async with keel_api(client, store, keyed) as http:
+        yield Keel(http=http, client=client, settings=keyed, url=base_url(http))
 
 
 def approving_script() -> Script:
     return Script(turns=[Turn(tool_calls=[write("notes.txt", MARKER)]), Turn(content="Done.")])
+
+
+async def approved_run(http: httpx.AsyncClient, workspace: Path) -> str:
+    """A run of the approving script, its write approved and the run completed."""
+    run_id = await start(http, workspace)
+    [ia] = await pending(http, run_id)
+    assert (await decide(http, run_id, ia)).status_code == 200
+    assert (await finished(http, run_id))["status"] == "completed"
+    return run_id
 
 
 async def test_payloads_on_the_server_are_ciphertext_and_the_run_replays(
@@ -114,10 +125,7 @@ async def test_payloads_on_the_server_are_ciphertext_and_the_run_replays(
 ) -> None:
     settings = settings_for(scripted(approving_script()), workspace)
     async with keel_with_keys(settings, store, {"k1": new_key()}, "k1") as keel:
-        run_id = await start(keel.http, workspace)
-        [ia] = await pending(keel.http, run_id)
-        assert (await decide(keel.http, run_id, ia)).status_code == 200
-        assert (await finished(keel.http, run_id))["status"] == "completed"
+        run_id = await approved_run(keel.http, workspace)
         assert (workspace / "notes.txt").read_text() == MARKER
 
         # A client without the codec reads what the server holds.
@@ -186,10 +194,7 @@ async def test_the_codec_endpoint_decodes_for_admins_and_refuses_others(
 ) -> None:
     settings = settings_for(scripted(approving_script()), workspace)
     async with keel_with_keys(settings, store, {"k1": new_key()}, "k1") as keel:
-        run_id = await start(keel.http, workspace)
-        [ia] = await pending(keel.http, run_id)
-        assert (await decide(keel.http, run_id, ia)).status_code == 200
-        await finished(keel.http, run_id)
+        run_id = await approved_run(keel.http, workspace)
         plain = await connect(temporal_server.address)
         history = await plain.get_workflow_handle(run_id).fetch_history()
         body = as_wire(stored_payloads(history))
@@ -288,7 +293,7 @@ def json_payload_data(node: object) -> Iterator[bytes]:
 
 
 async def test_without_a_key_nothing_is_encrypted_and_the_endpoint_says_so(
-    temporal_server: TemporalDevServer,
+    temporal_client: Client,
     store: Store,
     workspace: Path,
     scripted: StartLLM,
@@ -296,8 +301,8 @@ async def test_without_a_key_nothing_is_encrypted_and_the_endpoint_says_so(
 ) -> None:
     settings = settings_for(scripted(approving_script()), workspace)
     assert data_converter(settings) is DATA_CONVERTER  # codec off: the converter as before
-    async with serve_api(settings.model_copy(update={"api_port": free_port()})) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-            answer = await http.post("/v1/codec/decode", headers=ADMIN, json={"payloads": []})
+    api_only = settings.model_copy(update={"api_port": free_port()})
+    async with keel_api(temporal_client, store, api_only, worker=False) as http:
+        answer = await http.post("/v1/codec/decode", headers=ADMIN, json={"payloads": []})
     assert answer.status_code == 404
     assert "KEEL_PAYLOAD_KEYS" in answer.json()["detail"]
