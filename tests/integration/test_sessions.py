@@ -136,7 +136,8 @@ async def test_cancel_a_run_and_a_queued_one(
         assert cancelling.status_code == 200
         await run_reaches(http, first, "cancelled")
         assert (await http.post(f"/v1/runs/{first}/cancel")).status_code == 409
-        detail = (await http.get(f"/v1/sessions/{session}")).json()
+        # The session workflow notices the run ended a moment later.
+        detail = await eventually(lambda: idle(http, session), "the session to be idle")
         assert detail["queued_runs"] == [] and detail["active_run"] is None
     assert llm.total_requests == 1  # the withdrawn run never called the model
 
