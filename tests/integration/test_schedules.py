@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
@@ -109,6 +110,7 @@ class Receiver:
         return await eventually(find, f"a {event} notice")
 
 
+@pytest.mark.slow  # real fires 2 s apart, and 5 s of a paused schedule firing nothing
 async def test_an_interval_schedule_runs_and_obeys_pause_unpause_and_trigger(
     workspace: Path, keel_app: LaunchKeel
 ) -> None:
@@ -444,6 +446,7 @@ async def test_another_tenant_cannot_see_or_touch_a_schedule(
     assert len(denied) == 7 and {e.subject for e in denied} == {sid}
 
 
+@pytest.mark.slow  # five `keel` processes, each importing the CLI
 async def test_the_cli_manages_a_schedule_through_the_api(
     workspace: Path, keel_app: LaunchKeel
 ) -> None:
