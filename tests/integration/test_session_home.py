@@ -10,7 +10,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.store.run_store import Store
 from api.core.runs import session_workflow_id
-from tests.integration.test_sessions import api, new_session, post, run_state
+from tests.integration.keel_http import ALICE, keel_api, run_reaches
+from tests.integration.test_sessions import new_session, post
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn
 from worker.settings import Settings
@@ -28,11 +29,11 @@ async def test_a_message_to_a_session_of_another_task_queue_is_answered_here(
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="First answer."), Turn(content="Second answer.")]))
     before = settings_for(llm, workspace, api_port=free_port())
-    async with api(temporal_client, store, before) as http:
+    async with keel_api(temporal_client, store, before, headers=ALICE) as http:
         session = await new_session(http, workspace)
         first = await post(http, session, "One?")
         assert first.status_code == 202, first.text
-        await run_state(http, first.json()["run"]["id"], "completed")
+        await run_reaches(http, first.json()["run"]["id"], "completed")
     stale = temporal_client.get_workflow_handle(session_workflow_id(session))
     described = await stale.describe()
     assert described.task_queue == before.task_queue
@@ -41,12 +42,12 @@ async def test_a_message_to_a_session_of_another_task_queue_is_answered_here(
     # have): no worker polls the queue the session's workflow waits on.
     after = settings_for(llm, workspace, api_port=free_port())
     assert after.task_queue != before.task_queue
-    async with api(temporal_client, store, after) as http:
+    async with keel_api(temporal_client, store, after, headers=ALICE) as http:
         sent = time.monotonic()
         second = await post(http, session, "Two?", on_busy="enqueue")
         assert second.status_code == 202, second.text
         assert time.monotonic() - sent < 10, "the message waited for a worker that is gone"
-        run = await run_state(http, second.json()["run"]["id"], "completed")
+        run = await run_reaches(http, second.json()["run"]["id"], "completed")
         assert run["report"] == "Second answer.", "the run sees the session's history"
         now = await stale.describe()
         assert now.task_queue == after.task_queue
