@@ -49,6 +49,9 @@ class AgentFrontMatter(BaseModel):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     context_window: int | None = Field(default=None, ge=1024, le=100_000_000)
+    memory: bool = Field(
+        default=False, description="Remember what users state, per tenant and user (opt-in)."
+    )
     subagents: list[str] = Field(default_factory=list, max_length=32)
     client_tools: list[Literal["read_file", "list_files", "search_code"]] = Field(
         default_factory=list, description="Reads the client that starts a run executes."
@@ -148,6 +151,7 @@ def parse_agent(
         approval=meta.approval,
         mcp_servers=meta.mcp_servers,
         context_window=meta.context_window,
+        memory=meta.memory,
         subagents=meta.subagents,
         plugin_tools=[plugin_tools[t] for t in meta.tools if t in plugin_tools],
         client_tools=list(meta.client_tools),

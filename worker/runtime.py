@@ -19,6 +19,7 @@ from activities.context import CompactionActivities, ContextBudget
 from activities.hooks import HookActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
+from activities.memory.activities import MemoryActivities
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.retention import RetentionActivities
 from activities.router import RouterActivities, sandbox_tool_problem
@@ -27,6 +28,7 @@ from activities.store.audit import AuditLog
 from activities.store.context_store import ContextStore
 from activities.store.interaction_store import InteractionStore
 from activities.store.mcp_tool_store import McpToolStore
+from activities.store.memory_store import MemoryStore
 from activities.store.outage import StoreOutageInterceptor
 from activities.store.push_config_store import PushConfigStore
 from activities.store.retention_store import RetentionStore
@@ -155,6 +157,15 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     hook_activities = HookActivities(plugins, tool_activities, audit)
     mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool))
     record_activities = RunRecordActivities(store)
+    memory_activities = MemoryActivities(
+        store,
+        MemoryStore(store.pool),
+        llm,
+        embedding_model=settings.memory_embedding_model,
+        extraction_model=settings.memory_model,
+        recall_limit=settings.memory_recall_limit,
+        prices=settings.prices,
+    )
     interaction_activities = InteractionActivities(interaction_store, audit)
     webhook_activities = WebhookActivities(
         webhook_server_secret(settings), push_configs=PushConfigStore(store.pool)
@@ -185,6 +196,8 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             a2a_activities.a2a_send,
             a2a_activities.a2a_follow,
             llm_activities.llm_step,
+            memory_activities.recall_memories,
+            memory_activities.remember_facts,
             compaction_activities.compact_context,
             tool_activities.run_tool,
             tool_activities.run_mcp_tool,

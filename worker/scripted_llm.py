@@ -59,6 +59,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from worker import scripted_anthropic as anthropic_api
+from worker import scripted_memory
 from worker.scripted_reviewer import (
     asks_for_summary,
     message_tokens,
@@ -229,6 +230,7 @@ class ScriptedLLMServer:
                 Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
                 Route("/v1/messages", self._messages, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/embeddings", scripted_memory.embeddings, methods=["POST"]),
             ]
         )
 
@@ -461,6 +463,11 @@ class ScriptedLLMServer:
         index = _summarised_steps(messages) + sum(
             1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
         )
+        if scripted_memory.asks_for_facts(messages):
+            # Agent memory's extraction call: answered from the request, and no turn.
+            refusal = scripted_memory.refuses_schema(body)
+            facts = Turn(content=scripted_memory.facts_reply(messages))
+            return refusal or self._respond(body, facts, 0)
         summarising = asks_for_summary(messages)
         match, turns = self.script.turns_for(messages)
         with self._lock:

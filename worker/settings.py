@@ -73,6 +73,24 @@ class Settings(BaseSettings):
         validation_alias=_env("KEEL_CONTEXT_BUDGET"),
         description="Cap, prune and compact to fit the window; off sends everything as is.",
     )
+    memory_embedding_model: str = Field(
+        default="text-embedding-3-small",
+        min_length=1,
+        validation_alias=_env("KEEL_MEMORY_EMBEDDING_MODEL"),
+        description="Embeddings model of agent memory (where Postgres has pgvector).",
+    )
+    memory_model: str | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_MEMORY_MODEL"),
+        description="Model that proposes facts to remember; unset: the run's model.",
+    )
+    memory_recall_limit: int = Field(
+        default=8,
+        ge=1,
+        le=50,
+        validation_alias=_env("KEEL_MEMORY_RECALL_LIMIT"),
+        description="Memories a run's model is given at most.",
+    )
     llm_timeout_s: float = Field(default=300.0, gt=0, validation_alias=_env("KEEL_LLM_TIMEOUT_S"))
     llm_max_attempts: int = Field(default=6, ge=1, validation_alias=_env("KEEL_LLM_MAX_ATTEMPTS"))
     data_dir: Path = Field(

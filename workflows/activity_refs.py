@@ -19,6 +19,7 @@ from typing import Protocol
 from temporalio import activity
 
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
+from workflows.memory_models import RecallInput, RecallResult, RememberInput, RememberResult
 from workflows.models import (
     AfterHooksInput,
     BeforeHooksInput,
@@ -63,6 +64,7 @@ from workflows.router_models import (
 
 __all__ = [
     "A2ADelegation",
+    "AgentMemory",
     "ContextCompaction",
     "InteractionRecords",
     "LlmCalls",
@@ -83,6 +85,20 @@ class LlmCalls(Protocol):
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
         """One chat completion; the message goes to the store, a digest comes back."""
+        ...
+
+
+class AgentMemory(Protocol):
+    """What users stated, recalled in their later runs (`activities.memory`)."""
+
+    @activity.defn(name="recall_memories")
+    async def recall_memories(self, request: RecallInput) -> RecallResult:
+        """Store the user's memories relevant to the run's input as a note it sends."""
+        ...
+
+    @activity.defn(name="remember_facts")
+    async def remember_facts(self, request: RememberInput) -> RememberResult:
+        """Ask the model for facts worth keeping; store them de-duplicated and redacted."""
         ...
 
 

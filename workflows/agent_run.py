@@ -29,7 +29,7 @@ from temporalio.exceptions import (
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import convergence, subagents, timeouts
+    from workflows import convergence, run_memory, subagents, timeouts
     from workflows.activity_call import run_activity
     from workflows.activity_refs import (
         ContextCompaction,
@@ -154,6 +154,8 @@ class AgentRunWorkflow(RouterSteps):
                     return await self._route(run)
                 if run.agent.mcp_servers:
                     await self._discover_mcp_tools(run)
+                if run_memory.remembers(run):
+                    await self._recall(run)
             return await self._loop(run)
         except FailureError as err:
             # A regular activity fails with an ActivityError around the cause; a local
@@ -225,6 +227,14 @@ class AgentRunWorkflow(RouterSteps):
             self._opening = opening
             return
         await run_activity(RunRecords.start_run, opening, timeouts.STORE_CALL, local=True)
+
+    async def _recall(self, run: RunInput) -> None:
+        """The user's memories, as a note the first model call sends (`run_memory`)."""
+        seq = self._take_seqs(1)
+        if await run_memory.recall(run, self._opening, seq):
+            self._opening = None  # the recall opened the run's record
+        elif self._state.next_seq == seq + 1:
+            self._state.next_seq = seq  # no event was written: leave no gap in the stream
 
     async def _discover_mcp_tools(self, run: RunInput) -> None:
         """List the agent's MCP servers' tools; only their names enter the history.
@@ -1157,6 +1167,8 @@ class AgentRunWorkflow(RouterSteps):
         final_step: int | None = None,
     ) -> RunResult:
         state = self._state
+        if status == "completed" and run_memory.remembers(run):
+            state.usage = state.usage.plus(await run_memory.remember(run))
         finished = await run_activity(
             RunRecords.finish_run,
             FinishRunInput(

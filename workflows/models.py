@@ -140,6 +140,10 @@ class AgentSpec(BaseModel):
         default_factory=list,
         description="Agents this one may run through the `task` tool; none: no `task` tool.",
     )
+    memory: bool = Field(
+        default=False,
+        description="Recall the user's memories before the first call, store new facts after.",
+    )
     plugin_tools: list[PluginToolRef] = Field(
         default_factory=list, description="The plugin tools of `tools`, as the gate judges them."
     )

@@ -192,6 +192,21 @@ RETENTION_BATCH = ActivityOptions(
     schedule_to_close=STORE_OUTAGE_BUDGET,
 )
 
+# -- agent memory --------------------------------------------------------------------
+
+# Memory helps a run and never holds it up: recall is one embeddings request and two
+# queries, extraction one short model call and one transaction. Three attempts ride out
+# a blip; after them the run goes on without (recall) or ends without storing (facts).
+MEMORY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=3,
+    non_retryable_error_types=["LlmRequestRejected"],
+)
+MEMORY_RECALL = ActivityOptions(start_to_close=timedelta(seconds=30), retry=MEMORY_RETRY)
+MEMORY_EXTRACTION = ActivityOptions(start_to_close=timedelta(minutes=2), retry=MEMORY_RETRY)
+
 # -- webhooks ------------------------------------------------------------------------
 
 # A down receiver delays a notice but loses nothing for three days.

@@ -16,6 +16,10 @@ appends to it. Each batch is one transaction that removes the rows and appends a
 the cutoff) and the head of a digest chain over everything each sweep removed, so the
 log still verifies and says what is gone. The hash of that entry is also kept in
 `tenant_retention`, outside the log, as an anchor to compare the chain's end with.
+
+Agent memories (`memories`) of the tenant not stated again since the cutoff go too,
+counted in the batch's rows (`memories`): a memory is the tenant's data like a run's
+contents, and a fact the user restates is refreshed, so it stays.
 """
 
 from __future__ import annotations
@@ -74,6 +78,12 @@ EXPIRED_RUNS_SQL = (
 PURGE_RUN_ROWS_SQL = (
     "UPDATE runs SET purged_at = now(), input = '', report = NULL, error = NULL,"
     " findings = NULL WHERE id = ANY(%s)"
+)
+# Memories (migration 019) not stated again since the cutoff: a memory is the tenant's
+# data like a run's contents, and a restated fact is refreshed, so it stays.
+EXPIRED_MEMORIES_SQL = (
+    "DELETE FROM memories WHERE ctid IN (SELECT ctid FROM memories"
+    " WHERE tenant_id = %s AND updated_at < %s LIMIT %s)"
 )
 # Texts no run has stored or used since the cutoff (every use stores them again,
 # which refreshes `created_at`).
@@ -163,7 +173,7 @@ class RetentionStore:
         batches: list[PurgedBatch] = []
         for policy in await self.policies():
             batch = await self._purge_tenant(policy, now - timedelta(days=policy.days), batch_size)
-            if batch.runs or batch.texts or batch.evals:
+            if batch.runs or batch.texts or batch.evals or batch.rows:
                 batches.append(batch)
         return batches
 
@@ -189,8 +199,11 @@ class RetentionStore:
                 await conn.execute(PURGE_RUN_ROWS_SQL, (run_ids,))
             texts = (await conn.execute(EXPIRED_TEXTS_SQL, (tenant, cutoff, batch_size))).rowcount
             evals = (await conn.execute(EXPIRED_EVALS_SQL, (tenant, cutoff, batch_size))).rowcount
+            memories = await conn.execute(EXPIRED_MEMORIES_SQL, (tenant, cutoff, batch_size))
+            if memories.rowcount:
+                rows["memories"] = memories.rowcount
             batch = PurgedBatch(tenant_id=tenant, runs=run_ids, rows=rows, texts=texts, evals=evals)
-            if not run_ids and not texts and not evals:
+            if not run_ids and not texts and not evals and not memories.rowcount:
                 return batch
             # The policy's row lock serialises batches of one tenant, so links never fork.
             await cur.execute(

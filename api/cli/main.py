@@ -24,6 +24,7 @@ from api.cli.console_link import console_link
 from api.cli.evals import eval_command
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.local_tools import LOCAL_TOOLS, local_executor
+from api.cli.memories import memories_app
 from api.cli.payload_keys import keys_app
 from api.cli.plugins import plugins_app
 from api.cli.progress import Decider, follow_run, terminal_decider
@@ -45,6 +46,7 @@ app.add_typer(schedules_app, name="schedules")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(plugins_app, name="plugins")
+app.add_typer(memories_app, name="memories")
 app.command("eval")(eval_command)
 console = Console()
 err_console = Console(stderr=True)

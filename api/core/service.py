@@ -12,6 +12,7 @@ from api.core.codec import CodecService
 from api.core.context import CoreParts
 from api.core.decisions import DecisionService
 from api.core.evals import EvalService
+from api.core.memories import MemoryService
 from api.core.push_configs import PushConfigService
 from api.core.retention import RetentionService
 from api.core.router import RouterService
@@ -35,6 +36,7 @@ class KeelService:
         self.schedules = ScheduleService(parts, self.runs)
         self.codec = CodecService(parts)
         self.retention = RetentionService(parts)
+        self.memories = MemoryService(parts)
         self.workspaces = WorkspaceReads(parts)
         self.push_configs = PushConfigService(parts, self.runs)
         self.evals = EvalService(parts)

@@ -44,6 +44,8 @@ from api.http.routers import (
     usage,
     webhooks,
 )
+from api.http.routers.memories import admin_router as memories_admin_router
+from api.http.routers.memories import router as memories_router
 from api.identity.authenticate import Authenticator
 from api.identity.config import auth_config, build_verifier
 from api.langgraph import router as langgraph_router
@@ -138,6 +140,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(inbox.router)
     app.include_router(tool_outputs.router)
     app.include_router(usage.router)
+    app.include_router(memories_router)
+    app.include_router(memories_admin_router)
     app.include_router(sign_in_router)
     app.include_router(langgraph_router)
     app.include_router(agui_router)

@@ -22,6 +22,7 @@ from activities.context import CompactionActivities
 from activities.hooks import HookActivities
 from activities.interactions import InteractionActivities
 from activities.llm import LlmActivities
+from activities.memory.activities import MemoryActivities
 from activities.retention import RetentionActivities
 from activities.router import RouterActivities
 from activities.run_records import RunRecordActivities
@@ -36,6 +37,7 @@ from workflows.session import SessionWorkflow
 
 IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.LlmCalls: LlmActivities,
+    activity_refs.AgentMemory: MemoryActivities,
     activity_refs.ContextCompaction: CompactionActivities,
     activity_refs.ToolCalls: ToolActivities,
     activity_refs.McpDiscovery: McpDiscoveryActivities,

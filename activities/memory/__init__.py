@@ -1,0 +1,1 @@
+"""Agent memory: what users state, recalled in their later runs (issue 19)."""
