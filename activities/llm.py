@@ -33,6 +33,7 @@ from activities.provider_api import ProviderRef
 from activities.providers import plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.anthropic_messages import serves as anthropic_serves
+from activities.providers.retry_status import status_is_retryable
 from activities.run_records import open_run
 from activities.store.audit import AuditLog, policy_entry
 from activities.store.mcp_tool_store import McpToolStore
@@ -51,7 +52,6 @@ from workflows.models import (
 )
 
 HEARTBEAT_EVERY_S = 2.0
-RETRYABLE_STATUS = {408, 409, 425, 429}
 # Live token deltas: NOTIFYs on the durable events' channel, batched so a long
 # completion sends a few notices a second rather than one a token.
 EVENTS_CHANNEL = "keel_events"
@@ -569,7 +569,7 @@ async def _collect(
 def _status_error(exc: openai.APIStatusError) -> ApplicationError:
     status = exc.status_code
     detail = _error_detail(exc)
-    if status in RETRYABLE_STATUS or status >= 500:
+    if status_is_retryable(status):
         return ApplicationError(
             f"LLM provider answered {status}: {detail}",
             type="LlmUnavailable",

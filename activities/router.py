@@ -19,12 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.llm import RETRYABLE_STATUS
 from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
 from activities.providers import plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.anthropic_messages import serves as anthropic_serves
+from activities.providers.retry_status import status_is_retryable
 from activities.store.router_store import RouterStore
 from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
@@ -302,7 +302,7 @@ class RouterActivities(Routing):
                 f"LLM endpoint unreachable for the routing request: {exc}", type="LlmUnavailable"
             ) from exc
         except openai.APIStatusError as exc:
-            if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
+            if status_is_retryable(exc.status_code):
                 raise ApplicationError(
                     f"LLM provider answered {exc.status_code} to the routing request",
                     type="LlmUnavailable",

@@ -17,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.a2a_push import A2A_TOKEN_HEADER, a2a_push_body
+from activities.providers.retry_status import status_is_retryable
 from activities.store.push_config_store import PushConfigRecord, PushConfigStore
 from activities.webhook_signature import (
     SIGNATURE_HEADER,
@@ -35,7 +36,6 @@ from workflows.models import (
 )
 from workflows.tenant_keys import in_view
 
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_RETRY_AFTER_S = 600
 
 
@@ -105,7 +105,7 @@ class WebhookActivities(WebhookDeliveries):
         status = response.status_code
         if 200 <= status < 300:
             return WebhookReceipt(status_code=status, attempt=attempt)
-        if status >= 500 or status in RETRYABLE_STATUS:
+        if status_is_retryable(status):
             raise ApplicationError(
                 f"The webhook receiver at {host} answered {status}; retrying.",
                 type="WebhookFailed",

@@ -20,9 +20,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.context.budget import ContextBudget, context_items, exceeded_limit
 from activities.context.fallback_summary import fallback_summary
-from activities.llm import RETRYABLE_STATUS
 from activities.plugin_api import PluginCode
 from activities.providers import anthropic_messages, plugin_models
+from activities.providers.retry_status import status_is_retryable
 from activities.store.context_store import StoredSummary
 from activities.store.run_store import Store
 from activities.tool_schemas import tool_definitions
@@ -218,7 +218,7 @@ class CompactionActivities(ContextCompaction):
 
 def _summary_error(exc: openai.APIStatusError) -> ApplicationError:
     """A provider's error on the summarising call, as the model call would raise it."""
-    if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
+    if status_is_retryable(exc.status_code):
         return ApplicationError(
             f"LLM provider answered {exc.status_code} to the summarising request",
             type="LlmUnavailable",

@@ -31,6 +31,7 @@ from activities.memory.extraction import (
 )
 from activities.memory.redaction import withhold_secrets
 from activities.prices import ModelPrice
+from activities.providers.retry_status import status_is_retryable
 from activities.run_records import open_run
 from activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
 from activities.store.run_store import Store
@@ -39,7 +40,6 @@ from workflows.memory_models import RecallInput, RecallResult, RememberInput, Re
 
 log = logging.getLogger("keel.memory")
 
-RETRYABLE_STATUS = {408, 409, 425, 429}
 # Fewer than this cosine similarity: not about the same thing (unrelated texts sit near 0).
 MIN_RECALL_SIMILARITY = 0.2
 # What of a run's input recall searches with: its opening says what it is about, and an
@@ -72,7 +72,7 @@ class Embedder:
                 model=self.model, input=list(texts), encoding_format="float"
             )
         except openai.APIStatusError as exc:
-            if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
+            if status_is_retryable(exc.status_code):
                 raise ApplicationError(
                     f"Embeddings endpoint answered {exc.status_code}", type="LlmUnavailable"
                 ) from exc
@@ -231,7 +231,7 @@ class MemoryActivities(AgentMemory):
                     model=model, messages=[], extra_body={"messages": messages}
                 )
         except openai.APIStatusError as exc:
-            retryable = exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
+            retryable = status_is_retryable(exc.status_code)
             raise ApplicationError(
                 f"LLM provider answered {exc.status_code} to the memory extraction",
                 type="LlmUnavailable" if retryable else "LlmRequestRejected",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.exceptions import ApplicationError
 
 from activities.context.budget import ContextLengthExceeded
+from activities.providers.retry_status import status_is_retryable
 from workflows.models import Usage
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     # one that serves no Anthropic model should not pay.
     import anthropic
 
-RETRYABLE_STATUS = {408, 409, 425, 429}
 # Anthropic says a request is too long in the message of a 400 (or a 413 for the bytes).
 TOO_LONG = ("prompt is too long", "request_too_large", "too many total text bytes")
 FINISH_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
@@ -218,7 +218,7 @@ def _status_error(exc: anthropic.APIStatusError) -> Exception:
     detail = _detail(exc)
     if status in (400, 413) and any(marker in detail for marker in TOO_LONG):
         return ContextLengthExceeded(detail, None, None)
-    if status in RETRYABLE_STATUS or status >= 500:
+    if status_is_retryable(status):
         return ApplicationError(
             f"Anthropic answered {status}: {detail}",
             type="LlmUnavailable",
