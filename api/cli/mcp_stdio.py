@@ -14,6 +14,7 @@ embedded servers nor a log line can break a frame.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,9 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import (
-    CallToolRequestParams,
-    CallToolResult,
     GetPromptRequestParams,
     GetPromptResult,
     ListPromptsResult,
@@ -39,11 +39,13 @@ from mcp_types import (
 )
 
 from api.cli.local_stack import local_stack
+from api.cli.mcp_notices import StdioNotices, modern_client
 from api.identity.config import cli_token
 from worker.settings import Settings
 
-# A tool call waits as long as the API takes to answer it (a search over a large tree).
-UPSTREAM_TIMEOUT_S = 120.0
+# A tool call waits as long as the API takes to answer it (a search over a large tree,
+# or a start_run that waits up to its MAX_WAIT_S of 300 s).
+UPSTREAM_TIMEOUT_S = 330.0
 Ctx = ServerRequestContext[Any, Any]
 
 
@@ -65,14 +67,12 @@ def cursor_of(params: PaginatedRequestParams | None) -> str | None:
     return params.cursor if params is not None else None
 
 
-def bridge(upstream: Client) -> Server[Any]:
-    """A stdio-side server whose every handler asks `upstream` (Keel's `/mcp`)."""
+def bridge(upstream: Client, notices: StdioNotices) -> Server[Any]:
+    """A stdio-side server whose every handler asks `upstream` (Keel's `/mcp`); run
+    updates, progress and log messages are relayed by `notices`."""
 
     async def list_tools(ctx: Ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
         return await upstream.list_tools(cursor=cursor_of(params))
-
-    async def call_tool(ctx: Ctx, params: CallToolRequestParams) -> CallToolResult:
-        return await upstream.call_tool(params.name, params.arguments)
 
     async def list_resources(
         ctx: Ctx, params: PaginatedRequestParams | None
@@ -94,24 +94,35 @@ def bridge(upstream: Client) -> Server[Any]:
         return await upstream.get_prompt(params.name, params.arguments)
 
     info = upstream.server_info
-    return Server(
-        info.name if info else "keel",
-        version=info.version if info else "",
-        title=info.title if info else None,
-        instructions=upstream.instructions,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_resource_templates,
-        on_read_resource=read_resource,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-    )
+    with warnings.catch_warnings():
+        # The logging capability is deprecated at 2026-07-28, yet handshake-era clients use it.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server = Server(
+            info.name if info else "keel",
+            version=info.version if info else "",
+            title=info.title if info else None,
+            instructions=upstream.instructions,
+            on_list_tools=list_tools,
+            on_call_tool=notices.call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_resource_templates,
+            on_read_resource=read_resource,
+            on_subscribe_resource=notices.subscribe,
+            on_unsubscribe_resource=notices.unsubscribe,
+            on_subscriptions_listen=notices.listen,
+            on_set_logging_level=notices.set_level,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+        )
+    return server
 
 
 @asynccontextmanager
-async def keel_mcp_client(api_url: str, settings: Settings) -> AsyncIterator[Client]:
-    """A client of `/mcp` at `api_url` that signs every request with the local token."""
+async def keel_mcp_client(
+    api_url: str, settings: Settings
+) -> AsyncIterator[tuple[Client, StdioNotices]]:
+    """A client of `/mcp` at `api_url` that signs every request with the local token,
+    and the relay of what `/mcp` streams, over the same HTTP client."""
     async with (
         httpx2.AsyncClient(
             auth=LocalToken(settings), timeout=httpx2.Timeout(UPSTREAM_TIMEOUT_S)
@@ -121,7 +132,11 @@ async def keel_mcp_client(api_url: str, settings: Settings) -> AsyncIterator[Cli
             streamable_http_client(f"{api_url}/mcp", http_client=http), mode="legacy", cache=None
         ) as upstream,
     ):
-        yield upstream
+        notices = StdioNotices(modern_client(http, f"{api_url}/mcp"), upstream.call_tool)
+        try:
+            yield upstream, notices
+        finally:
+            await notices.close()
 
 
 async def serve_stdio(settings: Settings) -> None:
@@ -129,7 +144,7 @@ async def serve_stdio(settings: Settings) -> None:
     async with stdio_server() as (read, write):
         async with (
             local_stack(settings, reuse_running=True, ui=False) as info,
-            keel_mcp_client(info.api_url, info.settings) as upstream,
+            keel_mcp_client(info.api_url, info.settings) as (upstream, notices),
         ):
-            server = bridge(upstream)
+            server = bridge(upstream, notices)
             await server.run(read, write, server.create_initialization_options())

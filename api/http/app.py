@@ -103,7 +103,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             await store.migrate()
             await hub.start()
-            async with mcp.serving(app.state.service), AsyncExitStack() as extra:
+            async with mcp.serving(app.state.service, hub), AsyncExitStack() as extra:
                 if settings.api_metrics_port is not None:
                     await extra.enter_async_context(
                         serving_metrics(

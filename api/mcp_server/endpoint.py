@@ -14,13 +14,14 @@ from urllib.parse import urlsplit
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, LOG_LEVEL_META_KEY
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from api.core.errors import KeelError
 from api.core.service import KeelService
+from api.events.hub import EventHub
 from api.http.errors import headers_of, status_of
 from api.mcp_server.auth_discovery import challenge
 from api.mcp_server.server import keel_mcp_server
@@ -36,13 +37,17 @@ class McpEndpoint:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._manager: StreamableHTTPSessionManager | None = None
+        self._streaming: StreamableHTTPSessionManager | None = None
         self._service: KeelService | None = None
 
     @asynccontextmanager
-    async def serving(self, service: KeelService) -> AsyncIterator[None]:
-        """Serve MCP while the context is open; the tools call `service`."""
+    async def serving(
+        self, service: KeelService, hub: EventHub | None = None
+    ) -> AsyncIterator[None]:
+        """Serve MCP while the context is open; the tools call `service`, and run changes
+        come from `hub`."""
         self._service = service
-        server = keel_mcp_server(service)
+        server = keel_mcp_server(service, lambda: hub)
         # Builds the session manager; its Starlette app is not used, this endpoint is.
         server.streamable_http_app(
             streamable_http_path=PATH,
@@ -52,12 +57,23 @@ class McpEndpoint:
             max_request_body_size=self._settings.max_body_bytes,
         )
         manager = server.session_manager
-        async with manager.run():
+        # The same server, answering on an event stream: for the requests that asked for
+        # notifications (progress, log messages, subscriptions/listen).
+        streaming = StreamableHTTPSessionManager(
+            server._lowlevel_server,
+            json_response=False,
+            stateless=True,
+            security_settings=transport_security(self._settings),
+            max_request_body_size=self._settings.max_body_bytes,
+        )
+        async with manager.run(), streaming.run():
             self._manager = manager
+            self._streaming = streaming
             try:
                 yield
             finally:
                 self._manager = None
+                self._streaming = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -90,7 +106,8 @@ class McpEndpoint:
             )(scope, receive, send)
             return
         manager = self._manager
-        if manager is None:
+        streaming = self._streaming
+        if manager is None or streaming is None:
             await _refusal(503, "The MCP server is starting or stopping; try again shortly.")(
                 scope, receive, send
             )
@@ -102,7 +119,29 @@ class McpEndpoint:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        await manager.handle_request(scope, _replay(raw, receive), send)
+        chosen = streaming if wants_stream(raw) else manager
+        await chosen.handle_request(scope, _replay(raw, receive), send)
+
+
+def wants_stream(raw: bytes) -> bool:
+    """Whether a message asked for notifications before its answer: a progress token, a
+    log level (2026-07-28), or a `subscriptions/listen`, whose answer is a stream. Every
+    other answer stays one JSON body, as simple clients (and curl) expect."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    messages = body if isinstance(body, list) else [body]
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if message.get("method") == "subscriptions/listen":
+            return True
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_META_KEY in meta):
+            return True
+    return False
 
 
 def malformed_id(raw: bytes) -> JSONResponse | None:

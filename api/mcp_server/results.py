@@ -27,8 +27,19 @@ class StartedRun(BaseModel):
 
     run_id: str = Field(description="Pass it to get_run and decide.")
     agent: str
-    status: str = Field(description="`queued` or `running` at first; get_run follows it.")
+    status: str = Field(
+        description="`queued` or `running` at first (after a `wait`, where it got to); "
+        "get_run follows it."
+    )
     session_id: str | None
+    pending_interactions: list[str] = Field(
+        default_factory=list,
+        description="After a `wait`: the approvals and questions it waits on (get_run shows "
+        "them, decide answers them).",
+    )
+    report: str | None = Field(
+        default=None, description="After a `wait` that saw the run finish: its report."
+    )
 
 
 class RunDetail(BaseModel):

@@ -8,19 +8,29 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_REQUEST,
     CallToolResult,
+    EmptyResult,
     InputRequiredResult,
     ListResourcesResult,
     PaginatedRequestParams,
+    ServerCapabilities,
+    SetLevelRequestParams,
+    SubscriptionsListenRequestParams,
     ToolAnnotations,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from api.core.service import KeelService
 from api.mcp_server.code_tools import CodeTools
+from api.mcp_server.listen import RunListen
 from api.mcp_server.prompts import agent_prompt, code_review_prompt
 from api.mcp_server.resources import KeelResources
+from api.mcp_server.run_changes import HubOf
+from api.mcp_server.run_wait import RunWait
 from api.mcp_server.tool_errors import invalid_arguments
 from api.mcp_server.tools import KeelTools, principal_of
 
@@ -68,8 +78,9 @@ class KeelMcpServer(MCPServer[Any]):
             ) from cause
 
 
-def keel_mcp_server(service: KeelService) -> KeelMcpServer:
-    """The server for one app: its tools use the app's service, its prompts the catalog."""
+def keel_mcp_server(service: KeelService, hub_of: HubOf = lambda: None) -> KeelMcpServer:
+    """The server for one app: its tools use the app's service, its prompts the catalog;
+    run changes come from the app's event hub."""
     resources = KeelResources(service)
     server = KeelMcpServer(
         resources,
@@ -80,11 +91,11 @@ def keel_mcp_server(service: KeelService) -> KeelMcpServer:
         version="0.1.0",
         # MCPServer configures the root logger when nothing has; keep that to warnings.
         log_level="WARNING",
-        # Stateless JSON answers carry no stream, so no `subscriptions/listen`: without
-        # it, a 2026-07-28 client is not told of change notifications that never come.
+        # Keel serves `subscriptions/listen` itself (below), per tenant, from its event hub.
         subscriptions=False,
     )
-    tools = KeelTools(service)
+    declare_run_changes(server, service, hub_of)
+    tools = KeelTools(service, RunWait(service, hub_of))
     code = CodeTools(service)
     acting = ToolAnnotations(read_only_hint=False, destructive_hint=False)
     for tool, hints in (
@@ -109,3 +120,45 @@ def keel_mcp_server(service: KeelService) -> KeelMcpServer:
     if reviewer is not None:
         server.add_prompt(code_review_prompt(reviewer))
     return server
+
+
+STATELESS_LOG_LEVEL = (
+    "Over HTTP Keel's MCP server is stateless, so a log level cannot outlive the request "
+    "that sets it. Ask for log messages per request (protocol 2026-07-28: the "
+    "io.modelcontextprotocol/logLevel key in _meta), or use `keel mcp` over stdio, which "
+    "keeps your level."
+)
+
+
+def declare_run_changes(server: KeelMcpServer, service: KeelService, hub_of: HubOf) -> None:
+    """Serve what a stateless HTTP server can deliver, and declare only that.
+
+    2026-07-28 clients get `subscriptions/listen` (run updates on the request's own
+    stream) and log messages per request. Handshake-era clients get progress on a
+    tool call's stream, but neither `resources/subscribe` (no session holds it, and no
+    standalone stream carries its notifications) nor `logging/setLevel` (no session
+    holds the level): they are not declared to them.
+    """
+    lowlevel = server._lowlevel_server
+    lowlevel.add_request_handler(
+        "subscriptions/listen", SubscriptionsListenRequestParams, RunListen(service, hub_of)
+    )
+
+    async def set_level(ctx: object, params: SetLevelRequestParams) -> EmptyResult:
+        raise MCPError(INVALID_REQUEST, STATELESS_LOG_LEVEL)
+
+    # Registered so that 2026-07-28 discovery declares `logging` (delivered per request).
+    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    derived = lowlevel.get_capabilities
+
+    def capabilities(
+        *args: Any, protocol_version: str | None = None, **kw: Any
+    ) -> ServerCapabilities:
+        declared = derived(*args, protocol_version=protocol_version, **kw)
+        if protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            declared.logging = None
+        return declared
+
+    # The SDK derives capabilities from registered handlers alone; this server's differ
+    # by protocol era, so the instance's derivation is wrapped rather than the class's.
+    lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]

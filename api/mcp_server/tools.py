@@ -32,6 +32,7 @@ from api.mcp_server.results import (
     RunSummary,
     StartedRun,
 )
+from api.mcp_server.run_wait import MAX_WAIT_S, RunWait
 from api.mcp_server.tool_errors import invalid_arguments, refusal
 
 RunId = Annotated[StoredText, Field(min_length=1, max_length=200, description="The run's id.")]
@@ -54,8 +55,9 @@ def principal_of(request: object) -> Principal:
 class KeelTools:
     """The tools, bound to the API's one service."""
 
-    def __init__(self, service: KeelService) -> None:
+    def __init__(self, service: KeelService, waiter: RunWait | None = None) -> None:
         self._service = service
+        self._waiter = waiter
 
     async def list_agents(self) -> AgentList:
         """List the agents Keel can run: the name to pass to start_run and what each does."""
@@ -96,10 +98,21 @@ class KeelTools:
                 description="If the session already has a run going: refuse, queue, or cancel it."
             ),
         ] = "reject",
+        wait: Annotated[
+            int,
+            Field(
+                ge=0,
+                le=MAX_WAIT_S,
+                description="Seconds to wait for the run to finish or to need you before "
+                "answering (0: answer at once). While it waits, progress notifications "
+                "follow the run if the request carries a progressToken.",
+            ),
+        ] = 0,
     ) -> StartedRun:
         """Start a run of a Keel agent on a workspace. It runs durably in the background:
         follow it with get_run until its status is completed, failed or cancelled, and
-        answer the approvals or questions it waits on with decide."""
+        answer the approvals or questions it waits on with decide. With `wait`, the call
+        answers once the run has finished or waits for you, or after that many seconds."""
         user = caller(ctx)
         try:
             body = RunCreate(
@@ -115,11 +128,18 @@ class KeelTools:
             raise ToolError(invalid_arguments("start_run", exc)) from None
         try:
             record = (await self._service.runs.start(RunOrder.from_create(body), user)).record
+            shown = RunPublic.from_record(record)  # the ids as the caller's tenant knows them
+            if wait and self._waiter is not None:
+                shown = await self._waiter.follow(record, user, ctx, wait)
         except KeelError as exc:
             raise ToolError(refusal(exc)) from None
-        shown = RunPublic.from_record(record)  # the ids as the caller's tenant knows them
         return StartedRun(
-            run_id=shown.id, agent=shown.agent, status=shown.status, session_id=shown.session_id
+            run_id=shown.id,
+            agent=shown.agent,
+            status=shown.status,
+            session_id=shown.session_id,
+            pending_interactions=shown.pending_interactions,
+            report=shown.report if wait else None,
         )
 
     async def get_run(self, ctx: Context, run_id: RunId) -> RunDetail:

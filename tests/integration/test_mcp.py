@@ -17,10 +17,11 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.exceptions import OAuthRegistrationError
 from mcp.client.auth.utils import extract_resource_metadata_from_www_auth
 from mcp.client.client import ConnectMode
+from mcp.client.session import LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata, ProtectedResourceMetadata
 from mcp.shared.exceptions import MCPError
-from mcp_types import TextContent
+from mcp_types import LoggingLevel, TextContent
 from temporalio.client import Client as TemporalClient
 
 from activities.store.audit import AuditLog
@@ -60,14 +61,23 @@ INITIALIZE = {
 
 @asynccontextmanager
 async def mcp_client(
-    api_url: str, token: str | None, mode: ConnectMode = "auto"
+    api_url: str,
+    token: str | None,
+    mode: ConnectMode = "auto",
+    *,
+    log_level: LoggingLevel | None = None,
+    on_log: LoggingFnT | None = None,
 ) -> AsyncIterator[Client]:
     """An MCP client of `/mcp` sending `token` as its bearer token, as a desktop client would."""
     headers = {"authorization": f"Bearer {token}"} if token is not None else {}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(90.0)) as http,
         Client(
-            streamable_http_client(f"{api_url}/mcp", http_client=http), mode=mode, cache=None
+            streamable_http_client(f"{api_url}/mcp", http_client=http),
+            mode=mode,
+            cache=None,
+            log_level=log_level,
+            logging_callback=on_log,
         ) as client,
     ):
         yield client
@@ -109,10 +119,12 @@ async def test_tools_and_prompts_are_listed_and_a_token_is_required(
         for mode in ("auto", "legacy"):
             # `legacy` is the initialize handshake most desktop clients still use.
             async with mcp_client(url, token_for(), mode=mode) as client:
-                # Only what works is declared: no subscriptions or change notifications.
+                # Only what works is declared: subscriptions only where a request's own
+                # stream carries them (2026-07-28's subscriptions/listen), none to the
+                # stateless handshake era (test_mcp_notifications.py has the rest).
                 resources = client.server_capabilities.resources
-                assert resources is not None and not resources.subscribe
-                assert not resources.list_changed
+                assert resources is not None
+                assert bool(resources.subscribe) is (mode == "auto")
                 tools = {tool.name: tool for tool in (await client.list_tools()).tools}
                 assert set(tools) == TOOLS
                 assert tools["start_run"].input_schema["required"] == [

@@ -13,8 +13,14 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import MCPError
-from mcp_types import TextContent, TextResourceContents
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types import (
+    LoggingMessageNotificationParams,
+    ResourceUpdatedNotification,
+    TextContent,
+    TextResourceContents,
+)
 from temporalio.client import Client as TemporalClient
 
 from activities.store.run_store import Store
@@ -23,7 +29,7 @@ from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.test_cli import clean_env
 from tests.integration.test_mcp import FINISHED, TOOLS, call, mcp_client, refused
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -187,3 +193,132 @@ async def test_keel_mcp_starts_the_embedded_stack_when_no_keel_answers(
         assert "keel://agents/review" in uris
     assert (tmp_path / "keel-data" / "temporal.sqlite").exists()
     assert (tmp_path / "keel-data" / "jwt-secret").exists()
+
+
+class Notified:
+    """What a stdio client heard besides answers: progress, log messages, resource updates."""
+
+    def __init__(self) -> None:
+        self.progress: list[str | None] = []
+        self.logs: list[LoggingMessageNotificationParams] = []
+        self.updated: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append(message)
+
+    async def on_log(self, params: LoggingMessageNotificationParams) -> None:
+        self.logs.append(params)
+
+    async def on_message(self, message: object) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            self.updated.put_nowait(str(message.params.uri))
+
+    async def until_updated(self, uri: str) -> None:
+        while await asyncio.wait_for(self.updated.get(), 60) != uri:
+            pass
+
+
+async def approve_pending(client: Client, run_id: str) -> None:
+    [ia] = (await call(client, "get_run", run_id=run_id))["pending_interactions"]
+    decision = {"interaction_id": ia["id"], "payload_hash": ia["payload_hash"]}
+    await call(client, "decide", run_id=run_id, decision="approve", **decision)
+
+
+@pytest.mark.slow
+async def test_keel_mcp_relays_run_updates_progress_and_logs(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """Over stdio the handshake era gets what stateless HTTP cannot give it
+    (`resources/subscribe`, `logging/setLevel`), and 2026-07-28 gets `subscriptions/listen`."""
+    change = [
+        Turn(
+            tool_calls=[
+                ScriptedToolCall(name="write_file", arguments={"path": "a.txt", "content": "a"})
+            ]
+        ),
+        Turn(content="Wrote a."),
+    ]
+    other = [
+        Turn(
+            tool_calls=[
+                ScriptedToolCall(name="write_file", arguments={"path": "b.txt", "content": "b"})
+            ]
+        ),
+        Turn(content="Wrote b."),
+    ]
+    llm = scripted(
+        Script(
+            turns=[Turn(content="unused")],
+            conversations=[
+                Conversation(match="Write a.", turns=change),
+                Conversation(match="Write b.", turns=other),
+            ],
+        )
+    )
+    settings = settings_for(llm, workspace.parent, api_port=free_port())
+    ws = str(workspace)
+    legacy_heard, modern_heard = Notified(), Notified()
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        Client(
+            stdio_client(keel_mcp(url, tmp_path / "cli")),
+            mode="legacy",
+            cache=None,
+            logging_callback=legacy_heard.on_log,
+            message_handler=legacy_heard.on_message,
+        ) as legacy,
+        Client(
+            stdio_client(keel_mcp(url, tmp_path / "cli")),
+            cache=None,
+            log_level="info",
+            logging_callback=modern_heard.on_log,
+        ) as modern,
+    ):
+        caps = legacy.server_capabilities
+        assert caps.resources is not None and caps.resources.subscribe
+        assert caps.logging is not None
+        with pytest.warns(MCPDeprecationWarning):
+            await legacy.set_logging_level("info")
+
+        # The handshake era: wait with progress and logs, then subscribe and hear the end.
+        waited = await legacy.call_tool(
+            "start_run",
+            {"agent": "build", "input": "Write a.", "workspace": ws, "wait": 60},
+            progress_callback=legacy_heard.on_progress,
+        )
+        started = waited.structured_content or {}
+        run_id = started["run_id"]
+        assert started["pending_interactions"], started
+        assert "waits for you" in (legacy_heard.progress[-1] or "")
+        assert [log.level for log in legacy_heard.logs][-1] == "warning"
+        with pytest.warns(MCPDeprecationWarning), pytest.raises(MCPError, match="No run nope"):
+            await legacy.subscribe_resource("keel://runs/nope")
+        with pytest.warns(MCPDeprecationWarning):
+            await legacy.subscribe_resource(f"keel://runs/{run_id}/report")
+        await approve_pending(legacy, run_id)
+        await legacy_heard.until_updated(f"keel://runs/{run_id}/report")
+        assert (await finished(legacy, run_id))["run"]["report"] == "Wrote a."
+
+        # 2026-07-28: logs per request, and a listen stream relayed from /mcp.
+        assert modern.protocol_version == "2026-07-28"
+        waited = await modern.call_tool(
+            "start_run",
+            {"agent": "build", "input": "Write b.", "workspace": ws, "wait": 60},
+            progress_callback=modern_heard.on_progress,
+        )
+        second = (waited.structured_content or {})["run_id"]
+        assert modern_heard.progress and modern_heard.logs
+        assert modern_heard.logs[-1].data["run_id"] == second
+        report_uri = f"keel://runs/{second}/report"
+        async with modern.listen(resource_subscriptions=[report_uri]) as updates:
+            assert updates.honored.resource_subscriptions == [report_uri]
+            await approve_pending(modern, second)
+            event = await asyncio.wait_for(anext(aiter(updates)), 60)
+            assert isinstance(event, ResourceUpdated) and event.uri == report_uri
+        assert (workspace / "b.txt").read_text() == "b"
