@@ -183,13 +183,21 @@ def exchange(ia: Interaction, task_id: str, context_id: str, tenant_id: str) -> 
     return [asked, replied]
 
 
+REPORT_FILENAME = "report.md"
+
+
 def report_artifact(run: RunRecord) -> Artifact:
-    """The final answer as Markdown and, when it ended with a findings block, the findings
-    as a data part beside it (`{"findings": [...]}`, docs/findings.md)."""
-    parts = [Part(text=run.report or "", media_type="text/markdown")]
+    """The final answer as Markdown; when it ended with a findings block, the findings as a
+    data part beside it (`{"findings": [...]}`, docs/findings.md); and the answer again as
+    a file (`report.md`, its UTF-8 bytes), for a client that saves or attaches files."""
+    report = run.report or ""
+    parts = [Part(text=report, media_type="text/markdown")]
     if run.findings is not None and run.findings.error is None:
         data = {"findings": [f.model_dump(mode="json") for f in run.findings.findings]}
         parts.append(Part(data=ParseDict(data, Value()), media_type="application/json"))
+    parts.append(
+        Part(raw=report.encode("utf-8"), filename=REPORT_FILENAME, media_type="text/markdown")
+    )
     return Artifact(
         artifact_id=f"{in_view(run.tenant_id, run.id)}-report",
         name="report",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -159,6 +160,10 @@ async def test_send_get_and_list_a_blocking_task(
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         [artifact] = task.artifacts
         assert "- pkg/core.py" in artifact.parts[0].text
+        # The same report as a file, for clients that save or attach files.
+        report_file = artifact.parts[-1]
+        assert (report_file.filename, report_file.media_type) == ("report.md", "text/markdown")
+        assert report_file.raw.decode("utf-8") == artifact.parts[0].text
         assert task.context_id
 
         fetched = await client.get_task(GetTaskRequest(id=task.id, history_length=1))
@@ -333,6 +338,14 @@ async def test_v03_and_v01_clients(
         result = v03["result"]
         assert result["kind"] == "task" and result["status"]["state"] == "completed"
         assert result["artifacts"][0]["parts"][0]["text"] == "hello from keel"
+        assert result["artifacts"][0]["parts"][-1] == {
+            "kind": "file",
+            "file": {
+                "bytes": base64.b64encode(b"hello from keel").decode(),
+                "mimeType": "text/markdown",
+                "name": "report.md",
+            },
+        }
         got = await rpc(
             url, {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": result["id"]}}
         )

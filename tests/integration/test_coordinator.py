@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Callable
@@ -148,10 +149,13 @@ async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
                 headers={"A2A-Version": "1.0"},
             )
             [artifact] = got.json()["result"]["artifacts"]
-            text, data = artifact["parts"]
+            text, data, file = artifact["parts"]
             assert text["mediaType"] == "text/markdown" and "```findings" in text["text"]
             assert data["mediaType"] == "application/json"
             assert data["data"]["findings"] == run["findings"]
+            # ...beside the report as a file (the v1.0 JSON binding sends bytes as base64).
+            assert (file["filename"], file["mediaType"]) == ("report.md", "text/markdown")
+            assert base64.b64decode(file["raw"]).decode("utf-8") == text["text"]
             assert outcome.findings is not None and len(outcome.findings) == 2
 
     # Merged by place, not by prose: each finding once, naming both agents.
