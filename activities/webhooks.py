@@ -18,12 +18,21 @@ from temporalio.exceptions import ApplicationError
 
 from activities.a2a_push import A2A_TOKEN_HEADER, a2a_push_body
 from activities.providers.retry_status import status_is_retryable
+from activities.store.audit import AuditEntry, AuditLog
 from activities.store.push_config_store import PushConfigRecord, PushConfigStore
 from activities.webhook_signature import (
     SIGNATURE_HEADER,
     signature_header,
     standard_webhook_headers,
     tenant_signing_secret,
+)
+from activities.webhook_targets import (
+    Resolve,
+    WebhookHostUnresolved,
+    WebhookTargetPolicy,
+    WebhookTargetRefused,
+    check_webhook_target,
+    resolve_host,
 )
 from workflows.activity_refs import WebhookDeliveries
 from workflows.models import (
@@ -49,11 +58,17 @@ class WebhookActivities(WebhookDeliveries):
         push_configs: PushConfigStore | None = None,
         timeout_s: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        targets: WebhookTargetPolicy | None = None,
+        resolve: Resolve = resolve_host,
+        audit: AuditLog | None = None,
     ) -> None:
         self._server_secret = server_secret
         self._push_configs = push_configs
         self._timeout_s = timeout_s
         self._transport = transport
+        self._targets = targets or WebhookTargetPolicy()
+        self._resolve = resolve
+        self._audit = audit
 
     @activity.defn(name="push_targets")
     async def push_targets(self, request: PushTargetsInput) -> PushTargets:
@@ -91,6 +106,7 @@ class WebhookActivities(WebhookDeliveries):
         }
         # Only the host goes into errors: a URL's path or query may hold a token.
         host = urlsplit(delivery.url).netloc
+        await self._check_target(delivery, notice)
         try:
             async with httpx.AsyncClient(
                 timeout=self._timeout_s, transport=self._transport, follow_redirects=False
@@ -117,6 +133,34 @@ class WebhookActivities(WebhookDeliveries):
             type="WebhookRejected",
             non_retryable=True,
         )
+
+    async def _check_target(self, delivery: WebhookDelivery, notice: WebhookNotice) -> None:
+        """Again at delivery: the URL's host may resolve elsewhere than at registration."""
+        try:
+            await check_webhook_target(delivery.url, self._targets, self._resolve)
+        except WebhookHostUnresolved as exc:
+            raise ApplicationError(f"{exc} Retrying.", type="WebhookUnreachable") from None
+        except WebhookTargetRefused as exc:
+            if self._audit is not None:
+                await self._audit.append(
+                    AuditEntry(
+                        tenant_id=notice.tenant_id,
+                        actor="system",
+                        category="webhook",
+                        action="webhook.target_refused",
+                        severity="warning",
+                        subject=notice.run_id,
+                        detail={
+                            "host": urlsplit(delivery.url).hostname or "",
+                            "reason": str(exc),
+                            "at": "delivery",
+                            "event": notice.event,
+                        },
+                    )
+                )
+            raise ApplicationError(
+                str(exc), type="WebhookTargetRefused", non_retryable=True
+            ) from None
 
     async def _push_config(self, task_id: str, config_id: str) -> PushConfigRecord | None:
         if self._push_configs is None:

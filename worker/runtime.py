@@ -38,6 +38,7 @@ from activities.tools.mcp_client import McpClient
 from activities.tools.mcp_discovery import McpDiscoveryActivities
 from activities.tools.sandbox import Sandbox
 from activities.tools.tool_activities import ToolActivities
+from activities.webhook_targets import WebhookTargetPolicy
 from activities.webhooks import WebhookActivities
 from worker.a2a_tokens import A2ATokens
 from worker.agent_catalog import AgentCatalog
@@ -168,7 +169,12 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     )
     interaction_activities = InteractionActivities(interaction_store, audit)
     webhook_activities = WebhookActivities(
-        webhook_server_secret(settings), push_configs=PushConfigStore(store.pool)
+        webhook_server_secret(settings),
+        push_configs=PushConfigStore(store.pool),
+        targets=WebhookTargetPolicy(
+            targets=settings.webhook_targets, allow_http=settings.webhook_allow_http
+        ),
+        audit=audit,
     )
     retention_activities = RetentionActivities(RetentionStore(store.pool))
     subagent_activities = SubagentActivities(store, catalog.get)

@@ -222,6 +222,22 @@ class Settings(BaseSettings):
         ),
     )
 
+    webhook_targets: Literal["public", "loopback", "private"] = Field(
+        default="loopback",
+        validation_alias=_env("KEEL_WEBHOOK_TARGETS"),
+        description=(
+            "Which addresses webhook and A2A push URLs may resolve to, checked at "
+            "registration and before each delivery: `public` only, also `loopback` (the "
+            "default, for one-machine dev stacks), or also `private` (private, link-local "
+            "and other non-public networks). Set `public` on a shared deployment."
+        ),
+    )
+    webhook_allow_http: bool = Field(
+        default=False,
+        validation_alias=_env("KEEL_WEBHOOK_ALLOW_HTTP"),
+        description="Send plain http to public receivers too (otherwise https only).",
+    )
+
     console_secret: SecretStr | None = Field(
         default=None,
         validation_alias=_env("KEEL_CONSOLE_SECRET"),

@@ -275,7 +275,10 @@ class KeelA2AHandler(RequestHandler):
             return await self._start_run(params, text, context, None)
         run_id = new_run_id(None)  # chosen here, so the config can be stored before the run
         user = _principal(context)
-        stored = await self._service.push_configs.set_for_new_task(run_id, push, user)
+        try:
+            stored = await self._service.push_configs.set_for_new_task(run_id, push, user)
+        except KeelError as exc:  # a URL this server does not send to
+            raise a2a_error(exc) from None
         try:
             return await self._start_run(params, text, context, run_id)
         except BaseException:

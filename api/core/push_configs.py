@@ -21,6 +21,7 @@ from api.core.context import CoreParts
 from api.core.errors import Conflict, NotFound, invalid_request, known_id
 from api.core.runs import RunService
 from api.core.schedule_fields import WebhookUrl
+from api.core.webhook_guard import check_webhook
 from api.identity.auth import Principal
 
 # A scheme is one HTTP auth-scheme token (`Bearer`, `Basic`); credentials stay on one line.
@@ -59,6 +60,7 @@ class PushConfigOrder(BaseModel):
 
 class PushConfigService:
     def __init__(self, parts: CoreParts, runs: RunService) -> None:
+        self._parts = parts
         self._runs = runs
         self._store = PushConfigStore(parts.store.pool)
 
@@ -66,6 +68,7 @@ class PushConfigService:
         """Create the config, or replace the one with the same id. A task that has ended
         keeps it too, and simply sends no more updates."""
         run = await self._runs.get(task_id, user, allow_admin=False)
+        await check_webhook(self._parts, order.url, user, field="url")
         config = order.stored(run.id, run.tenant_id)
         existing = await self._store.for_task(run.id)
         if config.id not in {c.id for c in existing} and len(existing) >= MAX_CONFIGS_PER_TASK:
@@ -80,6 +83,7 @@ class PushConfigService:
     ) -> PushConfigRecord:
         """The config of a task the caller's request is about to start (`task_id` is the
         fresh run id it will start with), stored first so no update of it is missed."""
+        await check_webhook(self._parts, order.url, user, field="url")
         return await self._store.put(order.stored(task_id, user.tenant_id))
 
     async def forget(self, task_id: str, config_id: str) -> None:

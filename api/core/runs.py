@@ -47,6 +47,7 @@ from api.core.schemas import (
 )
 from api.core.session_home import on_our_queue
 from api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
+from api.core.webhook_guard import check_webhook
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows import timeouts
@@ -296,6 +297,7 @@ class RunService:
         """Start the run an order asks for; with `session_id`, it joins that session
         (created if new). A retried order with the same `run_id` answers with its run."""
         parts = self._parts
+        await check_webhook(parts, order.webhook_url, user)
         run = self.template(order, user, run_id=await self._key_for(order.run_id, user))
         if order.session_id is not None:
             session_key = await self._join_session(order, run, user)

@@ -52,6 +52,7 @@ from api.core.schemas import (
     ScheduleUpdate,
 )
 from api.core.tenant_ids import in_view, scoped
+from api.core.webhook_guard import check_webhook
 from api.identity.auth import Principal
 from api.identity.config import user_ref
 from workflows.models import RunInput
@@ -173,6 +174,7 @@ class ScheduleService:
         """Create a schedule; its runs are ordinary runs with trigger `schedule`."""
         temporal = self._parts.temporal
         config = self._checked(body)
+        await check_webhook(self._parts, config.webhook_url, user)
         chosen = body.schedule_id or f"sch-{uuid.uuid4().hex[:12]}"
         owner = ScheduleOwner(tenant_id=user.tenant_id, created_by=user_ref(user))
         held = await self._find(chosen, user)
@@ -259,6 +261,8 @@ class ScheduleService:
             raise InvalidConfiguration(exc) from exc
         # What Temporal keeps names the schedule by its key (`api.core.tenant_ids`).
         config = self._checked(config).model_copy(update={"schedule_id": stored.id})
+        if "webhook_url" in changes:
+            await check_webhook(self._parts, config.webhook_url, user)
         run = self._scheduled_run(config, stored.owner)
         action = stored.description.schedule.action
         assert isinstance(action, ScheduleActionStartWorkflow)

@@ -64,6 +64,11 @@ def test_a_signature_covers_the_body_the_time_and_the_secret() -> None:
     assert verify_signature(secret, rotated, body, now=NOW)
 
 
+async def public_dns(host: str, port: int) -> list[str]:
+    """hooks.example.com as a public name resolves: no DNS is asked in unit tests."""
+    return ["93.184.215.14"]
+
+
 async def deliver(answer: httpx.Response | Exception) -> tuple[WebhookReceipt, httpx.Request]:
     seen: list[httpx.Request] = []
 
@@ -73,7 +78,9 @@ async def deliver(answer: httpx.Response | Exception) -> tuple[WebhookReceipt, h
             raise answer
         return answer
 
-    activities = WebhookActivities(SERVER_SECRET, transport=httpx.MockTransport(handle))
+    activities = WebhookActivities(
+        SERVER_SECRET, transport=httpx.MockTransport(handle), resolve=public_dns
+    )
     receipt = await ActivityEnvironment().run(activities.deliver_webhook, delivery())
     return receipt, seen[0]
 

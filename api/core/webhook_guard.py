@@ -1,0 +1,44 @@
+"""The registration-time check of webhook and A2A push URLs (`activities.webhook_targets`),
+with the refusal audited and answered as a 422 naming the field."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from activities.store.audit import AuditEntry
+from activities.webhook_targets import (
+    WebhookTargetPolicy,
+    WebhookTargetRefused,
+    check_webhook_target,
+)
+from api.core.context import CoreParts
+from api.core.errors import Invalid
+from api.identity.auth import Principal
+
+
+async def check_webhook(
+    parts: CoreParts, url: str | None, user: Principal, *, field: str = "webhook_url"
+) -> None:
+    """Refuse `url` (422 on `field`, audited) unless the operator allows where it leads."""
+    if url is None:
+        return
+    settings = parts.settings
+    policy = WebhookTargetPolicy(
+        targets=settings.webhook_targets, allow_http=settings.webhook_allow_http
+    )
+    try:
+        await check_webhook_target(url, policy)
+    except WebhookTargetRefused as exc:
+        await parts.audit.log.append(
+            AuditEntry(
+                tenant_id=user.tenant_id,
+                actor=user.subject,
+                category="webhook",
+                action="webhook.target_refused",
+                severity="warning",
+                # Only the host: a URL's path or query may hold a token.
+                subject=urlsplit(url).hostname or "",
+                detail={"field": field, "reason": str(exc), "at": "registration"},
+            )
+        )
+        raise Invalid(str(exc), field=field) from None
