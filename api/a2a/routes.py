@@ -33,6 +33,7 @@ from starlette.routing import BaseRoute, Route
 
 from api.a2a.errors import UNAVAILABLE_CODE, watch_unavailable
 from api.a2a.handler import KeelA2AHandler
+from api.a2a.rest_binding import REST_SUFFIX, rest_routes
 from api.a2a.tasks import INPUT_MODES
 from api.core.errors import Unauthenticated, Unavailable
 from api.core.router import routable, router_agent
@@ -112,10 +113,16 @@ def agent_card(
             "that wait for approval. Every task survives restarts."
         ),
         version="0.1.0",
-        # One endpoint speaks both: v1.0 method names and the v0.3 ones.
+        # One endpoint speaks both: v1.0 method names and the v0.3 ones; the HTTP+JSON
+        # binding (v1.0) is beside it (api/a2a/rest_binding.py).
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+            AgentInterface(
+                url=f"{url}{REST_SUFFIX}",
+                protocol_binding="HTTP+JSON",
+                protocol_version=PROTOCOL_VERSION,
+            ),
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=list(INPUT_MODES),
@@ -396,6 +403,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         return conditional_json(request, data, last_modified=loaded, max_age_s=CARD_MAX_AGE_S)
 
     return [
+        *rest_routes(handler, _PrincipalContext(), service),
         # A client may join "/" to the interface URL; both spellings are the endpoint.
         Route("/a2a", rpc, methods=["POST"]),
         Route("/a2a/", rpc, methods=["POST"]),

@@ -113,8 +113,15 @@ async def test_agent_card_lists_a_skill_per_agent(
     async with keel(temporal_client, store, settings) as url, httpx.AsyncClient() as http:
         card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
         assert {s["id"] for s in card["skills"]} >= {"review", "investigate", "explore", "build"}
-        interfaces = {(i["url"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
-        assert interfaces == {(f"{url}/a2a", "1.0"), (f"{url}/a2a", "0.3")}
+        interfaces = {
+            (i["protocolBinding"], i["url"], i["protocolVersion"])
+            for i in card["supportedInterfaces"]
+        }
+        assert interfaces == {
+            ("JSONRPC", f"{url}/a2a", "1.0"),
+            ("JSONRPC", f"{url}/a2a", "0.3"),
+            ("HTTP+JSON", f"{url}/a2a/rest", "1.0"),
+        }
         assert card["capabilities"]["streaming"] is True
         assert "bearer" in card["securitySchemes"]
         assert card["url"] == f"{url}/a2a" and card["protocolVersion"]  # the v0.3 fields too
