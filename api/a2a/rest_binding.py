@@ -30,6 +30,7 @@ __all__ = ["REST_SUFFIX", "rest_routes"]
 REST_SUFFIX = "/rest"
 """What an agent's JSON-RPC URL is followed by to name its HTTP+JSON interface."""
 Endpoint = Callable[[Request], Awaitable[Response]]
+SDK_JSON = "application/a2a+json"
 
 
 def rest_routes(
@@ -86,8 +87,13 @@ def _guarded(endpoint: Endpoint, service: Callable[[], KeelService]) -> Endpoint
             response = await endpoint(request)
         if unavailable and isinstance(response, JSONResponse):
             return _error(503, "UNAVAILABLE", unavailable[0].message, headers_of(unavailable[0]))
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
+        content_type = response.headers.get("content-type", "")
+        if content_type.startswith("text/event-stream"):
             return LineSafeStream(response)
+        if content_type.startswith(SDK_JSON):
+            # The binding's protocol requirements (spec 11.1) name application/json; the
+            # SDK answers with the media type of the spec's examples.
+            response.headers["content-type"] = "application/json"
         return response
 
     return serve

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from activities.store.audit import AuditEntry
 from activities.webhook_targets import (
+    WebhookHostUnresolved,
     WebhookTargetPolicy,
     WebhookTargetRefused,
     check_webhook_target,
@@ -28,6 +29,10 @@ async def check_webhook(
     )
     try:
         await check_webhook_target(url, policy)
+    except WebhookHostUnresolved:
+        # Nothing to classify yet (a receiver set up later, a passing DNS failure): each
+        # delivery checks again before it sends, and refuses what resolves where it may not.
+        return
     except WebhookTargetRefused as exc:
         await parts.audit.log.append(
             AuditEntry(

@@ -65,13 +65,15 @@ class MessageIdBook:
         self._lock = threading.Lock()
 
     def note_request(self, body: bytes) -> None:
-        """Note the message of a JSON-RPC request body (a batch notes each)."""
+        """Note the message of a JSON-RPC request body (a batch notes each), or of an
+        HTTP+JSON one (`{"message": ...}` at the top)."""
         try:
             data = json.loads(body)
         except ValueError:
             return
         for call in data if isinstance(data, list) else [data]:
-            params = call.get("params") if isinstance(call, dict) else None
+            rest = isinstance(call, dict) and "message" in call and "method" not in call
+            params = call if rest else call.get("params") if isinstance(call, dict) else None
             message = params.get("message") if isinstance(params, dict) else None
             if not isinstance(message, dict) or not isinstance(message.get("messageId"), str):
                 continue

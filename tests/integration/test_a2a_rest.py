@@ -83,6 +83,12 @@ async def test_the_http_json_binding_sends_gets_and_lists_tasks(
             assert bare.json()["error"]["status"] == "UNAUTHENTICATED"
             unknown = await http.get(f"{url}/a2a/nobody/rest/tasks", headers=ALICE)
             assert unknown.status_code == 404 and "No agent nobody" in unknown.text
+            listed_raw = await http.get(
+                f"{url}/a2a/review/rest/tasks", headers={**ALICE, "A2A-Version": "1.0"}
+            )
+            assert listed_raw.status_code == 200
+            # The binding's protocol requirements (spec 11.1) name application/json.
+            assert listed_raw.headers["content-type"] == "application/json"
 
         [response] = [r async for r in alice.send_message(user_message("Review the code"))]
         task = response.task

@@ -49,6 +49,14 @@ async def test_private_targets_are_refused_at_registration_and_audited(
             json=body | {"cron_expressions": ["0 2 * * *"], "webhook_url": "http://10.2.3.4/h"},
         )
         assert "resolves to 10.2.3.4" in problem(public_http, "webhook_url")
+        # A name that does not resolve yet has nothing to classify: accepted, and each
+        # delivery checks it before sending.
+        later = await http.post(
+            "/v1/schedules",
+            json=body | {"cron_expressions": ["0 2 * * *"], "webhook_url": "https://x.invalid/h"},
+        )
+        assert later.status_code == 201, later.text
+        assert (await http.delete(f"/v1/schedules/{later.json()['id']}")).status_code == 204
 
         sent = await http.post(
             "/a2a",
