@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from api.cli.client import KeelApiError, KeelClient
+from api.cli.tables import id_column
 from api.core.schemas import EvalResultCreate
 from api.evals.reports import junit_xml, markdown_report
 from api.evals.results import AttemptResult, Change, EvalReport, compare
@@ -34,7 +35,8 @@ VERDICT_STYLE = {"better": "green", "worse": "red", "same": "dim", "new": "cyan"
 
 def _results_table(report: EvalReport) -> Table:
     table = Table(
-        "scenario", "result", "passed", "failed expectation", "steps", "tokens", "cost", "duration"
+        id_column("scenario", (s.name for s in report.scenarios)),
+        *("result", "passed", "failed expectation", "steps", "tokens", "cost", "duration"),
     )
     for s in report.scenarios:
         ok = report.passed(s)
@@ -52,7 +54,9 @@ def _results_table(report: EvalReport) -> Table:
 
 
 def _changes_table(changes: list[Change]) -> Table:
-    table = Table("scenario", "against the baseline", "what moved")
+    table = Table(
+        id_column("scenario", (c.name for c in changes)), "against the baseline", "what moved"
+    )
     for c in changes:
         table.add_row(
             Text(c.name),

@@ -28,8 +28,10 @@ from api.cli.memories import memories_app
 from api.cli.payload_keys import keys_app
 from api.cli.plugins import plugins_app
 from api.cli.progress import Decider, follow_run, terminal_decider
+from api.cli.request_body import ignored_model, request_body
 from api.cli.retention import retention_app
 from api.cli.schedules import schedules_app
+from api.cli.tables import id_column
 from api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
 from api.identity.auth import dev_token
 from api.identity.config import local_secret
@@ -193,6 +195,12 @@ async def _start_and_follow(
             console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
         run = await client.create_run(body)
         console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
+        if not info.started_here and ignored_model(settings, body, run.model):
+            console.print(
+                f"[yellow]note:[/yellow] KEEL_MODEL={settings.model} is this shell's; the running "
+                f"Keel at {info.api_url} uses {run.model}. Pass --model to choose it per run.",
+                highlight=False,
+            )
         run = await follow_run(client, run.id, console, decider or _decider())
     _report(run, out, info.settings.data_dir)
     return run
@@ -220,6 +228,10 @@ def review(
         str, typer.Option(help="What to ask for.")
     ] = "Review this codebase and write your report.",
     out: Annotated[Path | None, typer.Option(help="Where to save the Markdown report.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL)."),
+    ] = None,
 ) -> None:
     """Review a directory and print the Markdown report."""
     target = path.expanduser().resolve()
@@ -229,7 +241,9 @@ def review(
     if not target.is_relative_to(settings.workspace_root.resolve()):
         # A stack started here may work on the target; a running one decides for itself.
         settings = settings.model_copy(update={"workspace_root": target})
-    body = RunCreate(agent=agent, input=prompt, workspace=str(target), trigger="cli")
+    body = request_body(
+        RunCreate, agent=agent, input=prompt, workspace=str(target), trigger="cli", model=model
+    )
     _run(_start_and_follow(settings, body, out))
 
 
@@ -246,6 +260,10 @@ def run_agent(
             help="Run the read tools here, on --workspace: the server never sees the files.",
         ),
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL)."),
+    ] = None,
 ) -> None:
     """Run any agent on a task."""
     target = workspace.expanduser().resolve()
@@ -254,14 +272,22 @@ def run_agent(
         if not target.is_dir():
             raise _fail(f"{target} is not a directory.")
         # The server's own workspace is only where its other tools would work.
-        body = RunCreate(
-            agent=agent, input=prompt, workspace=".", trigger="cli", local_tools=LOCAL_TOOLS
+        body = request_body(
+            RunCreate,
+            agent=agent,
+            input=prompt,
+            workspace=".",
+            trigger="cli",
+            local_tools=LOCAL_TOOLS,
+            model=model,
         )
         _run(_start_and_follow(settings, body, out, decider=local_executor(target, _decider())))
         return
     if not target.is_relative_to(settings.workspace_root.resolve()):
         settings = settings.model_copy(update={"workspace_root": target})
-    body = RunCreate(agent=agent, input=prompt, workspace=str(target), trigger="cli")
+    body = request_body(
+        RunCreate, agent=agent, input=prompt, workspace=str(target), trigger="cli", model=model
+    )
     _run(_start_and_follow(settings, body, out))
 
 
@@ -295,14 +321,14 @@ def reject(
     reason: Annotated[str | None, typer.Option(help="Told to the model.")] = None,
 ) -> None:
     """Reject a pending tool call or question."""
-    body = InteractionDecisionCreate(decision="reject", text=reason)
+    body = request_body(InteractionDecisionCreate, decision="reject", text=reason)
     _run(_decide(run_id, interaction_id, body))
 
 
 @app.command()
 def answer(run_id: str, interaction_id: str, text: str) -> None:
     """Answer a question the agent asked."""
-    body = InteractionDecisionCreate(decision="answer", text=text)
+    body = request_body(InteractionDecisionCreate, decision="answer", text=text)
     _run(_decide(run_id, interaction_id, body))
 
 
@@ -313,7 +339,10 @@ def interactions(run_id: str) -> None:
     async def main() -> None:
         async with keel_api(KeelClient) as (client, _):
             items = await client.interactions(run_id)
-        table = Table("id", "status", "tool", "subject", "expires", "decided by")
+        table = Table(
+            id_column("id", (ia.id for ia in items)),
+            *("status", "tool", "subject", "expires", "decided by"),
+        )
         for ia in items:
             table.add_row(
                 ia.id,
@@ -424,7 +453,10 @@ def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
     async def main() -> None:
         async with keel_api(KeelClient) as (client, _):
             page = await client.list_runs(limit)
-        table = Table("id", "agent", "status", "stop reason", "steps", "tools", "created")
+        table = Table(
+            id_column("id", (run.id for run in page.runs)),
+            *("agent", "status", "stop reason", "steps", "tools", "created"),
+        )
         for run in page.runs:
             table.add_row(
                 run.id,
@@ -519,7 +551,8 @@ def demo(
             }
         )
         console.print(f"[dim]Scripted model at {llm.base_url}; sample project in {workspace}[/dim]")
-        body = RunCreate(
+        body = request_body(
+            RunCreate,
             agent="review",
             input="Review this codebase and write your report.",
             workspace=str(workspace),

@@ -19,6 +19,7 @@ from rich.table import Table
 from api.cli.client import KeelApiError
 from api.cli.connection import keel_api
 from api.cli.schedule_client import ScheduleClient
+from api.cli.tables import id_column
 from api.core.schedule_specs import fire_times
 from api.core.schemas import (
     BackfillOverlap,
@@ -200,7 +201,10 @@ def list_(limit: Annotated[int, typer.Option(min=1, max=200)] = 50) -> None:
     async def main() -> None:
         async with _client() as client:
             page = await client.list_schedules(limit)
-        table = Table("id", "agent", "when", "zone", "state", "next fire", "runs")
+        table = Table(
+            id_column("id", (s.id for s in page.schedules)),
+            *("agent", "when", "zone", "state", "next fire", "runs"),
+        )
         for s in page.schedules:
             nxt = _local(s.next_fire_times[0], s.time_zone) if s.next_fire_times else ""
             table.add_row(
@@ -243,7 +247,9 @@ def show(schedule_id: str) -> None:
             console.print("Next fire times:")
             for moment in s.next_fire_times[:5]:
                 console.print(f"  {_local(moment, s.time_zone)}")
-        table = Table("run", "status", "stop reason", "created")
+        table = Table(
+            id_column("run", (run.id for run in runs.runs)), "status", "stop reason", "created"
+        )
         for run in runs.runs:
             table.add_row(
                 run.id,

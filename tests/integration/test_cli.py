@@ -32,7 +32,7 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
         "-m",
         "api.cli.main",
         *args,
-        env={**env, "COLUMNS": "120"},
+        env={"COLUMNS": "120", **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -93,6 +93,9 @@ async def test_review_runs_list_and_show_on_a_running_stack(
 
         code, listing = await keel("runs", "list", env=env)
         assert code == 0 and run_id.group(1) in listing
+        # A pipe or a narrow terminal shortens other columns, never the id a user copies.
+        code, listing = await keel("runs", "list", env={**env, "COLUMNS": "60"})
+        assert code == 0 and run_id.group(1) in listing, listing
         code, shown = await keel("runs", "show", run_id.group(1), env=env)
         assert code == 0 and '"status": "completed"' in shown
 

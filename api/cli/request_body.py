@@ -1,0 +1,33 @@
+"""Requests built from command-line values: a bad value is a sentence, not a traceback."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+
+from api.core.schemas import RunCreate
+from worker.settings import Settings
+
+err_console = Console(stderr=True)
+M = TypeVar("M", bound=BaseModel)
+
+
+def request_body(schema: type[M], /, **fields: Any) -> M:
+    """`schema(**fields)`, or exit 1 naming each field that is wrong and why."""
+    try:
+        return schema(**fields)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or schema.__name__
+            message = str(error["msg"]).removeprefix("Value error, ")
+            err_console.print(f"[red]error:[/red] {where}: {message}", highlight=False)
+        raise typer.Exit(code=1) from None
+
+
+def ignored_model(settings: Settings, body: RunCreate, model: str) -> bool:
+    """Whether this shell set KEEL_MODEL but a Keel already running chose another model:
+    that Keel reads its own environment, so the user's setting did nothing."""
+    return body.model is None and "model" in settings.model_fields_set and model != settings.model

@@ -1,0 +1,62 @@
+"""The CLI at its edges: ids stay whole in narrow tables, bad values are sentences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+from typer.testing import CliRunner
+
+from api.cli.main import app
+from api.cli.request_body import ignored_model
+from api.cli.tables import id_column
+from api.core.schemas import RunCreate
+from worker.settings import Settings
+
+runner = CliRunner()
+IDS = ["run-6d6faededf1745b6-task-4-2", "sch-05bc4e775c75"]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_an_id_column_is_never_cut_short(width: int) -> None:
+    table = Table(id_column("id", IDS), "agent", "status", "stop reason", "steps", "created")
+    for run_id in IDS:
+        table.add_row(run_id, "explore", "completed", "final_answer", "13", "2026-12-01 16:19")
+    console = Console(width=width, record=True)
+    console.print(table)
+    text = console.export_text()
+    for run_id in IDS:
+        assert run_id in text, text
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "review", ""], "error: input: String should have at least 1 character"),
+        (["run", "review", "x", "--model", "m" * 201], "error: model: "),
+        (["review", ".", "--prompt", ""], "error: input: String should have at least 1"),
+    ],
+)
+def test_a_bad_value_is_a_sentence_not_a_traceback(
+    args: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert said in " ".join(result.output.split()), result.output
+    assert isinstance(result.exception, SystemExit), result.exception  # a clean exit, no error
+
+
+def test_a_model_from_this_shell_that_a_running_keel_ignored_is_noticed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    body = RunCreate(agent="notes", input="Count.", workspace=".")
+    monkeypatch.delenv("KEEL_MODEL", raising=False)
+    assert not ignored_model(Settings(), body, "gpt-4.1-mini")
+    monkeypatch.setenv("KEEL_MODEL", "example/counter")
+    assert ignored_model(Settings(), body, "scripted-reviewer")
+    assert not ignored_model(Settings(), body, "example/counter")
+    chosen = body.model_copy(update={"model": "other"})
+    assert not ignored_model(Settings(), chosen, "other")
