@@ -95,11 +95,11 @@ async def _run_all(
             progress.update(task, description=f"running on {info.api_url}")
             runner = EvalRunner(client, work_dir, concurrency=concurrency, on_result=finished)
             report = await runner.run(scenarios, models, repeat=repeat, min_pass_rate=min_pass_rate)
-            await _record(client, eval_id, report)
+            await _record(client, eval_id, report, info.settings)
             return report
 
 
-async def _record(client: KeelClient, eval_id: str, report: EvalReport) -> None:
+async def _record(client: KeelClient, eval_id: str, report: EvalReport, settings: Settings) -> None:
     """Keep the results with the runs, for the console; a refusal only warns, since the
     results file and the exit status already say what happened."""
     try:
@@ -107,7 +107,18 @@ async def _record(client: KeelClient, eval_id: str, report: EvalReport) -> None:
     except KeelApiError as exc:
         err_console.print(f"warning: the results were not recorded in Keel: {exc}", markup=False)
         return
-    console.print(f"Recorded as {eval_id} (the console's Evals page lists it).", highlight=False)
+    console.print(f"Recorded as {eval_id} ({where_recorded(settings)}).", highlight=False)
+
+
+def where_recorded(settings: Settings) -> str:
+    """Which console lists the results: the eval's embedded stack stops with the command,
+    and `keel dev`'s own console does not see its data."""
+    if "host=/" in (settings.database_url or ""):
+        return (
+            f"`KEEL_DATA_DIR={settings.data_dir} keel dev` lists it and its runs "
+            "on the console's Evals page"
+        )
+    return "the Evals page of the console of any Keel on this DATABASE_URL lists it"
 
 
 def eval_command(

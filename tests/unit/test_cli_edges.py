@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.testing import CliRunner
 
+from api.cli.evals import where_recorded
 from api.cli.main import app
 from api.cli.request_body import ignored_model
 from api.cli.tables import id_column
@@ -60,3 +61,13 @@ def test_a_model_from_this_shell_that_a_running_keel_ignored_is_noticed(
     assert not ignored_model(Settings(), body, "example/counter")
     chosen = body.model_copy(update={"model": "other"})
     assert not ignored_model(Settings(), chosen, "other")
+
+
+def test_keel_eval_says_which_console_lists_its_results(tmp_path: Path) -> None:
+    embedded = Settings().model_copy(
+        update={"data_dir": tmp_path / "evals", "database_url": "host=/tmp/pg dbname=keel"}
+    )
+    said = where_recorded(embedded)
+    assert f"KEEL_DATA_DIR={tmp_path / 'evals'} keel dev" in said
+    shared = embedded.model_copy(update={"database_url": "postgresql://db.example/keel"})
+    assert "DATABASE_URL" in where_recorded(shared)
