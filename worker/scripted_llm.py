@@ -786,9 +786,9 @@ def main(argv: list[str] | None = None) -> None:
     script = Script.load(args.script)
     server = ScriptedLLMServer(script, host=args.host, port=args.port)
     server.start()
+    plays = f"policy {script.policy}" if script.policy else f"{len(script.turns)} turns"
     print(
-        f"Serving script {script.name!r} ({len(script.turns)} turns) at {server.base_url}; "
-        "press Ctrl-C to stop.",
+        f"Serving script {script.name!r} ({plays}) at {server.base_url}; press Ctrl-C to stop.",
         flush=True,
     )
     stopping = threading.Event()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,20 @@ def test_keel_eval_says_which_console_lists_its_results(tmp_path: Path) -> None:
     assert f"KEEL_DATA_DIR={tmp_path / 'evals'} keel dev" in said
     shared = embedded.model_copy(update={"database_url": "postgresql://db.example/keel"})
     assert "DATABASE_URL" in where_recorded(shared)
+
+
+def test_the_scripted_server_says_it_plays_a_policy_not_zero_turns(tmp_path: Path) -> None:
+    script = tmp_path / "reviewer.yaml"
+    script.write_text("name: scripted-reviewer\npolicy: reviewer\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "worker.scripted_llm", str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert first.startswith("Serving script 'scripted-reviewer' (policy reviewer) at http://")
