@@ -189,12 +189,15 @@ async def _start_and_follow(
     *,
     ui: bool = False,
     decider: Decider | None = None,
+    reads_here: Path | None = None,
 ) -> RunPublic:
     async with keel_api(KeelClient, settings, ui=ui) as (client, info):
         if info.started_here:
             console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
         run = await client.create_run(body)
-        console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {run.workspace}")
+        # With --local-tools the files read are this machine's, not the server's workspace.
+        where = f"{reads_here} (read here)" if reads_here else run.workspace
+        console.print(f"Run [bold]{run.id}[/bold] ({run.agent}) on {where}")
         if not info.started_here and ignored_model(settings, body, run.model):
             console.print(
                 f"[yellow]note:[/yellow] KEEL_MODEL={settings.model} is this shell's; the running "
@@ -281,7 +284,8 @@ def run_agent(
             local_tools=LOCAL_TOOLS,
             model=model,
         )
-        _run(_start_and_follow(settings, body, out, decider=local_executor(target, _decider())))
+        decider = local_executor(target, _decider())
+        _run(_start_and_follow(settings, body, out, decider=decider, reads_here=target))
         return
     if not target.is_relative_to(settings.workspace_root.resolve()):
         settings = settings.model_copy(update={"workspace_root": target})

@@ -68,6 +68,7 @@ async def test_keel_run_local_tools_reviews_a_directory_only_the_client_can_read
             "--local-tools", env=env,
         )  # fmt: skip
     assert code == 0, out
+    assert f"(review) on {project} (read here)" in out  # not the server's workspace
     report = out.split("Findings", 1)[1]
     assert "billing.py multiplies by 1.2" in report
     assert "src/billing.py" in report.split("Files:", 1)[1]  # the file the client read
