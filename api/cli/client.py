@@ -10,6 +10,7 @@ from api.core.schemas import (
     EvalResultCreate,
     EvalResultPublic,
     EventPage,
+    Health,
     InteractionDecisionCreate,
     InteractionPublic,
     RunCreate,
@@ -50,6 +51,10 @@ class KeelClient:
         if response.status_code >= 400:
             raise KeelApiError(_explain(response))
         return response
+
+    async def health(self) -> Health:
+        """The API's health, with the Temporal address it uses (no token needed)."""
+        return Health.model_validate((await self._send("GET", "/health")).json())
 
     async def create_run(self, body: RunCreate) -> RunPublic:
         response = await self._send("POST", "/v1/runs", json=body.model_dump(exclude_none=True))

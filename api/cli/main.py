@@ -399,18 +399,20 @@ def coordinate(
     from workflows.coordinator import CoordinatorWorkflow
 
     async def main() -> None:
-        async with local_stack(Settings(), ui=False) as info:
+        async with keel_api(KeelClient, Settings(), ui=False) as (api, info):
             settings = info.settings
-            if settings.temporal_address is None:
-                raise StackError(
-                    "keel coordinate needs TEMPORAL_ADDRESS when it uses a running Keel; "
-                    "set it to that Keel's Temporal address."
+            # A running Keel (`keel dev`) says in /health which Temporal it uses.
+            address = settings.temporal_address or (await api.health()).temporal
+            try:
+                client = await connect(
+                    address, settings.temporal_namespace, data_converter=data_converter(settings)
                 )
-            client = await connect(
-                settings.temporal_address,
-                settings.temporal_namespace,
-                data_converter=data_converter(settings),
-            )
+            except RuntimeError as exc:
+                raise StackError(
+                    f"keel coordinate could not reach Temporal at {address} ({exc}); set "
+                    "TEMPORAL_ADDRESS to the Temporal address of the Keel at "
+                    f"{info.api_url}."
+                ) from None
             request = CoordinatorInput(
                 task=task, agents=[RemoteAgent(url=url) for url in agent], timeout_s=timeout
             )

@@ -209,3 +209,29 @@ async def test_a_run_that_asks_is_approved_from_another_terminal(
         assert run.returncode == 0, "".join(seen) + rest.decode()
         assert "Added the changelog." in rest.decode()
     assert (workspace / "CHANGELOG.md").read_text() == "## 1.0\n"
+
+
+async def test_coordinate_on_a_running_keel_finds_its_temporal_without_temporal_address(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="No retry logic in pkg/core.py.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+        # As README has it after `keel dev`: no TEMPORAL_ADDRESS in this shell.
+        env = clean_env(
+            KEEL_API_URL=url,
+            KEEL_DATA_DIR=str(tmp_path / "cli"),
+            KEEL_JWT_SECRET=JWT_SECRET,
+            KEEL_TASK_QUEUE=settings.task_queue,
+        )
+        code, out = await keel(
+            "coordinate", "Review the retry logic", "--agent", f"{url}/a2a/review",
+            "--timeout", "120", env=env,
+        )  # fmt: skip
+    assert code == 0, out
+    assert "No retry logic in pkg/core.py." in out and "Report saved to" in out
