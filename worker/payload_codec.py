@@ -148,9 +148,14 @@ def new_key() -> str:
     return base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
 
 
-def _key_bytes(key_id: str, encoded: str) -> bytes:
+def check_key_id(key_id: str) -> None:
+    """Refuse a key id that KEEL_PAYLOAD_KEYS would refuse at start."""
     if not key_id or len(key_id) > 64 or not key_id.isprintable():
         raise PayloadKeyError("A key id in KEEL_PAYLOAD_KEYS must be 1 to 64 printable characters.")
+
+
+def _key_bytes(key_id: str, encoded: str) -> bytes:
+    check_key_id(key_id)
     try:
         key = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:

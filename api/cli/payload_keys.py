@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from worker.payload_codec import new_key
+from worker.payload_codec import PayloadKeyError, check_key_id, new_key
 
 keys_app = typer.Typer(help="Keys that encrypt what Keel stores in Temporal.", no_args_is_help=True)
 
@@ -20,5 +20,10 @@ def keys_new(
     ] = None,
 ) -> None:
     """Print a fresh 256-bit key as a KEEL_PAYLOAD_KEYS entry, to add to the others."""
-    name = key_id or datetime.now(UTC).strftime("%Y-%m")
+    name = datetime.now(UTC).strftime("%Y-%m") if key_id is None else key_id
+    try:
+        check_key_id(name)  # a key Keel would refuse at start is no use printed
+    except PayloadKeyError as exc:
+        typer.echo(f"error: {exc} Choose another --id.", err=True)
+        raise typer.Exit(code=1) from None
     typer.echo(json.dumps({name: new_key()}))

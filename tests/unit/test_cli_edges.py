@@ -90,3 +90,11 @@ def test_the_scripted_server_says_it_plays_a_policy_not_zero_turns(tmp_path: Pat
         proc.terminate()
         proc.wait(timeout=10)
     assert first.startswith("Serving script 'scripted-reviewer' (policy reviewer) at http://")
+
+
+@pytest.mark.parametrize("key_id", ["", "k" * 65, "tab\there"])
+def test_keys_new_refuses_an_id_that_keel_would_refuse_at_start(key_id: str) -> None:
+    result = runner.invoke(app, ["keys", "new", "--id", key_id])
+    assert result.exit_code == 1
+    assert "must be 1 to 64 printable characters" in result.output
+    assert isinstance(result.exception, SystemExit)
