@@ -30,6 +30,7 @@ from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
 from activities.tool_events import PREVIEW_CHARS
 from workflows.activity_refs import Routing
+from workflows.agent_roles import roles_admit
 from workflows.models import AgentSpec
 from workflows.router_models import (
     AdoptChildInput,
@@ -170,7 +171,7 @@ class RouterActivities(Routing):
         for spec in self._agents():
             if allowed is not None and spec.name not in allowed:
                 result.excluded.append(ExcludedAgent(name=spec.name, reason="not_enabled"))
-            elif spec.roles and not roles & set(spec.roles):
+            elif not roles_admit(spec.roles, roles):
                 result.excluded.append(ExcludedAgent(name=spec.name, reason="role"))
             else:
                 result.candidates.append(RouteCandidate(name=spec.name))

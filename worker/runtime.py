@@ -15,6 +15,7 @@ from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.a2a_client import A2AClientActivities
+from activities.agent_access import AgentAccessActivities
 from activities.context import CompactionActivities, ContextBudget
 from activities.hooks import HookActivities
 from activities.interactions import InteractionActivities
@@ -223,6 +224,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             subagent_activities.record_child_event,
             retention_activities.purge_expired_runs,
             *router_activities.registered(),
+            AgentAccessActivities(catalog.get, audit).check_agent_roles,
         ],
         interceptors=[StoreOutageInterceptor(), *worker_interceptors(settings)],
         # A run whose worker died goes to another after this long, not the default 10 s:

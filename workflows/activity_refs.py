@@ -18,6 +18,7 @@ from typing import Protocol
 
 from temporalio import activity
 
+from workflows.agent_roles import AgentRolesCheck, AgentRolesInput
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
 from workflows.memory_models import RecallInput, RecallResult, RememberInput, RememberResult
 from workflows.models import (
@@ -270,4 +271,13 @@ class Routing(Protocol):
     @activity.defn(name="adopt_child_result")
     async def adopt_child_result(self, request: AdoptChildInput) -> AdoptedChild:
         """Make the routed child's report the router run's, and say how the child ended."""
+        ...
+
+
+class AgentRoles(Protocol):
+    """Whether whom a scheduled run acts for may use its agent (`activities.agent_access`)."""
+
+    @activity.defn(name="check_agent_roles")
+    async def check_agent_roles(self, request: AgentRolesInput) -> AgentRolesCheck:
+        """The agent's `roles:` against the run's acting roles; a refusal is audited."""
         ...

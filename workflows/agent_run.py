@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCalls,
         WebhookDeliveries,
     )
+    from workflows.agent_roles_run import AgentRolesSteps
     from workflows.gate import GateDecision, ToolGate
     from workflows.mcp_tools import McpToolset
     from workflows.models import (
@@ -99,7 +100,7 @@ FIRST_TOOL_ORD = 2
 
 
 @workflow.defn(name="AgentRunWorkflow")
-class AgentRunWorkflow(RouterSteps):
+class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
     @workflow.init
     def __init__(self, run: RunInput) -> None:
         self._state = RunState()
@@ -150,6 +151,10 @@ class AgentRunWorkflow(RouterSteps):
                     run = await self._open_subagent(run)
                 self._state.session_rules = list(run.session_rules)
                 await self._start(run)
+                if run.acting_roles is not None:  # a schedule's run: its creator's roles
+                    refused = await self._refused_for_roles(run)
+                    if refused is not None:
+                        return refused
                 if run.route is not None:  # `agent: "auto"`: pick the agent, run it as a child
                     return await self._route(run)
                 if run.agent.mcp_servers:

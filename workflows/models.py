@@ -402,6 +402,11 @@ class RunInput(BaseModel):
     route: RouteRequest | None = Field(
         default=None, description='Set for `agent: "auto"`: the router picks the agent.'
     )
+    acting_roles: list[str] | None = Field(
+        default=None,
+        description="Set for a schedule's runs: the creator's roles, checked against the "
+        "agent's `roles:` as the run starts (the schedule fires without the API).",
+    )
 
 
 class RunResult(BaseModel):

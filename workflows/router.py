@@ -59,12 +59,17 @@ def decide(
             candidates, asked, classification.question, classification.reason or "It is unclear."
         )
     if kind == "none":
-        role_bound = sorted(e.name for e in excluded if e.reason == "role")
-        tail = f" Agents your roles may not use: {', '.join(role_bound)}." if role_bound else ""
+        # Never the names of agents the caller's roles exclude: only admins and the audit
+        # trail see those (the decision's `excluded`).
+        role_bound = any(e.reason == "role" for e in excluded)
+        tail = " Some agents are not offered to your roles; ask an admin if you need one." * (
+            role_bound
+        )
         return RouteDecision(
             outcome="refused",
             reason="None of the agents you may use handles this request"
-            f"{': ' + classification.reason if classification.reason else '.'}{tail}",
+            f"{': ' + classification.reason.rstrip('.') + '.' if classification.reason else '.'}"
+            f"{tail}",
         )
     if kind == "agent":
         return _chosen(candidates, excluded, classification, dispatch, asked, route_only)
@@ -86,8 +91,8 @@ def _chosen(
             return RouteDecision(
                 outcome="refused",
                 agent=agent,
-                reason=f"The request needs the agent '{agent}', which your roles may not use; "
-                "ask an admin for a role that may, or rephrase the request.",
+                reason="The request needs an agent your roles may not use; ask an admin for "
+                "a role that may, or rephrase the request.",
             )
         if left_out.get(agent) == "not_enabled":
             return RouteDecision(

@@ -78,6 +78,31 @@ class StoredRouteDecision(BaseModel):
     classification: dict[str, Any]
     created_at: datetime
 
+    def for_caller(self) -> StoredRouteDecision:
+        """The row without the names of agents the caller's roles exclude (`caller_view`)."""
+        agent, excluded, classification = caller_view(
+            self.agent, self.excluded, self.classification
+        )
+        return self.model_copy(
+            update={"agent": agent, "excluded": excluded, "classification": classification}
+        )
+
+
+def caller_view(
+    agent: str | None, excluded: list[dict[str, str]], classification: dict[str, Any]
+) -> tuple[str | None, list[dict[str, str]], dict[str, Any]]:
+    """A decision as its caller sees it: no name of an agent their roles exclude.
+
+    The stored row and the audit entry keep every name, for admins; the caller's
+    `route_decision` event and their `GET /v1/runs/{id}/route` show this view.
+    """
+    hidden = {e["name"] for e in excluded if e.get("reason") == "role"}
+    shown = dict(classification)
+    if shown.get("agent") in hidden:
+        shown["agent"], shown["reason"] = None, ""
+    kept = [e for e in excluded if e.get("reason") != "role"]
+    return (None if agent in hidden else agent), kept, shown
+
 
 def handover_call(record: RecordRouteInput, prompt: str) -> dict[str, object]:
     """The router's `task` call a routed child reads its agent and prompt from."""
@@ -174,6 +199,9 @@ class RouterStore:
             if cur.rowcount == 0:
                 return  # a retry: this round is on record
             await self._message(conn, record, prompt)
+            agent, shown, shown_classification = caller_view(
+                decision.agent, excluded, classification
+            )
             await Store.put_event_in(
                 conn,
                 record.run_id,
@@ -182,12 +210,12 @@ class RouterStore:
                 {
                     "round": record.round,
                     "outcome": decision.outcome,
-                    "agent": decision.agent,
+                    "agent": agent,
                     "reason": decision.reason,
                     "question": decision.question,
                     "candidates": list(record.candidates),
-                    "excluded": excluded,
-                    "classification": classification,
+                    "excluded": shown,
+                    "classification": shown_classification,
                 },
             )
             await AuditLog.append_in(

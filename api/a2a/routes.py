@@ -41,6 +41,7 @@ from api.core.service import KeelService
 from api.events.line_safe import LineSafeStream
 from api.http.conditional import conditional_json
 from api.http.errors import headers_of
+from api.identity.auth import Principal
 from worker.agent_catalog import AgentCatalog
 from workflows.models import AgentSpec
 
@@ -95,14 +96,21 @@ def _skill(agent: AgentSpec) -> AgentSkill:
 
 
 def agent_card(
-    base_url: str, catalog: AgentCatalog, agent: str | None = None, *, auth: bool = True
+    base_url: str,
+    catalog: AgentCatalog,
+    agent: str | None = None,
+    *,
+    auth: bool = True,
+    offered: list[AgentSpec] | None = None,
 ) -> AgentCard:
-    """The v1.0 card: one skill per agent definition (or the one agent addressed).
+    """The v1.0 card: one skill per agent the caller may use (`offered`, the catalogue if
+    not given), or the one agent addressed.
 
     With auth off (KEEL_AUTH=off) it declares no security scheme, since none is enforced.
     """
     # The router (`auto`) is addressable like any agent, and a skill of the root card.
-    agents = [routable(catalog, agent)] if agent else [*catalog.all(), router_agent()]
+    listed = catalog.all() if offered is None else offered
+    agents = [routable(catalog, agent)] if agent else [*listed, router_agent()]
     url = f"{base_url}/a2a/{agent}" if agent else f"{base_url}/a2a"
     card = AgentCard(
         name=f"Keel {agent}" if agent else "Keel",
@@ -306,6 +314,24 @@ def _v01_to_v03(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "method": "message/send", "params": {"message": message}}
 
 
+ANONYMOUS_READER = Principal(tenant_id="", subject="anonymous")
+
+
+async def _card_reader(keel: KeelService, request: Request) -> Principal:
+    """Who reads a card: the token's caller, or (no token, or one refused) no roles."""
+    header = request.headers.get("authorization")
+    if header is None and keel.auth_mode != "off":
+        return ANONYMOUS_READER
+    try:
+        return await keel.authenticate(
+            header,
+            path=request.url.path,
+            client=request.client.host if request.client else None,
+        )
+    except (Unauthenticated, Unavailable):
+        return ANONYMOUS_READER
+
+
 def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
     """The A2A routes on the app's `state`, where its lifespan puts the service."""
 
@@ -343,6 +369,8 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         agent = request.path_params.get("agent")
         if agent is not None and routable(service().parts.catalog, agent) is None:
             return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
+        # An agent the caller's roles exclude is refused by the service when a message
+        # starts a run there (a JSON-RPC error, audited like REST's 403).
         raw = await request.body()
         body: Any = None
         try:
@@ -370,13 +398,21 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
             return LineSafeStream(response)
         return response
 
-    def built(request: Request) -> AgentCard | None:
+    async def built(request: Request) -> AgentCard | None:
+        """The card for the caller: the agents their roles may use (a card read without a
+        token offers only the agents open to everyone)."""
         agent = request.path_params.get("agent")
-        catalog = service().parts.catalog
-        if agent is not None and routable(catalog, agent) is None:
+        keel = service()
+        catalog = keel.parts.catalog
+        user = await _card_reader(keel, request)
+        offered = keel.access.usable(user)
+        if agent is not None and (
+            routable(catalog, agent) is None
+            or (agent != router_agent().name and keel.access.lookup(agent, user) is None)
+        ):
             return None
         root = str(request.base_url).rstrip("/") if not base_url else base_url
-        return agent_card(root, catalog, agent, auth=service().auth_mode != "off")
+        return agent_card(root, catalog, agent, auth=keel.auth_mode != "off", offered=offered)
 
     async def card(request: Request) -> Response:
         """The domain's well-known card is read by v0.3 and v1.0 clients alike: both shapes.
@@ -384,7 +420,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         An agent's own card is Keel's, so it is the pure v1.0 card; its v0.3 shape is
         beside it at `agent.json`, as at the root.
         """
-        found = built(request)
+        found = await built(request)
         if found is None:
             return JSONResponse({"detail": f"No agent {request.path_params['agent']}."}, 404)
         if "agent" in request.path_params:
@@ -392,7 +428,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         return cached(request, card_for_both(found))
 
     async def card_legacy(request: Request) -> Response:
-        found = built(request)
+        found = await built(request)
         if found is None:
             return JSONResponse({"detail": f"No agent {request.path_params['agent']}."}, 404)
         return cached(request, card_v03(found))
@@ -400,7 +436,12 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
     def cached(request: Request, data: dict[str, Any]) -> Response:
         """Cards change only when the agent definitions are loaded again (a restart)."""
         loaded = service().parts.catalog.loaded_at
-        return conditional_json(request, data, last_modified=loaded, max_age_s=CARD_MAX_AGE_S)
+        response = conditional_json(request, data, last_modified=loaded, max_age_s=CARD_MAX_AGE_S)
+        if request.headers.get("authorization"):
+            # A card read with a token is that caller's: no shared cache may keep it.
+            response.headers["Cache-Control"] = f"private, max-age={CARD_MAX_AGE_S}"
+        response.headers["Vary"] = "Authorization"
+        return response
 
     return [
         *rest_routes(handler, _PrincipalContext(), service),

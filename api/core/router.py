@@ -110,10 +110,15 @@ class RouterService:
             raise NotFound(f"Tenant {tenant_id} has no router agents set: it has the default.")
 
     async def decisions(self, run_id: str, user: Principal) -> list[StoredRouteDecision]:
-        """The decisions of one of the caller's runs (404 for another tenant's, audited)."""
+        """The decisions of one of the caller's runs (404 for another tenant's, audited).
+
+        Admins see every agent the rule filter left out; anyone else not those their
+        roles exclude (`StoredRouteDecision.for_caller`)."""
         record = await self._runs.get(run_id, user)
         shown = in_view(record.tenant_id, record.id)  # the id as the tenant knows it
         stored = await self._store.decisions(record.id)
+        if not user.is_admin:
+            stored = [d.for_caller() for d in stored]
         return [d.model_copy(update={"run_id": shown}) for d in stored]
 
     async def _admin(self, user: Principal, action: str) -> None:

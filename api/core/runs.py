@@ -32,6 +32,7 @@ from temporalio.service import RPCError
 
 from activities.store.records import EventRecord, NewRun, RunRecord
 from activities.store.run_store import Store, texts_key
+from api.core.agent_access import AgentAccess
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from api.core.errors import Conflict, Invalid, NotFound, Unavailable, invalid_request, known_id
 from api.core.router import router_agent, with_route
@@ -242,6 +243,7 @@ class RunService:
     def __init__(self, parts: CoreParts) -> None:
         self._parts = parts
         self.ids = TenantIds(parts)
+        self.access = AgentAccess(parts)
 
     # -- checks shared with sessions and schedules --------------------------
 
@@ -255,6 +257,13 @@ class RunService:
                 f"Unknown agent '{name}'. Known agents: {', '.join(catalog.names())}.",
                 field="agent",
             )
+        return agent
+
+    async def usable_agent(self, name: str, user: Principal, *, via: str) -> AgentSpec:
+        """The agent `name`, if it exists (`Invalid`) and the caller may use it (`Forbidden`,
+        audited)."""
+        agent = self.agent(name)
+        await self.access.require(agent, user, via=via)
         return agent
 
     def workspace(self, raw: str) -> Path:
@@ -299,6 +308,7 @@ class RunService:
         parts = self._parts
         await check_webhook(parts, order.webhook_url, user)
         run = self.template(order, user, run_id=await self._key_for(order.run_id, user))
+        await self.access.require(run.agent, user, via=order.trigger)
         if order.session_id is not None:
             session_key = await self._join_session(order, run, user)
             run = run.model_copy(update={"session_id": session_key})

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import (
     Client,
     Schedule,
@@ -65,6 +65,8 @@ class ScheduleOwner(BaseModel):
 
     tenant_id: str
     created_by: str
+    roles: list[str] = Field(default_factory=list)
+    """The creator's roles when they created it: its runs use agents as the creator."""
 
 
 @dataclass

@@ -115,7 +115,9 @@ class ScheduleService:
         """What every run of the schedule starts with; its id is the one Temporal gives it."""
         assert config.schedule_id is not None
         creator = Principal(
-            tenant_id=owner.tenant_id, subject=owner.created_by.removeprefix("user:")
+            tenant_id=owner.tenant_id,
+            subject=owner.created_by.removeprefix("user:"),
+            roles=list(owner.roles),
         )
         order = RunOrder.of(
             agent=config.agent,
@@ -127,7 +129,9 @@ class ScheduleService:
             approval_expires_after_s=config.approval_expires_after_s,
             webhook_url=config.webhook_url,
         )
-        return self._runs.template(order, creator, schedule_id=config.schedule_id)
+        run = self._runs.template(order, creator, schedule_id=config.schedule_id)
+        # Checked again as each run starts: the agent file may have changed since.
+        return run.model_copy(update={"acting_roles": list(owner.roles)})
 
     async def _audit(
         self, user: Principal, action: str, schedule_id: str, **detail: JsonValue
@@ -175,8 +179,11 @@ class ScheduleService:
         temporal = self._parts.temporal
         config = self._checked(body)
         await check_webhook(self._parts, config.webhook_url, user)
+        await self._runs.usable_agent(config.agent, user, via="schedule")
         chosen = body.schedule_id or f"sch-{uuid.uuid4().hex[:12]}"
-        owner = ScheduleOwner(tenant_id=user.tenant_id, created_by=user_ref(user))
+        owner = ScheduleOwner(
+            tenant_id=user.tenant_id, created_by=user_ref(user), roles=list(user.roles)
+        )
         held = await self._find(chosen, user)
         holder = await owner_of(held) if held is not None else None
         if holder is not None and holder.tenant_id == user.tenant_id:
@@ -263,6 +270,7 @@ class ScheduleService:
         config = self._checked(config).model_copy(update={"schedule_id": stored.id})
         if "webhook_url" in changes:
             await check_webhook(self._parts, config.webhook_url, user)
+        await self._runs.usable_agent(config.agent, user, via="schedule")
         run = self._scheduled_run(config, stored.owner)
         action = stored.description.schedule.action
         assert isinstance(action, ScheduleActionStartWorkflow)

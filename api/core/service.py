@@ -41,6 +41,7 @@ class KeelService:
         self.push_configs = PushConfigService(parts, self.runs)
         self.evals = EvalService(parts)
         self.router = RouterService(parts, self.runs)
+        self.access = self.runs.access  # which agents a caller may use (`roles:`)
         self._authenticator = authenticator
 
     @property

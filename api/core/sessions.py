@@ -26,7 +26,7 @@ class SessionService:
         self._runs = runs
 
     async def create(self, body: SessionCreate, user: Principal) -> SessionRecord:
-        agent = self._runs.agent(body.agent)
+        agent = await self._runs.usable_agent(body.agent, user, via="session")
         workspace = self._runs.workspace(body.workspace)
         session_id = body.session_id or f"ses-{uuid.uuid4().hex[:16]}"
         # Another tenant's session by that id is not this tenant's business: it gets its own.

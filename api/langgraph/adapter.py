@@ -68,20 +68,19 @@ class LangGraphAdapter:
 
     # -- assistants --------------------------------------------------------------
 
-    def assistants(self, body: wire.AssistantSearch) -> list[dict[str, Any]]:
-        catalog = self._service.parts.catalog
+    def assistants(self, body: wire.AssistantSearch, user: Principal) -> list[dict[str, Any]]:
+        """The agents the caller's roles may use, as assistants."""
         found = [
             wire.assistant(agent, LOADED_AT)
-            for name in catalog.names()
-            if (agent := catalog.get(name)) is not None
-            and body.graph_id in (None, name)
-            and (body.name is None or body.name.lower() in name.lower())
+            for agent in self._service.access.usable(user)
+            if body.graph_id in (None, agent.name)
+            and (body.name is None or body.name.lower() in agent.name.lower())
         ]
         return found[body.offset : body.offset + body.limit]
 
-    def assistant(self, assistant_id: str) -> dict[str, Any]:
-        agent = self._service.parts.catalog.get(assistant_id)
-        if agent is None:
+    def assistant(self, assistant_id: str, user: Principal) -> dict[str, Any]:
+        agent = self._service.access.lookup(assistant_id, user)
+        if agent is None:  # one the caller's roles exclude is not offered either
             raise NotFound(f"No assistant {assistant_id}; search assistants for those there are.")
         return wire.assistant(agent, LOADED_AT)
 

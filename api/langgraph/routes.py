@@ -57,12 +57,12 @@ Adapter = Annotated[LangGraphAdapter, Depends(_adapter)]
 async def search_assistants(
     body: wire.AssistantSearch, adapter: Adapter, user: Caller
 ) -> list[dict[str, Any]]:
-    return adapter.assistants(body)
+    return adapter.assistants(body, user)
 
 
 @router.get("/assistants/{assistant_id}")
 async def get_assistant(assistant_id: str, adapter: Adapter, user: Caller) -> dict[str, Any]:
-    return adapter.assistant(assistant_id)
+    return adapter.assistant(assistant_id, user)
 
 
 @router.get("/info")

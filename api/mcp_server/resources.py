@@ -39,6 +39,10 @@ class KeelResources:
     def __init__(self, service: KeelService) -> None:
         self._service = service
 
+    @property
+    def service(self) -> KeelService:
+        return self._service
+
     def register(self, server: MCPServer[Any]) -> None:
         server.resource(
             AGENT_URI,
@@ -63,9 +67,8 @@ class KeelResources:
         )(self.report)
 
     async def agent(self, name: str, ctx: Context) -> str:
-        caller(ctx)
-        spec = self._service.parts.catalog.get(name)
-        if spec is None:
+        spec = self._service.access.lookup(name, caller(ctx))
+        if spec is None:  # an agent the caller's roles exclude is not theirs to read
             raise ResourceNotFoundError(f"No agent {name}; resources/list names every agent.")
         return AgentPublic.from_spec(spec).model_dump_json(indent=2)
 
@@ -90,8 +93,8 @@ class KeelResources:
         return record.report
 
     async def listed(self, user: Principal) -> list[Resource]:
-        """Every agent, then the caller's recent runs, newest first, each finished one
-        followed by its report."""
+        """The agents the caller may use, then their recent runs, newest first, each
+        finished one followed by its report."""
         agents = [
             Resource(
                 uri=AGENT_URI.format(name=a.name),
@@ -99,7 +102,7 @@ class KeelResources:
                 description=a.description,
                 mime_type=JSON,
             )
-            for a in self._service.parts.catalog.all()
+            for a in self._service.access.usable(user)
         ]
         runs = await self._service.runs.page(user, limit=LISTED_RUNS)
         return agents + [item for run in runs for item in _run_resources(run)]

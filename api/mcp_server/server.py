@@ -13,7 +13,10 @@ from mcp_types import (
     INVALID_REQUEST,
     CallToolResult,
     EmptyResult,
+    GetPromptRequestParams,
+    GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
     ListResourcesResult,
     PaginatedRequestParams,
     ServerCapabilities,
@@ -62,6 +65,30 @@ class KeelMcpServer(MCPServer[Any]):
         return ListResourcesResult(
             resources=await self._keel_resources.listed(principal_of(ctx.request))
         )
+
+    def _prompts_withheld(self, ctx: ServerRequestContext[Any]) -> set[str]:
+        """The prompts of agents the caller's roles may not use (their system prompts)."""
+        access = self._keel_resources.service.access
+        user = principal_of(ctx.request)
+        withheld = {a.name for a in access.catalog_agents() if not access.admits(a, user)}
+        if "review" in withheld:
+            withheld.add("code_review")  # the review agent's instructions
+        return withheld
+
+    async def _handle_list_prompts(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListPromptsResult:
+        withheld = self._prompts_withheld(ctx)
+        return ListPromptsResult(
+            prompts=[p for p in await self.list_prompts() if p.name not in withheld]
+        )
+
+    async def _handle_get_prompt(
+        self, ctx: ServerRequestContext[Any], params: GetPromptRequestParams
+    ) -> GetPromptResult | InputRequiredResult:
+        if params.name in self._prompts_withheld(ctx):
+            raise ValueError(f"Unknown prompt: {params.name}")  # as for a prompt not there
+        return await super()._handle_get_prompt(ctx, params)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

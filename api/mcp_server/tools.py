@@ -14,6 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
 from api.core.errors import KeelError
+from api.core.router import router_agent
 from api.core.runs import RunOrder
 from api.core.schemas import (
     DecisionResult,
@@ -59,12 +60,11 @@ class KeelTools:
         self._service = service
         self._waiter = waiter
 
-    async def list_agents(self) -> AgentList:
-        """List the agents Keel can run: the name to pass to start_run and what each does."""
-        catalog = self._service.parts.catalog
-        return AgentList(
-            agents=[AgentInfo(name=a.name, description=a.description) for a in catalog.all()]
-        )
+    async def list_agents(self, ctx: Context) -> AgentList:
+        """List the agents Keel can run for you: the name to pass to start_run and what each
+        does; `auto` picks one of them for a request."""
+        usable = [*self._service.access.usable(caller(ctx)), router_agent()]
+        return AgentList(agents=[AgentInfo(name=a.name, description=a.description) for a in usable])
 
     async def start_run(
         self,

@@ -12,6 +12,7 @@ If a surface ever grows its own path again, one of these fails.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,25 +22,31 @@ import psycopg
 import pytest
 from langgraph_sdk.errors import PermissionDeniedError, UnprocessableEntityError
 from langgraph_sdk.schema import Command
+from temporalio.client import Client as TemporalClient
 
 from activities.store.audit import AuditLog, AuditRecord
 from activities.store.run_store import Store, texts_key
 from api.core.tenant_ids import scoped
-from tests.conftest import token_for
+from api.identity.auth import dev_token
+from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.keel_http import (
     ALICE,
     BOB,
     MALLORY,
     LaunchKeel,
+    MakeSettings,
+    StartLLM,
     base_url,
     eventually,
     finished,
+    keel_api,
     pending,
 )
 from tests.integration.test_approvals import write
 from tests.integration.test_langgraph import langgraph
-from tests.integration.test_mcp import call, mcp_client
+from tests.integration.test_mcp import call, mcp_client, refused
 from worker.agent_catalog import AgentCatalog
+from worker.dev_stack import free_port
 from worker.scripted_llm import Script, Turn
 
 DONE = Script(turns=[Turn(content="done")])
@@ -380,3 +387,192 @@ async def test_langgraph_resumes_are_refused_and_audited_as_rest_decisions(
         done = await alice.runs.wait(thread_id, "build", command=Command(resume=True))
         assert done["messages"][-1]["content"] == "Wrote it."
     assert (workspace / "n.txt").read_text() == "x"
+
+
+# -- an agent's `roles:`: the same refusal, audited alike, on every surface ------------
+
+# `build` as an operator limits it: only developers may use it, on any surface.
+GUARDED_BUILD = """---
+name: build
+description: Makes changes to a workspace, with approval.
+tools: [list_files, read_file, write_file, ask_user]
+roles: [developer]
+---
+You make changes to the workspace, with approval.
+"""
+# The same agent after its file changed: now only release managers may use it.
+REGUARDED_BUILD = GUARDED_BUILD.replace("roles: [developer]", "roles: [release]")
+DEV = {"authorization": f"Bearer {dev_token(JWT_SECRET, 'default', 'dev', roles=('developer',))}"}
+ROLE_REFUSAL = "Your roles may not use the agent 'build'"
+
+
+def agent_refusals(entries: list[AuditRecord]) -> list[tuple[object, ...]]:
+    """The role refusals the audit log keeps: who, which agent, through which door."""
+    return [
+        (e.actor, e.category, e.severity, e.detail["agent"], e.detail["via"])
+        for e in entries
+        if e.action == "agent.refused"
+    ]
+
+
+async def test_an_agent_the_callers_roles_exclude_is_refused_and_audited_alike_everywhere(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "build.md").write_text(GUARDED_BUILD)
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=agents)
+    audit = AuditLog(store.pool)
+    before = await audit.entries("default", limit=10_000)
+    ws = str(workspace)
+    ask = {"messages": [{"role": "user", "content": "Build it."}]}
+    async with (
+        keel_api(temporal_client, store, settings, headers=ALICE, http_timeout=60) as http,
+        mcp_client(str(http.base_url).rstrip("/"), token_for("default", "alice")) as mcp,
+    ):
+        # Listings offer alice only what she may use; a developer sees build.
+        names = [a["name"] for a in (await http.get("/v1/agents")).json()]
+        assert "build" not in names and names[-1] == "auto" and "review" in names
+        dev_names = [a["name"] for a in (await http.get("/v1/agents", headers=DEV)).json()]
+        assert "build" in dev_names
+        listed = await call(mcp, "list_agents")
+        assert "build" not in [a["name"] for a in listed["agents"]]
+        assert "build" not in [p.name for p in (await mcp.list_prompts()).prompts]
+        assert "keel://agents/build" not in [
+            str(r.uri) for r in (await mcp.list_resources()).resources
+        ]
+        lg = langgraph(http, "alice")
+        assert "build" not in [a["graph_id"] for a in await lg.assistants.search()]
+        # Cards, read with her token and without any: build is not offered.
+        build_card = "/a2a/build/.well-known/agent-card.json"
+        async with httpx.AsyncClient(base_url=http.base_url) as anonymous:
+            for reader in (http, anonymous):
+                card = (await reader.get("/.well-known/agent-card.json")).json()
+                assert "build" not in [s["id"] for s in card["skills"]]
+                assert "review" in [s["id"] for s in card["skills"]]
+                assert (await reader.get(build_card)).status_code == 404
+        assert (
+            await http.get("/a2a/build/.well-known/agent-card.json", headers=DEV)
+        ).status_code == 200
+        dev_card = (await http.get("/.well-known/agent-card.json", headers=DEV)).json()
+        assert "build" in [s["id"] for s in dev_card["skills"]]
+
+        # Every door that starts a run (or a session, or a schedule) on build refuses alike.
+        rest = await http.post("/v1/runs", json={"agent": "build", "input": "x", "workspace": ws})
+        assert rest.status_code == 403 and ROLE_REFUSAL in rest.json()["detail"], rest.text
+        session = await http.post("/v1/sessions", json={"agent": "build", "workspace": ws})
+        assert session.status_code == 403 and ROLE_REFUSAL in session.json()["detail"]
+        # A developer's session on build, in her tenant: her message there is refused too.
+        theirs = await http.post(
+            "/v1/sessions", json={"agent": "build", "workspace": ws}, headers=DEV
+        )
+        assert theirs.status_code == 201, theirs.text
+        message = await http.post(
+            f"/v1/sessions/{theirs.json()['id']}/messages", json={"input": "x"}
+        )
+        assert message.status_code == 403 and ROLE_REFUSAL in message.json()["detail"]
+        schedule = await http.post(
+            "/v1/schedules",
+            json={
+                "agent": "build",
+                "input": "x",
+                "workspace": ws,
+                "cron_expressions": ["0 3 1 1 *"],
+            },
+        )
+        assert schedule.status_code == 403 and ROLE_REFUSAL in schedule.json()["detail"]
+        sent = await http.post(
+            "/a2a/build",
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": text_message("x")},
+            headers={"A2A-Version": "1.0"},
+        )
+        assert ROLE_REFUSAL in sent.json()["error"]["message"], sent.text
+        assert ROLE_REFUSAL in await refused(
+            mcp, "start_run", agent="build", input="x", workspace=ws
+        )
+        with pytest.raises(PermissionDeniedError):
+            await lg.runs.create(None, "build", input=ask)
+        agui = await http.post(
+            "/ag-ui/build",
+            json={
+                "threadId": f"thread-{uuid.uuid4().hex[:8]}",
+                "runId": f"run-{uuid.uuid4().hex[:8]}",
+                "messages": [{"id": "m1", "role": "user", "content": "x"}],
+            },
+        )
+        assert agui.status_code == 403 and ROLE_REFUSAL in agui.json()["detail"], agui.text
+        # Nothing started: no run of build for alice.
+        runs = (await http.get("/v1/runs", params={"agent": "build"})).json()
+        assert [r for r in runs["runs"] if r["agent"] == "build"] == []
+
+        # A developer may: a run starts, and a schedule is created (checked again as it fires).
+        mine = await http.post(
+            "/v1/runs", json={"agent": "build", "input": "Say done.", "workspace": ws}, headers=DEV
+        )
+        assert mine.status_code == 201, mine.text
+        assert (await finished(http, mine.json()["id"]))["status"] == "completed"
+
+    entries = (await audit.entries("default", limit=10_000))[len(before) :]
+    # One entry per refusal, the same shape whichever door: only `via` tells them apart
+    # (AG-UI's first request on a thread creates its session, so its refusal is that one).
+    doors = ["api", "session", "api", "schedule", "a2a", "api", "api", "session"]
+    assert agent_refusals(entries) == [("alice", "auth", "warning", "build", v) for v in doors]
+
+
+async def test_a_schedule_fires_with_its_creators_roles_against_the_agent_file_of_now(
+    temporal_client: TemporalClient,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    then, now = tmp_path / "then", tmp_path / "now"
+    for folder, text in ((then, GUARDED_BUILD), (now, REGUARDED_BUILD)):
+        folder.mkdir()
+        (folder / "build.md").write_text(text)
+    llm = scripted(Script(turns=[Turn(content="done")]))
+    api_settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=then)
+    # The workers have the changed file: the creator's role no longer lets them use it.
+    worker_settings = api_settings.model_copy(update={"agents_dir": now})
+    async with (
+        in_process_worker(temporal_client, store, worker_settings),
+        keel_api(temporal_client, store, api_settings, headers=DEV, worker=False) as http,
+    ):
+        created = await http.post(
+            "/v1/schedules",
+            json={
+                "agent": "build",
+                "input": "Say done.",
+                "workspace": str(workspace),
+                "cron_expressions": ["0 3 1 1 *"],
+            },
+        )
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        try:
+            triggered = await http.post(f"/v1/schedules/{sid}/trigger")
+            assert triggered.status_code == 202, triggered.text
+            run_id = triggered.json()["run_id"]
+            for _ in range(400):
+                if await store.get_run(run_id) is not None:
+                    break
+                await asyncio.sleep(0.05)
+            run = await finished(http, run_id)
+        finally:
+            await http.delete(f"/v1/schedules/{sid}")
+    assert run["status"] == "failed" and run["trigger"] == "schedule"
+    assert "creator's roles may not use the agent 'build'" in run["error"]
+    assert run["steps"] == 0 and llm.total_requests == 0  # no model call was made
+    [entry] = [
+        e
+        for e in await AuditLog(store.pool).entries("default", limit=10_000)
+        if e.action == "agent.refused" and e.subject == run_id
+    ]
+    assert (entry.actor, entry.detail["via"], entry.detail["agent"]) == ("dev", "schedule", "build")

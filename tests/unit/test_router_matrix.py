@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from activities.router import parse_answer
+from activities.store.router_store import caller_view
 from workflows import router
+from workflows.agent_roles import roles_admit
 from workflows.router_models import Classification, Dispatchability, ExcludedAgent
 
 CANDIDATES = ["build", "investigate", "review"]
@@ -82,11 +84,11 @@ CASES: list[tuple[str, dict[str, object], str, str | None, str]] = [
         "unsure",
     ),
     (
-        "no fitting agent refuses and names the role-bound ones",
-        {"classification": Classification(kind="none", reason="nobody deploys"), "dispatch": None},
+        "no fitting agent refuses and says some are not offered, naming none",
+        {"classification": Classification(kind="none", reason="none ships"), "dispatch": None},
         "refused",
         None,
-        "Agents your roles may not use: deploy",
+        "none ships. Some agents are not offered to your roles",
     ),
     (
         "an agent missing on the workers refuses",
@@ -122,6 +124,9 @@ def test_decision_matrix(
     assert decision.outcome == outcome, case
     assert decision.agent == agent, case
     assert phrase in decision.reason, (case, decision.reason)
+    # The caller reads the reason: it never names an agent their roles exclude.
+    role_bound = [e.name for e in EXCLUDED if e.reason == "role"]
+    assert not [n for n in role_bound if f"'{n}'" in decision.reason], (case, decision.reason)
     if outcome == "clarifying":
         assert decision.question, case
 
@@ -157,3 +162,24 @@ def test_the_answer_is_schema_checked(text: str, kind: str, agent: str | None) -
     classification = parse_answer(text)
     assert classification.kind == kind
     assert classification.agent == agent
+
+
+def test_the_callers_view_of_a_decision_names_no_agent_their_roles_exclude() -> None:
+    excluded = [{"name": "deploy", "reason": "role"}, {"name": "issues", "reason": "not_enabled"}]
+    agent, shown, classification = caller_view(
+        "deploy", excluded, {"kind": "agent", "agent": "deploy", "reason": "deploy fits"}
+    )
+    assert agent is None and shown == [{"name": "issues", "reason": "not_enabled"}]
+    assert classification == {"kind": "agent", "agent": None, "reason": ""}
+    # A pick the roles allow is shown as it is.
+    assert caller_view("review", excluded, {"agent": "review"})[::2] == (
+        "review",
+        {"agent": "review"},
+    )
+
+
+def test_roles_admit_an_open_agent_to_everyone_and_a_bound_one_to_its_roles() -> None:
+    assert roles_admit([], [])
+    assert roles_admit(["developer"], ["viewer", "developer"])
+    assert not roles_admit(["developer"], [])
+    assert not roles_admit(["developer"], ["viewer"])

@@ -84,5 +84,6 @@ async def _answers(check: Awaitable[object]) -> bool:
     "/v1/agents", response_model=list[AgentPublic], tags=["agents"], responses=AUTHENTICATED
 )
 async def list_agents(service: ServiceDep, user: CurrentUser) -> list[AgentPublic]:
-    """The catalogue's agents, then `auto`, the router that picks one of them."""
-    return [AgentPublic.from_spec(a) for a in [*service.parts.catalog.all(), router_agent()]]
+    """The catalogue's agents the caller's roles may use, then `auto`, the router that
+    picks one of them."""
+    return [AgentPublic.from_spec(a) for a in [*service.access.usable(user), router_agent()]]
