@@ -27,6 +27,7 @@ from temporalio.client import Client as TemporalClient
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
+from api.core.router import router_agent
 from api.identity.auth import dev_token
 from tests.conftest import auth_headers, in_process_worker, token_for
 from worker.agent_catalog import AgentCatalog
@@ -151,7 +152,8 @@ async def test_tools_and_prompts_are_listed_and_a_token_is_required(
 
                 listed = await call(client, "list_agents")
                 assert listed["agents"] == [
-                    {"name": a.name, "description": a.description} for a in catalog.all()
+                    {"name": a.name, "description": a.description}
+                    for a in [*catalog.all(), router_agent()]
                 ]
 
         async with httpx.AsyncClient(base_url=url) as http:

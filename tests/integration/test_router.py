@@ -173,15 +173,23 @@ async def test_routed_refused_clarified_and_malformed_paths(
         run_id = await routed(viewer, workspace, "Ask the build agent to write notes.txt.")
         run = await finished(viewer, run_id)
         assert run["status"] == "completed" and run["children"] == []
-        assert run["report"].startswith("Refused: The request needs the agent 'build'")
+        assert run["report"].startswith("Refused: The request needs an agent your roles may")
+        # The caller is never shown the names of agents their roles exclude: not in the
+        # report, the decision they read, or its event (the model's pick included).
+        assert "build" not in run["report"]
         [decision] = await decisions(viewer, run_id)
         assert decision["outcome"] == "refused" and decision["candidates"] == [
             "investigate",
             "review",
         ]
-        assert {"name": "build", "reason": "role"} in decision["excluded"]
+        assert decision["agent"] is None and decision["classification"]["agent"] is None
+        assert {e["reason"] for e in decision["excluded"]} == {"not_enabled"}
         [event] = await route_events(viewer, run_id)
         assert event["outcome"] == "refused" and "your roles may not use" in event["reason"]
+        assert "build" not in json.dumps(event)
+        # Admins (and the audit trail) see all of it.
+        [full] = await decisions(admin, run_id)
+        assert full["agent"] == "build" and {"name": "build", "reason": "role"} in full["excluded"]
         refused_id = run_id
 
         # 3. Ambiguous: the router asks back; the answer completes the routing.
