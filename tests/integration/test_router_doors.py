@@ -1,6 +1,7 @@
 """The router through the doors its first tests left out: `keel run auto` from the CLI,
 MCP's `start_run` with agent `auto`, and retention emptying a purged router run's
-`route_decisions`. Real API, worker, Temporal, Postgres and protocol clients."""
+`route_decisions`; and `keel run` of an agent the token's roles exclude. Real API,
+worker, Temporal, Postgres and protocol clients."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from temporalio.client import Client, ScheduleActionExecutionStartWorkflow
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from api.core.retention import RETENTION_SCHEDULE_ID
+from api.identity.auth import dev_token
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client
 from tests.integration.test_retention import ADMIN, age, stale_schedule, swept
-from tests.integration.test_router import ANSWER, finished
+from tests.integration.test_router import ANSWER, GUARDED_BUILD, finished
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn
 from worker.settings import Settings
@@ -134,3 +136,36 @@ async def test_retention_empties_the_route_decisions_of_a_purged_router_run(
         finally:
             await http.delete(f"/v1/admin/retention/tenants/{tenant}", headers=ADMIN)
             await schedule.delete()  # the session's Temporal server is shared with other tests
+
+
+async def test_keel_run_of_an_agent_the_tokens_roles_exclude_is_refused(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "build.md").write_text(GUARDED_BUILD)
+    llm = scripted(Script(turns=[Turn(content="Built.")]))
+    settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=agents)
+    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+        env = clean_env(
+            KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
+        )
+        # The CLI's own token carries no roles: build is refused, with the sentence.
+        code, out = await keel("run", "build", "Build it.", "--workspace", str(workspace), env=env)
+        assert code == 1, out
+        assert "Your roles may not use the agent 'build'" in out, out
+        developer = {"KEEL_TOKEN": dev_token(JWT_SECRET, "default", "dev", roles=("developer",))}
+        code, out = await keel(
+            "run",
+            "build",
+            "Build it.",
+            "--workspace",
+            str(workspace),
+            env={**env, **developer},
+        )
+        assert code == 0 and "Built." in out, out

@@ -406,6 +406,12 @@ DEV = {"authorization": f"Bearer {dev_token(JWT_SECRET, 'default', 'dev', roles=
 ROLE_REFUSAL = "Your roles may not use the agent 'build'"
 
 
+async def build_runs(http: httpx.AsyncClient) -> set[str]:
+    """The ids of the tenant's latest runs of build."""
+    page = (await http.get("/v1/runs", params={"limit": 200})).json()
+    return {r["id"] for r in page["runs"] if r["agent"] == "build"}
+
+
 def agent_refusals(entries: list[AuditRecord]) -> list[tuple[object, ...]]:
     """The role refusals the audit log keeps: who, which agent, through which door."""
     return [
@@ -464,6 +470,7 @@ async def test_an_agent_the_callers_roles_exclude_is_refused_and_audited_alike_e
         assert "build" in [s["id"] for s in dev_card["skills"]]
 
         # Every door that starts a run (or a session, or a schedule) on build refuses alike.
+        earlier = await build_runs(http)
         rest = await http.post("/v1/runs", json={"agent": "build", "input": "x", "workspace": ws})
         assert rest.status_code == 403 and ROLE_REFUSAL in rest.json()["detail"], rest.text
         session = await http.post("/v1/sessions", json={"agent": "build", "workspace": ws})
@@ -507,9 +514,8 @@ async def test_an_agent_the_callers_roles_exclude_is_refused_and_audited_alike_e
             },
         )
         assert agui.status_code == 403 and ROLE_REFUSAL in agui.json()["detail"], agui.text
-        # Nothing started: no run of build for alice.
-        runs = (await http.get("/v1/runs", params={"agent": "build"})).json()
-        assert [r for r in runs["runs"] if r["agent"] == "build"] == []
+        # Nothing started: no run of build since the refusals began.
+        assert await build_runs(http) == earlier
 
         # A developer may: a run starts, and a schedule is created (checked again as it fires).
         mine = await http.post(
