@@ -122,6 +122,18 @@ def report_of(record: RecordRouteInput) -> str:
     return f"Refused: {decision.reason}"
 
 
+def _admin_entry(tenant_id: str, actor: str, action: str, detail: dict[str, Any]) -> AuditEntry:
+    """An admin's change to the tenant's router, as the audit records it."""
+    return AuditEntry(
+        tenant_id=tenant_id,
+        actor=actor.removeprefix("user:"),
+        category="admin",
+        action=action,
+        subject=tenant_id,
+        detail=detail,
+    )
+
+
 class RouterStore:
     """Tenant settings and decisions of the router."""
 
@@ -144,13 +156,11 @@ class RouterStore:
             assert row is not None
             await AuditLog.append_in(
                 conn,
-                AuditEntry(
-                    tenant_id=tenant_id,
-                    actor=actor.removeprefix("user:"),
-                    category="admin",
-                    action="router.agents_set",
-                    subject=tenant_id,
-                    detail={"agents": list(agents), "admin_tenant": admin_tenant},
+                _admin_entry(
+                    tenant_id,
+                    actor,
+                    "router.agents_set",
+                    {"agents": list(agents), "admin_tenant": admin_tenant},
                 ),
             )
         return TenantAgents.model_validate(row)
@@ -163,13 +173,8 @@ class RouterStore:
                 return False
             await AuditLog.append_in(
                 conn,
-                AuditEntry(
-                    tenant_id=tenant_id,
-                    actor=actor.removeprefix("user:"),
-                    category="admin",
-                    action="router.agents_cleared",
-                    subject=tenant_id,
-                    detail={"admin_tenant": admin_tenant},
+                _admin_entry(
+                    tenant_id, actor, "router.agents_cleared", {"admin_tenant": admin_tenant}
                 ),
             )
         return True
