@@ -234,20 +234,24 @@ class MemoryStore:
                     )
                     continue
                 digest = fact_hash(fact.fact)
+                # The columns an insert and an update both write, in their SQL's order.
+                fact_columns = (
+                    storable(fact.fact),
+                    fact.kind,
+                    fact.topic,
+                    digest,
+                    run_id,
+                    session_id,
+                    model,
+                    *([_vector(fact.embedding or [])] if with_vector else []),
+                )
                 if fact.replaces is not None:
                     cur = await conn.execute(
                         UPDATE_SQL.format(
                             embedding_set=", embedding = %s::vector" if with_vector else ""
                         ),
                         (
-                            storable(fact.fact),
-                            fact.kind,
-                            fact.topic,
-                            digest,
-                            run_id,
-                            session_id,
-                            model,
-                            *([_vector(fact.embedding or [])] if with_vector else []),
+                            *fact_columns,
                             tenant_id,
                             user_id,
                             fact.replaces,
@@ -270,19 +274,7 @@ class MemoryStore:
                         embedding_column=", embedding" if with_vector else "",
                         embedding_value=", %s::vector" if with_vector else "",
                     ),
-                    (
-                        tenant_id,
-                        memory_id,
-                        user_id,
-                        storable(fact.fact),
-                        fact.kind,
-                        fact.topic,
-                        digest,
-                        run_id,
-                        session_id,
-                        model,
-                        *([_vector(fact.embedding or [])] if with_vector else []),
-                    ),
+                    (tenant_id, memory_id, user_id, *fact_columns),
                 )
                 if await cur.fetchone():
                     stored += 1
