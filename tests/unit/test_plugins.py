@@ -163,6 +163,40 @@ def test_a_plugin_that_fails_to_import_or_is_no_plugin_is_refused(
     assert reports["notone"].reason == "not_one:plugin is a int, not a worker.plugins.Plugin"
 
 
+TWICE_PLUGIN = """
+from pydantic import BaseModel
+from worker.plugins import ModelReply, Plugin, PluginHook, PluginProvider, PluginTool
+
+class Args(BaseModel):
+    path: str
+
+tool = PluginTool(name="lookup", description="A tool.", args_model=Args, risk="read",
+                  run=lambda args, context: "ok")
+hook = PluginHook(name="watch", event="tool.after", run=lambda call, output: output)
+provider = PluginProvider(name="{name}", models=["{name}/*"],
+                          complete=lambda request: ModelReply(text="hi"))
+plugin = Plugin(manifest={{"name": "{name}", "version": "1.0.0", "kinds": ["{kind}"]}},
+                {field}=[{item}, {item}])
+"""
+
+
+def test_a_plugin_naming_a_tool_hook_or_provider_twice_is_refused(
+    site: tuple[Path, list[str]],
+) -> None:
+    target, modules = site
+    for name, kind, field, item in (
+        ("twotools", "tool", "tools", "tool"),
+        ("twohooks", "hook", "hooks", "hook"),
+        ("twoproviders", "provider", "providers", "provider"),
+    ):
+        source = TWICE_PLUGIN.format(name=name, kind=kind, field=field, item=item)
+        modules += install_module(target, name, name, source, {name: f"{name}:plugin"})
+    reasons = {k: r.reason for k, r in by_entry_point(PluginRegistry.installed().report()).items()}
+    assert reasons["twotools"] == "tools: 'lookup' is provided twice"
+    assert reasons["twohooks"] == "hooks: 'watch' is provided twice"
+    assert reasons["twoproviders"] == "providers: 'twoproviders' is provided twice"
+
+
 AGENT_PLUGIN = """
 from pathlib import Path
 from worker.plugins import Plugin

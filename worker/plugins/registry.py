@@ -135,8 +135,7 @@ class PluginRegistry:
         names = [tool.name for tool in plugin.tools]
         for tool in plugin.tools:
             _check_tool(tool)
-            if names.count(tool.name) > 1:
-                raise PluginRefused(f"tools: '{tool.name}' is provided twice")
+            _provided_once("tools", names, tool.name)
             if tool.name in TOOL_SPECS:
                 raise PluginRefused(
                     f"tools: '{tool.name}' is the name of a built-in tool; a plugin cannot "
@@ -155,8 +154,7 @@ class PluginRegistry:
                     f"hooks: '{hook.name}' has event {hook.event!r}; "
                     f"use one of {list(get_args(HookEvent))}"
                 )
-            if hook_names.count(hook.name) > 1:
-                raise PluginRefused(f"hooks: '{hook.name}' is provided twice")
+            _provided_once("hooks", hook_names, hook.name)
         self._check_providers(plugin)
 
     def _check_providers(self, plugin: Plugin) -> None:
@@ -178,8 +176,7 @@ class PluginRegistry:
         }
         for provider in plugin.providers:
             _check_provider(provider)
-            if names.count(provider.name) > 1:
-                raise PluginRefused(f"providers: '{provider.name}' is provided twice")
+            _provided_once("providers", names, provider.name)
             if provider.name in taken:
                 raise PluginRefused(
                     f"providers: '{provider.name}' is already the name of a model provider; "
@@ -329,6 +326,12 @@ def _check_kinds(manifest: PluginManifest, plugin: Plugin) -> None:
             raise PluginRefused(
                 f"manifest.kinds: the plugin provides '{kind}' but does not list it"
             )
+
+
+def _provided_once(section: str, names: Sequence[str | None], name: str) -> None:
+    """A plugin names each of its tools, hooks and providers once."""
+    if names.count(name) > 1:
+        raise PluginRefused(f"{section}: '{name}' is provided twice")
 
 
 def _check_tool(tool: PluginTool) -> None:
