@@ -60,3 +60,16 @@ def on_path(target: Path, modules: list[str]) -> Iterator[Path]:
         for name in list(sys.modules):
             if name.split(".")[0] in modules:
                 del sys.modules[name]
+
+
+@contextmanager
+def example_and(tmp_path: Path, plugins: dict[str, tuple[str, str]]) -> Iterator[Path]:
+    """The example plugin and one-module plugins (`{name: (module, source)}`, each with the
+    entry point `name = module:plugin`), installed in `tmp_path/site` for the duration."""
+    site = tmp_path / "site"
+    site.mkdir()
+    modules = install_project(EXAMPLE_PLUGIN, site)
+    for name, (module, source) in plugins.items():
+        modules += install_module(site, name, module, source, {name: f"{module}:plugin"})
+    with on_path(site, modules):
+        yield site

@@ -21,7 +21,7 @@ from activities.store.run_store import Store
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_llm_errors import llm_step_attempts
-from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
+from tests.plugin_dists import example_and
 from worker.agent_catalog import AgentCatalog
 from worker.settings import Settings
 
@@ -62,16 +62,8 @@ plugin = Plugin(
 
 @pytest.fixture
 def installed(tmp_path: Path) -> Iterator[Path]:
-    site = tmp_path / "site"
-    site.mkdir()
-    modules = install_project(EXAMPLE_PLUGIN, site)
-    modules += install_module(
-        site, "flaky", "flaky_provider", FLAKY, {"flaky": "flaky_provider:plugin"}
-    )
-    modules += install_module(
-        site, "grabby", "grabby_provider", GRABBY, {"grabby": "grabby_provider:plugin"}
-    )
-    with on_path(site, modules):
+    plugins = {"flaky": ("flaky_provider", FLAKY), "grabby": ("grabby_provider", GRABBY)}
+    with example_and(tmp_path, plugins) as site:
         yield site
 
 

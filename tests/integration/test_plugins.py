@@ -22,7 +22,7 @@ from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_approvals import executions
 from tests.integration.test_mcp_tools import approve, call, history_text, pending, tool_messages
-from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
+from tests.plugin_dists import example_and, install_module, on_path
 from worker.agent_catalog import AgentCatalog
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn
 from worker.settings import Settings
@@ -78,17 +78,12 @@ BROKEN = 'from worker.plugins import Plugin\nplugin = Plugin(manifest={"name": "
 @pytest.fixture
 def installed(tmp_path: Path) -> Iterator[Path]:
     """The example plugin, a fragile hook and a broken plugin, installed for one test."""
-    site = tmp_path / "site"
-    site.mkdir()
-    modules = install_project(EXAMPLE_PLUGIN, site)
-    modules += install_module(
-        site, "fragile", "fragile_hook", FRAGILE, {"fragile": "fragile_hook:plugin"}
-    )
-    modules += install_module(
-        site, "broken", "broken_plugin", BROKEN, {"broken": "broken_plugin:plugin"}
-    )
-    modules += install_module(site, "asker", "asker_hook", ASKER, {"asker": "asker_hook:plugin"})
-    with on_path(site, modules):
+    plugins = {
+        "fragile": ("fragile_hook", FRAGILE),
+        "broken": ("broken_plugin", BROKEN),
+        "asker": ("asker_hook", ASKER),
+    }
+    with example_and(tmp_path, plugins) as site:
         yield site
 
 
