@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,18 +18,9 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import TaskNotFoundError
-from temporalio.client import Client as TemporalClient
 
-from activities.store.run_store import Store
-from tests.integration.test_a2a import (
-    ALICE,
-    MALLORY,
-    MakeSettings,
-    StartLLM,
-    keel,
-    user_message,
-)
-from worker.dev_stack import free_port
+from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel, base_url
+from tests.integration.test_a2a import user_message
 from worker.scripted_llm import Script, Turn
 
 
@@ -55,22 +45,14 @@ async def rest_client(
         await http.aclose()
 
 
-async def test_the_http_json_binding_sends_gets_and_lists_tasks(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
-) -> None:
-    llm = scripted(Script(turns=[Turn(content="All good.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        keel(temporal_client, store, settings) as url,
-        rest_client(url, ALICE, "review") as alice,
-        rest_client(url, MALLORY, "review") as mallory,
-        rest_client(url, ALICE, "review", streaming=True) as streaming,
-    ):
-        async with httpx.AsyncClient() as http:
+async def test_the_http_json_binding_sends_gets_and_lists_tasks(keel_app: LaunchKeel) -> None:
+    async with keel_app(Script(turns=[Turn(content="All good.")]), headers={}) as http:
+        url = base_url(http)
+        async with (
+            rest_client(url, ALICE, "review") as alice,
+            rest_client(url, MALLORY, "review") as mallory,
+            rest_client(url, ALICE, "review", streaming=True) as streaming,
+        ):
             card = (await http.get(f"{url}/a2a/review/.well-known/agent-card.json")).json()
             bindings = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
             assert bindings["HTTP+JSON"] == f"{url}/a2a/review/rest"
@@ -90,23 +72,27 @@ async def test_the_http_json_binding_sends_gets_and_lists_tasks(
             # The binding's protocol requirements (spec 11.1) name application/json.
             assert listed_raw.headers["content-type"] == "application/json"
 
-        [response] = [r async for r in alice.send_message(user_message("Review the code"))]
-        task = response.task
-        assert task.status.state == TaskState.TASK_STATE_COMPLETED
-        [artifact] = task.artifacts
-        assert artifact.parts[0].text == "All good."
-        fetched = await alice.get_task(GetTaskRequest(id=task.id, history_length=1))
-        assert [m.role for m in fetched.history] == [Role.ROLE_AGENT]
-        listed = await alice.list_tasks(ListTasksRequest(context_id=task.context_id))
-        assert [t.id for t in listed.tasks] == [task.id]
+            [response] = [r async for r in alice.send_message(user_message("Review the code"))]
+            task = response.task
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+            [artifact] = task.artifacts
+            assert artifact.parts[0].text == "All good."
+            fetched = await alice.get_task(GetTaskRequest(id=task.id, history_length=1))
+            assert [m.role for m in fetched.history] == [Role.ROLE_AGENT]
+            listed = await alice.list_tasks(ListTasksRequest(context_id=task.context_id))
+            assert [t.id for t in listed.tasks] == [task.id]
 
-        # Another tenant's task is no task, as over JSON-RPC.
-        with pytest.raises(TaskNotFoundError):
-            await mallory.get_task(GetTaskRequest(id=task.id))
-        assert (await mallory.list_tasks(ListTasksRequest(context_id=task.context_id))).tasks == []
-        # message:stream, as server-sent events: the task, then its updates to the end.
-        events = [e async for e in streaming.send_message(user_message("Review it again"))]
-        assert events[0].HasField("task")
-        last = events[-1]
-        final = last.status_update.status if last.HasField("status_update") else last.task.status
-        assert final.state == TaskState.TASK_STATE_COMPLETED
+            # Another tenant's task is no task, as over JSON-RPC.
+            with pytest.raises(TaskNotFoundError):
+                await mallory.get_task(GetTaskRequest(id=task.id))
+            assert (
+                await mallory.list_tasks(ListTasksRequest(context_id=task.context_id))
+            ).tasks == []
+            # message:stream, as server-sent events: the task, then its updates to the end.
+            events = [e async for e in streaming.send_message(user_message("Review it again"))]
+            assert events[0].HasField("task")
+            last = events[-1]
+            final = (
+                last.status_update.status if last.HasField("status_update") else last.task.status
+            )
+            assert final.state == TaskState.TASK_STATE_COMPLETED

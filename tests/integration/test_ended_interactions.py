@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +10,9 @@ from temporalio.client import Client
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker
-from tests.integration.test_approvals import decide, finished, pending, start, write
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-ALICE = auth_headers("default", "alice")
+from tests.integration.keel_http import ALICE, LaunchKeel, finished, pending, run_reaches
+from tests.integration.test_approvals import decide, start, write
+from worker.scripted_llm import Script, Turn
 
 
 async def a2a_task(http: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
@@ -42,19 +33,10 @@ async def inbox(http: httpx.AsyncClient) -> set[str]:
 
 
 async def test_a_cancelled_or_terminated_run_ends_its_interactions(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(tool_calls=[write("a.txt", "a")]), Turn(content="Done.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    script = Script(turns=[Turn(tool_calls=[write("a.txt", "a")]), Turn(content="Done.")])
+    async with keel_app(script, headers={}) as http:
         cancelled_run = await start(http, workspace)
         terminated_run = await start(http, workspace)
         asked = (await pending(http, cancelled_run))[0]
@@ -72,13 +54,7 @@ async def test_a_cancelled_or_terminated_run_ends_its_interactions(
         assert (await finished(http, cancelled_run))["status"] == "cancelled"
         # Terminated in Temporal: no finish is recorded, the first read finds out.
         await temporal_client.get_workflow_handle(terminated_run).terminate("operator")
-        for _ in range(200):
-            run = (await http.get(f"/v1/runs/{terminated_run}", headers=ALICE)).json()
-            if run["status"] == "failed":
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError(f"{terminated_run} never read as failed")
+        await run_reaches(http, terminated_run, "failed", headers=ALICE, within=10)
 
         for run_id, ia in ((cancelled_run, asked), (terminated_run, other)):
             listed = (await http.get(f"/v1/runs/{run_id}/interactions", headers=ALICE)).json()

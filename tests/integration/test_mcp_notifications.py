@@ -12,13 +12,10 @@ import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import LoggingMessageNotificationParams, TextResourceContents
-from temporalio.client import Client as TemporalClient
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import in_process_worker, token_for
-from tests.integration.test_mcp import MakeSettings, StartLLM, call, mcp_client, write
-from worker.dev_stack import free_port
+from tests.conftest import token_for
+from tests.integration.keel_http import LaunchKeel, base_url
+from tests.integration.test_mcp import call, mcp_client, write
 from worker.scripted_llm import Conversation, Script, Turn
 
 
@@ -36,33 +33,27 @@ class Heard:
         self.logs.append(params)
 
 
-async def test_updates_progress_and_logs_over_http(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
-) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(tool_calls=[write("notes/out.txt", "hello")]),
-                Turn(content="Wrote the file."),
-            ],
-            conversations=[
-                Conversation(match="Look it over.", turns=[Turn(content="Nothing to report.")])
-            ],
-        )
+async def test_updates_progress_and_logs_over_http(workspace: Path, keel_app: LaunchKeel) -> None:
+    script = Script(
+        turns=[
+            Turn(tool_calls=[write("notes/out.txt", "hello")]),
+            Turn(content="Wrote the file."),
+        ],
+        conversations=[
+            Conversation(match="Look it over.", turns=[Turn(content="Nothing to report.")])
+        ],
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"mcp-{uuid.uuid4().hex[:8]}"
     heard = Heard()
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        mcp_client(url, token_for(tenant, "alice"), log_level="info", on_log=heard.on_log) as alice,
-        mcp_client(url, token_for(f"mcp-other-{uuid.uuid4().hex[:8]}", "mallory")) as mallory,
-        mcp_client(url, token_for(tenant, "alice"), mode="legacy") as legacy,
+        keel_app(script, headers={}) as http,
+        mcp_client(
+            base_url(http), token_for(tenant, "alice"), log_level="info", on_log=heard.on_log
+        ) as alice,
+        mcp_client(
+            base_url(http), token_for(f"mcp-other-{uuid.uuid4().hex[:8]}", "mallory")
+        ) as mallory,
+        mcp_client(base_url(http), token_for(tenant, "alice"), mode="legacy") as legacy,
     ):
         # Declared: 2026-07-28 listens and logs per request; the stateless handshake era
         # gets neither subscriptions nor a log level that could not outlive its request.

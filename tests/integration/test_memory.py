@@ -7,12 +7,10 @@ which has it (vector search over the scripted server's embeddings).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,21 +26,17 @@ from activities.memory.activities import NOTE_HEAD
 from activities.store.memory_store import ExtractionCounts, MemoryStore, StoredFact
 from activities.store.retention_store import RetentionStore
 from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
 from tests.integration.runs import agent
 from tests.integration.test_cli import clean_env
 from tests.integration.test_cli import keel as cli
 from tests.integration.test_replay import HISTORIES
 from worker.dev_stack import EmbeddedPostgres, free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
 from worker.temporal_client import DATA_CONVERTER
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import RunInput
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 
 AGENT = """---
 name: helper
@@ -81,18 +75,6 @@ async def memory_db(
     await vector_store.close()
 
 
-@asynccontextmanager
-async def keel(
-    temporal_client: Client, store: Store, settings: Settings
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
-        yield http
-
-
 async def ask(
     http: httpx.AsyncClient, who: dict[str, str], workspace: Path, text: str
 ) -> dict[str, Any]:
@@ -104,14 +86,9 @@ async def ask(
         json={"agent": "helper", "input": text, "workspace": str(workspace), "session_id": session},
     )
     assert response.status_code == 201, response.text
-    run_id = response.json()["id"]
-    for _ in range(600):
-        run: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}", headers=who)).json()
-        if run["status"] in ("completed", "failed", "cancelled"):
-            assert run["status"] == "completed", run
-            return run
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} did not finish")
+    run = await finished(http, response.json()["id"], headers=who)
+    assert run["status"] == "completed", run
+    return run
 
 
 def memory_note(llm: ScriptedLLMServer) -> str | None:
@@ -150,7 +127,7 @@ async def test_what_a_user_states_is_recalled_for_them_only(
     settings = settings_for(
         llm, workspace, database_url=url, api_port=free_port(), agents_dir=agents
     )
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_api(temporal_client, store, settings) as http:
         first = await ask(
             http,
             alice,
@@ -267,7 +244,7 @@ async def test_keel_memories_lists_and_deletes_your_own(
         llm, workspace, api_port=free_port(), agents_dir=agents, memory_model="plain-model"
     )
     carol = auth_headers("acme", "carol")
-    async with keel(temporal_client, store, settings) as http:
+    async with keel_api(temporal_client, store, settings) as http:
         await ask(http, carol, workspace, "We decided to ship on Tuesdays. [b]My name is Carol[/b]")
         [memory] = [m for m in await memories(http, carol) if m["kind"] == "decision"]
         env = clean_env(
@@ -394,7 +371,7 @@ async def test_without_embeddings_a_pgvector_database_searches_full_text(
     )
     erin = auth_headers(f"t-{uuid.uuid4().hex[:6]}", "erin")
     try:
-        async with keel(temporal_client, store, settings) as http:
+        async with keel_api(temporal_client, store, settings) as http:
             await ask(http, erin, workspace, "I prefer short answers in reviews.")
             listed = (await http.get("/v1/memories", headers=erin)).json()
             assert listed["search"] == "vector"

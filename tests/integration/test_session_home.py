@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.store.run_store import Store
 from api.core.runs import session_workflow_id
-from tests.integration.keel_http import ALICE, keel_api, run_reaches
+from tests.integration.keel_http import ALICE, MakeSettings, StartLLM, keel_api, run_reaches
 from tests.integration.test_sessions import new_session, post
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
+from worker.scripted_llm import Script, Turn
 
 
 async def test_a_message_to_a_session_of_another_task_queue_is_answered_here(

@@ -4,42 +4,26 @@ its id (two schedules of one id fired in the same second), is no cross-tenant re
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from temporalio.client import Client
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from tests.conftest import auth_headers, in_process_worker
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
+from tests.conftest import auth_headers
+from tests.integration.keel_http import LaunchKeel
+from worker.scripted_llm import Script, Turn
 from workflows.tenant_keys import scoped
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 
 
 async def test_ones_own_run_not_yet_recorded_is_not_another_tenants(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="Done."), Turn(content="Done too.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
+    script = Script(turns=[Turn(content="Done."), Turn(content="Done too.")])
     first, second = f"holder-{uuid.uuid4().hex[:8]}", f"newcomer-{uuid.uuid4().hex[:8]}"
     holder, newcomer = auth_headers(first, "alice"), auth_headers(second, "bob")
     shared, other = f"run-twin-{uuid.uuid4().hex[:8]}", f"run-else-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(script, headers={}) as http:
         for run_id in (shared, other):
             body = {"agent": "review", "input": "Look.", "workspace": str(workspace)}
             created = await http.post("/v1/runs", headers=holder, json={**body, "run_id": run_id})
