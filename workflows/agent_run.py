@@ -651,10 +651,8 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             approvers.append(named)
         return approvers
 
-    async def _settle_interaction(
-        self, run: RunInput, ord_: int, decision: GateDecision, interaction: Interaction
-    ) -> ToolDigest | GateResult:
-        """Wait for the decision or the expiry timer, record it, then act on it."""
+    async def _await_decision(self, interaction: Interaction) -> None:
+        """Return once the interaction is decided, or has expired and the expiry is stored."""
         try:
             await workflow.wait_condition(
                 lambda: interaction.status != "pending",
@@ -671,6 +669,12 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
                     update={"status": "expired", "decision_id": str(workflow.uuid4())}
                 )
                 await self._store_outcome(expired, None)
+
+    async def _settle_interaction(
+        self, run: RunInput, ord_: int, decision: GateDecision, interaction: Interaction
+    ) -> ToolDigest | GateResult:
+        """Wait for the decision or the expiry timer, record it, then act on it."""
+        await self._await_decision(interaction)
         if interaction.decision == "approve_always":
             self._state.session_rules.append(self._always_rule(interaction))
         await self._tell_parent(run)

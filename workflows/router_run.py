@@ -63,7 +63,6 @@ class RouterSteps:
     if TYPE_CHECKING:
         _state: RunState
         _opening: StartRunInput | None
-        _deciding: set[str]
 
         def _take_seqs(self, count: int) -> int: ...
 
@@ -71,7 +70,7 @@ class RouterSteps:
 
         async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult: ...
 
-        async def _store_outcome(self, proposed: Interaction, rule: None) -> None: ...
+        async def _await_decision(self, interaction: Interaction) -> None: ...
 
         async def _notify(
             self,
@@ -295,21 +294,7 @@ class RouterSteps:
             summary="ask router question",
         )
         await self._notify(run, "waiting", interactions=[interaction])
-        try:
-            await workflow.wait_condition(
-                lambda: interaction.status != "pending",
-                timeout=interaction.expires_at - workflow.now(),
-            )
-        except TimeoutError:
-            pass
-        if interaction.status == "pending":
-            # As for any interaction: a decision being stored settles first, else the expiry.
-            await workflow.wait_condition(lambda: interaction.id not in self._deciding)
-            if interaction.status == "pending":
-                expired = interaction.model_copy(
-                    update={"status": "expired", "decision_id": str(workflow.uuid4())}
-                )
-                await self._store_outcome(expired, None)
+        await self._await_decision(interaction)
         if interaction.status == "answered" and (interaction.answer or "").strip():
             return interaction.answer
         return None
