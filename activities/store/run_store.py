@@ -438,9 +438,13 @@ class Store:
         statuses: list[str] | None = None,
         schedule_id: str | None = None,
         trigger: str | None = None,
+        parent_run_id: str | None = None,
+        top_level: bool = False,
     ) -> list[RunRecord]:
-        """Newest first; `before` is the (created_at, id) of the last row already seen."""
+        """Newest first; `before` is the (created_at, id) of the last row already seen.
+        `top_level` leaves sub-agent runs out; `parent_run_id` lists one run's children."""
         filters = {
+            "parent_run_id = %s": parent_run_id,
             "trigger = %s": trigger,
             "schedule_id = %s": schedule_id,
             "session_id = %s": session_id,
@@ -449,6 +453,8 @@ class Store:
             "agent = %s": agent,
         }
         clauses = ["tenant_id = %s", *(clause for clause, value in filters.items() if value)]
+        if top_level:
+            clauses.append("parent_run_id IS NULL")
         params: list[object] = [tenant_id, *(value for value in filters.values() if value)]
         if before:
             clauses.append("(created_at, id) < (%s, %s)")

@@ -24,6 +24,12 @@ SELECT runs.* FROM runs JOIN tree ON runs.id = tree.id
 ORDER BY tree.depth, runs.created_at, runs.id
 """
 
+CHILD_COUNTS_SQL = """
+SELECT parent_run_id, count(*) AS children FROM runs
+WHERE tenant_id = %(tenant)s AND parent_run_id = ANY(%(ids)s)
+GROUP BY parent_run_id
+"""
+
 CHILD_ANSWER_SQL = "SELECT agent, status, stop_reason, error, report FROM runs WHERE id = %s"
 
 
@@ -51,6 +57,15 @@ class RunTreeStore:
             )
             rows = await cur.fetchall()
         return [RunRecord.model_validate(row) for row in rows]
+
+    async def child_counts(self, tenant_id: str, run_ids: list[str]) -> dict[str, int]:
+        """How many sub-agent runs each run started directly (absent: none)."""
+        if not run_ids:
+            return {}
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(CHILD_COUNTS_SQL, {"tenant": tenant_id, "ids": run_ids})
+            rows = await cur.fetchall()
+        return {str(row["parent_run_id"]): int(row["children"]) for row in rows}
 
     async def child_answer(self, run_id: str) -> ChildAnswer:
         """The report of a finished sub-agent run, as the parent's model reads it."""

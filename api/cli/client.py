@@ -63,8 +63,17 @@ class KeelClient:
     async def get_run(self, run_id: str) -> RunPublic:
         return RunPublic.model_validate((await self._send("GET", f"/v1/runs/{run_id}")).json())
 
-    async def list_runs(self, limit: int = 20) -> RunList:
-        response = await self._send("GET", "/v1/runs", params={"limit": limit})
+    async def list_runs(
+        self, limit: int = 20, *, children: bool = False, parent: str | None = None
+    ) -> RunList:
+        """Top-level runs, newest first; with `children`, sub-agent runs too; with `parent`,
+        the sub-agent runs that run started."""
+        params: dict[str, str | int] = {"limit": limit}
+        if children:
+            params["children"] = "include"
+        if parent is not None:
+            params["parent"] = parent
+        response = await self._send("GET", "/v1/runs", params=params)
         return RunList.model_validate(response.json())
 
     async def events(self, run_id: str, after: int = 0) -> EventPage:

@@ -453,15 +453,23 @@ def audit_verify(
 
 
 @runs_app.command("list")
-def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
-    """List recent runs."""
+def runs_list(
+    limit: Annotated[int, typer.Option(min=1, max=200)] = 20,
+    children: Annotated[
+        bool, typer.Option("--children", help="List sub-agent runs too, not only top-level ones.")
+    ] = False,
+    parent: Annotated[
+        str | None, typer.Option("--parent", help="List the sub-agent runs this run started.")
+    ] = None,
+) -> None:
+    """List recent top-level runs, each with how many sub-agent runs it started."""
 
     async def main() -> None:
         async with keel_api(KeelClient) as (client, _):
-            page = await client.list_runs(limit)
+            page = await client.list_runs(limit, children=children, parent=parent)
         table = Table(
             id_column("id", (run.id for run in page.runs)),
-            *("agent", "status", "stop reason", "steps", "tools", "created"),
+            *("agent", "status", "stop reason", "steps", "tools", "children", "created"),
         )
         for run in page.runs:
             table.add_row(
@@ -471,6 +479,7 @@ def runs_list(limit: Annotated[int, typer.Option(min=1, max=200)] = 20) -> None:
                 run.stop_reason or "",
                 str(run.steps),
                 str(run.tool_calls),
+                str(run.child_count),
                 run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             )
         console.print(table)

@@ -190,6 +190,11 @@ class RunPublic(BaseModel):
     children: list[RunChildPublic] = Field(
         default_factory=list, description="Sub-agent runs its `task` calls started (a tree)."
     )
+    child_count: int = Field(
+        default=0,
+        description="How many sub-agent runs it started directly; set in run lists "
+        "(`GET /v1/runs?parent=ID` lists them).",
+    )
     total_usage: UsagePublic | None = Field(
         default=None,
         description="Usage and cost of the run and every sub-agent run below it; "

@@ -16,6 +16,7 @@ from api.core.memories import MemoryService
 from api.core.push_configs import PushConfigService
 from api.core.retention import RetentionService
 from api.core.router import RouterService
+from api.core.run_list import RunListing
 from api.core.runs import RunService
 from api.core.schedules import ScheduleService
 from api.core.sessions import SessionService
@@ -42,6 +43,7 @@ class KeelService:
         self.evals = EvalService(parts)
         self.router = RouterService(parts, self.runs)
         self.access = self.runs.access  # which agents a caller may use (`roles:`)
+        self.run_list = RunListing(parts, self.runs)
         self._authenticator = authenticator
 
     @property

@@ -1,5 +1,7 @@
 // Runs: newest first, filtered by status, agent, trigger and schedule, paged by cursor,
-// refreshed every two seconds so status changes show without a reload.
+// refreshed every two seconds so status changes show without a reload. Top-level runs
+// only, each with its number of sub-agent runs, unless "with sub-agent runs" is ticked
+// or the page lists one run's children (`?parent=RUN_ID`).
 
 import { get, post, query, ApiError } from "./api.js";
 import { h, replace, fmtAgo, fmtCost, statusBadge } from "./dom.js";
@@ -16,6 +18,8 @@ export async function runsPage(main) {
     agent: params.get("agent") || "",
     trigger: params.get("trigger") || "",
     schedule: params.get("schedule") || "",
+    children: params.get("children") === "include" ? "include" : "",
+    parent: params.get("parent") || "",
   };
   const cursors = [null]; // the cursor of each page seen, for going back
   const agents = await get("/v1/agents");
@@ -24,6 +28,12 @@ export async function runsPage(main) {
     options.map((o) => h("option", { value: o, selected: filters[name] === o }, o || `any ${name}`)));
   const scheduleInput = h("input", { id: "filter-schedule", placeholder: "schedule id", value: filters.schedule,
     onchange: (e) => setFilter("schedule", e.target.value.trim()) });
+  const childrenBox = h("label", {}, h("input", { type: "checkbox", id: "filter-children", checked: filters.children === "include",
+    onchange: (e) => setFilter("children", e.target.checked ? "include" : "") }), " with sub-agent runs");
+  const parentNote = filters.parent
+    ? h("p", { id: "runs-parent" }, "Sub-agent runs of ", h("a", { href: `/console/runs/${encodeURIComponent(filters.parent)}` }, filters.parent),
+      " · ", h("a", { href: "/console/runs" }, "all runs"))
+    : h("p", { id: "runs-parent" });
   const body = h("tbody", { id: "runs-body" });
   const pager = h("div", { class: "pager" });
   const info = h("p", { class: "muted", id: "runs-info" });
@@ -44,7 +54,7 @@ export async function runsPage(main) {
     const page = await get(`/v1/runs${query({ ...filters, limit: PAGE, cursor })}`);
     if (mine !== latest) return;
     replace(body, page.runs.map(row));
-    if (!page.runs.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs match.")));
+    if (!page.runs.length) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No runs match.")));
     replace(info, `Page ${cursors.length} · ${page.runs.length} runs · live`);
     replace(pager,
       h("button", { id: "page-prev", disabled: cursors.length === 1, onclick: () => { cursors.pop(); refresh(); } }, "← Newer"),
@@ -58,10 +68,12 @@ export async function runsPage(main) {
       select("status", STATUSES),
       select("agent", ["", ...agents.map((a) => a.name)]),
       select("trigger", TRIGGERS),
-      scheduleInput),
+      scheduleInput,
+      childrenBox),
+    parentNote,
     info,
     h("table", { class: "list", id: "runs-table" },
-      h("thead", {}, h("tr", {}, ["Run", "Agent", "Status", "Trigger", "Created", "Steps", "Tokens", "Cost"].map((c) => h("th", {}, c)))),
+      h("thead", {}, h("tr", {}, ["Run", "Agent", "Status", "Trigger", "Created", "Steps", "Sub-agents", "Tokens", "Cost"].map((c) => h("th", {}, c)))),
       body),
     pager);
   every(2000, refresh);
@@ -76,6 +88,9 @@ function row(run) {
     h("td", {}, run.trigger, run.schedule_id ? h("div", { class: "muted small" }, run.schedule_id) : null),
     h("td", { title: run.created_at }, fmtAgo(run.created_at)),
     h("td", {}, String(run.steps)),
+    h("td", { class: "children" }, run.child_count
+      ? h("a", { href: `/console/runs?parent=${encodeURIComponent(run.id)}` }, String(run.child_count))
+      : "0"),
     h("td", {}, String(run.usage.total_tokens)),
     h("td", {}, fmtCost(run.usage.cost_usd)));
 }

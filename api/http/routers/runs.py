@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.core.page_cursor import decode_cursor, encode_cursor
+from api.core.run_list import ChildScope
 from api.core.runs import RunOrder
 from api.core.schemas import RunCreate, RunList, RunPublic, StoredText
 from api.http.deps import CurrentUser, ServiceDep
@@ -48,20 +49,37 @@ async def list_runs(
     agent: Annotated[StoredText | None, Query(max_length=64)] = None,
     trigger: Annotated[StoredText | None, Query(max_length=32)] = None,
     schedule: Annotated[StoredText | None, Query(max_length=200)] = None,
+    children: Annotated[
+        ChildScope,
+        Query(description="`exclude` (default): top-level runs only; `include`: sub-agents too."),
+    ] = "exclude",
+    parent: Annotated[
+        StoredText | None,
+        Query(max_length=512, description="List the sub-agent runs this run started."),
+    ] = None,
 ) -> RunList:
-    """Newest first; filter by status, agent, trigger (`api`, `schedule`, …) or schedule id."""
+    """Newest first; top-level runs only (each with its `child_count`) unless `children=include`
+    or `parent=RUN_ID` (that run's sub-agent runs). Filter by status, agent, trigger (`api`,
+    `schedule`, …) or schedule id; pass `next_cursor` as `cursor` with the same filters."""
     before = decode_cursor(cursor) if cursor else None
-    runs = await service.runs.page(
+    page = await service.run_list.page(
         user,
         limit=limit,
         before=before,
+        children=children,
+        parent=parent,
         status=status_,
         agent=agent,
         trigger=trigger,
         schedule_id=schedule,
     )
+    runs = page.runs
     next_cursor = encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
-    return RunList(runs=[RunPublic.from_record(r) for r in runs], next_cursor=next_cursor)
+    listed = [
+        RunPublic.from_record(r).model_copy(update={"child_count": page.child_counts.get(r.id, 0)})
+        for r in runs
+    ]
+    return RunList(runs=listed, next_cursor=next_cursor)
 
 
 @router.get("/{run_id}", response_model=RunPublic, responses=documented(404))
