@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from activities.store.audit import AuditVerification
+from api.core.coordination_schemas import CoordinationCreate, CoordinationPublic
 from api.core.schemas import (
     DecisionResult,
     EvalResultCreate,
@@ -59,6 +62,26 @@ class KeelClient:
     async def create_run(self, body: RunCreate) -> RunPublic:
         response = await self._send("POST", "/v1/runs", json=body.model_dump(exclude_none=True))
         return RunPublic.model_validate(response.json())
+
+    async def start_coordination(self, body: CoordinationCreate) -> CoordinationPublic:
+        response = await self._send(
+            "POST", "/v1/coordinations", json=body.model_dump(mode="json", exclude_none=True)
+        )
+        return CoordinationPublic.model_validate(response.json())
+
+    async def get_coordination(self, coordination_id: str) -> CoordinationPublic:
+        response = await self._send("GET", f"/v1/coordinations/{coordination_id}")
+        return CoordinationPublic.model_validate(response.json())
+
+    async def wait_coordination(
+        self, coordination_id: str, every_s: float = 1.0
+    ) -> CoordinationPublic:
+        """Poll until the coordination has finished, however it ended."""
+        while True:
+            found = await self.get_coordination(coordination_id)
+            if found.status != "running":
+                return found
+            await asyncio.sleep(every_s)
 
     async def get_run(self, run_id: str) -> RunPublic:
         return RunPublic.model_validate((await self._send("GET", f"/v1/runs/{run_id}")).json())

@@ -7,7 +7,6 @@ import logging
 import shutil
 import signal
 import sys
-import uuid
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -391,40 +390,29 @@ def coordinate(
     agent: Annotated[list[str], typer.Option("--agent", help="Base URL of an A2A agent (repeat).")],
     timeout: Annotated[int, typer.Option(help="Seconds each agent may take.", min=5)] = 1800,
     out: Annotated[Path | None, typer.Option(help="Where to save the merged report.")] = None,
+    id_: Annotated[
+        str | None,
+        typer.Option("--id", help="Choose the coordination id; the same command again resumes it."),
+    ] = None,
 ) -> None:
     """Send one task to several A2A agents and merge their answers into one report."""
-    from worker.payload_codec import data_converter
-    from worker.temporal_client import connect
-    from workflows.coordination import CoordinatorInput, RemoteAgent
-    from workflows.coordinator import CoordinatorWorkflow
+    from api.core.coordination_schemas import CoordinationCreate
+    from workflows.coordination import RemoteAgent
 
     async def main() -> None:
         async with keel_api(KeelClient, Settings(), ui=False) as (api, info):
-            settings = info.settings
-            # A running Keel (`keel dev`) says in /health which Temporal it uses.
-            address = settings.temporal_address or (await api.health()).temporal
-            try:
-                client = await connect(
-                    address, settings.temporal_namespace, data_converter=data_converter(settings)
-                )
-            except RuntimeError as exc:
-                raise StackError(
-                    f"keel coordinate could not reach Temporal at {address} ({exc}); set "
-                    "TEMPORAL_ADDRESS to the Temporal address of the Keel at "
-                    f"{info.api_url}."
-                ) from None
-            request = CoordinatorInput(
-                task=task, agents=[RemoteAgent(url=url) for url in agent], timeout_s=timeout
+            body = CoordinationCreate(
+                task=task, agents=[RemoteAgent(url=url) for url in agent], timeout_s=timeout, id=id_
             )
-            workflow_id = f"coordinate-{uuid.uuid4().hex[:12]}"
-            console.print(f"Coordinating {len(agent)} agents ({workflow_id})…")
-            result = await client.execute_workflow(
-                CoordinatorWorkflow.run, request, id=workflow_id, task_queue=settings.task_queue
-            )
-        console.print(Markdown(result.report))
-        path = out or info.settings.data_dir / "reports" / f"{workflow_id}.md"
+            started = await api.start_coordination(body)
+            console.print(f"Coordinating {len(agent)} agents ({started.id})…")
+            done = await api.wait_coordination(started.id)
+        if done.report is None:
+            raise StackError(done.error or f"Coordination {done.id} ended {done.status}.")
+        console.print(Markdown(done.report))
+        path = out or info.settings.data_dir / "reports" / f"coordinate-{done.id}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(result.report)
+        path.write_text(done.report)
         console.print(f"\nReport saved to {path}")
 
     _run(main())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from api.core.codec import CodecService
 from api.core.context import CoreParts
+from api.core.coordinations import CoordinationService
 from api.core.decisions import DecisionService
 from api.core.evals import EvalService
 from api.core.memories import MemoryService
@@ -44,6 +45,7 @@ class KeelService:
         self.router = RouterService(parts, self.runs)
         self.access = self.runs.access  # which agents a caller may use (`roles:`)
         self.run_list = RunListing(parts, self.runs)
+        self.coordinations = CoordinationService(parts)
         self._authenticator = authenticator
 
     @property

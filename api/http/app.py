@@ -44,6 +44,7 @@ from api.http.routers import (
     usage,
     webhooks,
 )
+from api.http.routers.coordinations import router as coordinations_router
 from api.http.routers.memories import admin_router as memories_admin_router
 from api.http.routers.memories import router as memories_router
 from api.identity.authenticate import Authenticator
@@ -145,6 +146,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(sign_in_router)
     app.include_router(langgraph_router)
     app.include_router(agui_router)
+    app.include_router(coordinations_router)
     app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
     app.router.routes.append(Route("/mcp", endpoint=mcp))
     app.router.routes.extend(discovery_routes(settings))

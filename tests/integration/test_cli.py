@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -229,9 +230,13 @@ async def test_coordinate_on_a_running_keel_finds_its_temporal_without_temporal_
             KEEL_JWT_SECRET=JWT_SECRET,
             KEEL_TASK_QUEUE=settings.task_queue,
         )
-        code, out = await keel(
-            "coordinate", "Review the retry logic", "--agent", f"{url}/a2a/review",
-            "--timeout", "120", env=env,
-        )  # fmt: skip
-    assert code == 0, out
+        # Through the API (`POST /v1/coordinations`), so the same --id again is the same one.
+        ask = ("coordinate", "Review the retry logic", "--agent", f"{url}/a2a/review",
+               "--timeout", "120", "--id", f"cli-{uuid.uuid4().hex[:8]}")  # fmt: skip
+        code, out = await keel(*ask, env=env)
+        assert code == 0, out
+        code, again = await keel(*ask, env=env)
+    assert code == 0, again
     assert "No retry logic in pkg/core.py." in out and "Report saved to" in out
+    assert again.count("No retry logic in pkg/core.py.") == 1
+    assert llm.total_requests == 1  # the second command started no second run

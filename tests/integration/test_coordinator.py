@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import uuid
@@ -167,3 +168,54 @@ async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
     section = result.report.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
     assert section.count("None is not handled") == 1
     assert "**medium** `pkg/core.py:2` — None is not handled (Reviewer, Investigator)" in section
+
+
+async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+    settings_for: Callable[..., Settings],
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="No retry logic in pkg/core.py.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    chosen = f"coord-{uuid.uuid4().hex[:8]}"
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=auth_headers("default", "alice")) as alice,
+        httpx.AsyncClient(base_url=url, headers=auth_headers("other-tenant", "mallory")) as other,
+    ):
+        body = {"task": "Review the retry logic", "agents": [{"url": f"{url}/a2a/review"}]}
+        body |= {"timeout_s": 120, "id": chosen}
+        first = await alice.post("/v1/coordinations", json=body)
+        assert first.status_code == 201, first.text
+        again = await alice.post("/v1/coordinations", json=body)
+        assert again.status_code == 201, again.text
+        assert again.json()["id"] == first.json()["id"] == chosen
+        assert again.json()["created_at"] == first.json()["created_at"]
+        changed = await alice.post("/v1/coordinations", json={**body, "task": "Something else"})
+        assert changed.status_code == 409 and "different request" in changed.text, changed.text
+        empty = await alice.post("/v1/coordinations", json={**body, "agents": []})
+        assert empty.status_code == 422, empty.text
+
+        refused = await other.get(f"/v1/coordinations/{chosen}")
+        assert refused.status_code == 404, refused.text
+        assert "Review the retry logic" not in refused.text
+
+        done: dict[str, object] = {}
+        for _ in range(600):
+            done = (await alice.get(f"/v1/coordinations/{chosen}")).json()
+            if done["status"] != "running":
+                break
+            await asyncio.sleep(0.2)
+    assert done["status"] == "completed", done
+    assert "No retry logic in pkg/core.py." in str(done["report"])
+    assert done["requester"] == "user:alice"
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT tenant_id, action FROM audit_log WHERE subject = %s ORDER BY id", (chosen,)
+        )
+        actions = [(row["tenant_id"], row["action"]) for row in await cur.fetchall()]
+    assert actions.count(("default", "coordination.started")) == 1
+    assert ("other-tenant", "coordination.cross_tenant_denied") in actions

@@ -1,0 +1,59 @@
+"""What a client sends to start a coordination and what it reads back (the wire format,
+apart from the coordinator workflow's own payloads)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from api.core.errors import invalid_request
+from api.core.schemas import ChosenId
+from api.identity.auth import Principal
+from workflows.coordination import AgentOutcome, RemoteAgent
+from workflows.findings import MergedFinding
+
+CoordinationStatus = Literal["running", "completed", "failed", "cancelled", "timed_out"]
+
+
+class CoordinationCreate(BaseModel):
+    """`POST /v1/coordinations`: the task, the A2A agents it goes to, and how long each may take."""
+
+    task: str = Field(min_length=1, max_length=200_000, description="The task every agent gets.")
+    agents: list[RemoteAgent] = Field(
+        min_length=1, max_length=20, description="The A2A agents, by base URL (agent card root)."
+    )
+    timeout_s: int = Field(default=1800, ge=5, le=7 * 86_400, description="Seconds per agent.")
+    id: ChosenId | None = Field(
+        default=None, description="Choose the id to make the request idempotent."
+    )
+
+    @classmethod
+    def of(cls, **fields: object) -> CoordinationCreate:
+        """The request, or `Invalid` naming the field at fault (for surfaces other than REST)."""
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            raise invalid_request(exc) from exc
+
+    def request_hash(self, user: Principal) -> str:
+        body = self.model_dump(mode="json", exclude={"id"})
+        body["requester"] = [user.tenant_id, user.subject]
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+class CoordinationPublic(BaseModel):
+    """A coordination as clients see it; `report` and `outcomes` once it has finished."""
+
+    id: str
+    status: CoordinationStatus
+    requester: str
+    created_at: datetime | None
+    finished_at: datetime | None
+    report: str | None = None
+    outcomes: list[AgentOutcome] = Field(default_factory=list)
+    findings: list[MergedFinding] = Field(default_factory=list)
+    error: str | None = None
