@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Any
@@ -194,3 +195,39 @@ async def test_console_pages_carry_a_strict_content_security_policy(console_stac
             # A bearer token still works everywhere, with no CSRF header.
             ok = await http.get("/v1/runs", headers=auth_headers())
             assert ok.status_code == 200
+
+
+async def test_the_runs_page_lists_top_level_runs_and_links_each_count_to_its_children(
+    console_stack: Any, page: Page
+) -> None:
+    from tests.integration.test_run_list import delegating_review
+
+    async with console_stack(delegating_review()) as c:
+        async with httpx.AsyncClient(base_url=c.url, headers=auth_headers()) as http:
+            body = {"agent": "review", "input": "Review it", "workspace": str(c.workspace)}
+            run_id = (await http.post("/v1/runs", json=body)).json()["id"]
+            for _ in range(300):
+                run = (await http.get(f"/v1/runs/{run_id}")).json()
+                if run["status"] == "completed":
+                    break
+                await asyncio.sleep(0.1)
+        assert run["status"] == "completed", run
+        kids = [f"{run_id}-task-2-2", f"{run_id}-task-2-3"]
+
+        await sign_in_with_link(page, c.link)
+        row = page.locator(f"tr[data-run-id='{run_id}']")
+        await expect(row.locator("td.children")).to_have_text("2")
+        assert await page.locator(f"tr[data-run-id='{kids[0]}']").count() == 0
+
+        await row.locator("td.children a").click()
+        await expect(page).to_have_url(re.compile(rf"/console/runs\?parent={run_id}$"))
+        await expect(page.locator("#runs-parent")).to_contain_text(run_id)
+        await expect(page.locator("tr.run-row")).to_have_count(2)
+        for kid in kids:
+            await expect(page.locator(f"tr[data-run-id='{kid}']")).to_be_visible()
+
+        await page.goto(f"{c.url}/console/runs")
+        await page.check("#filter-children")
+        await expect(page).to_have_url(re.compile(r"children=include"))
+        await expect(page.locator(f"tr[data-run-id='{kids[1]}']")).to_be_visible()
+        assert page.script_errors == []  # type: ignore[attr-defined]
