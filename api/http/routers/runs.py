@@ -39,7 +39,7 @@ async def cancel_run(run_id: StoredText, user: CurrentUser, service: ServiceDep)
     return public
 
 
-@router.get("", response_model=RunList)
+@router.get("", response_model=RunList, responses=documented(404))
 async def list_runs(
     service: ServiceDep,
     user: CurrentUser,
@@ -55,7 +55,11 @@ async def list_runs(
     ] = "exclude",
     parent: Annotated[
         StoredText | None,
-        Query(max_length=512, description="List the sub-agent runs this run started."),
+        Query(
+            min_length=1,
+            max_length=512,
+            description="List the sub-agent runs this run started (404 if it is not yours).",
+        ),
     ] = None,
 ) -> RunList:
     """Newest first; top-level runs only (each with its `child_count`) unless `children=include`
