@@ -117,6 +117,7 @@ class KeelA2AHandler(RequestHandler):
                 before=before,
                 session_id=params.context_id or None,
                 statuses=statuses,
+                top_level=True,  # a sub-agent run is Keel's own step, not a client's task
             )
         except Invalid as exc:
             field = "contextId" if exc.field == "session_id" else "pageToken"

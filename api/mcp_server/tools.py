@@ -161,9 +161,11 @@ class KeelTools:
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=200, description="How many runs, at most.")] = 20,
     ) -> RunSummaries:
-        """List your tenant's most recent runs, newest first; get_run has the details."""
+        """List your tenant's most recent top-level runs (not sub-agent runs), newest first;
+        get_run has the details."""
         user = caller(ctx)
-        runs = await self._service.runs.page(user, limit=limit)
+        # As on REST: the runs the caller started, not the sub-agent runs under them.
+        runs = await self._service.runs.page(user, limit=limit, top_level=True)
         return RunSummaries(runs=[RunSummary.from_record(run) for run in runs])
 
     async def decide(

@@ -15,9 +15,10 @@ from temporalio.client import Client
 
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
-from tests.conftest import JWT_SECRET, in_process_worker
+from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.keel_http import ALICE, MALLORY, MakeSettings, StartLLM
 from tests.integration.test_cli import clean_env, keel
+from tests.integration.test_mcp import call, mcp_client
 from tests.integration.test_subagents import child, task
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedToolCall, Turn
@@ -107,6 +108,18 @@ async def test_lists_show_top_level_runs_with_child_counts_and_children_on_reque
             assert bad.status_code == 422, bad.text
             missing = await http.get("/v1/runs", params={"parent": "run-nobody"})
             assert missing.status_code == 404, missing.text
+
+            # A2A's ListTasks and MCP's list_runs list what the caller started, as REST does.
+            listed_tasks = await http.post(
+                "/a2a/",
+                json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+                headers={"A2A-Version": "1.0"},
+            )
+            task_ids = {t["id"] for t in listed_tasks.json()["result"]["tasks"]}
+            assert run_id in task_ids and not children & task_ids, listed_tasks.text
+        async with mcp_client(url, token_for("default", "alice")) as client:
+            mcp_runs = {r["id"] for r in (await call(client, "list_runs", limit=200))["runs"]}
+            assert run_id in mcp_runs and not children & mcp_runs, mcp_runs
 
         async with httpx.AsyncClient(base_url=url, headers=MALLORY, timeout=30) as other:
             refused = await other.get("/v1/runs", params={"parent": run_id})
