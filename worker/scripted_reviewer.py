@@ -233,17 +233,27 @@ def _delegate(known: _Knowledge, notes: str, *, plan: bool) -> ReviewerReply:
     calls: list[tuple[str, dict[str, object]]] = [
         ("task", {"agent": SUBAGENT, "prompt": _part_prompt(part)}) for part in parts
     ]
-    head = f"Delegating {len(parts)} parts ({sum(len(p) for p in parts)} files)."
+    files = sum(len(p) for p in parts)
+    head = f"Delegating {_count(len(parts), 'part')} ({_count(files, 'file')})."
     texts = (notes, _plan(known.listed) if plan else "", head)
     return ReviewerReply(content="\n\n".join(t for t in texts if t), tool_calls=calls)
 
 
 def _part_prompt(part: list[str]) -> str:
     return (
-        f"{PART_CUE}: review these {len(part)} files; read every one of them. Report each "
+        f"{PART_CUE}: review {_these(len(part))}; read every one of them. Report each "
         "finding as `- path:line: problem`, then `## Files read` and `## Not read` (with "
         "the reason for each).\n## Files to read\n" + _grouped(part)
     )
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 file`, `2 files`: the reviewer's prose reads like a person's."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _these(n: int) -> str:
+    return "this file" if n == 1 else f"these {n} files"
 
 
 def _split(paths: list[str], sizes: dict[str, int]) -> list[list[str]]:
@@ -485,8 +495,8 @@ def _part_answer(known: _Knowledge) -> str:
 def _report(known: _Knowledge) -> str:
     return "\n\n".join(
         [
-            f"## Summary\nReviewed {len(known.covered)} of {len(known.listed)} files; "
-            f"{len(known.findings)} findings.",
+            f"## Summary\nReviewed {len(known.covered)} of {_count(len(known.listed), 'file')}; "
+            f"{_count(len(known.findings), 'finding')}.",
             "## Files reviewed\n" + "\n".join(f"- {p}" for p in known.covered),
             "## Not covered\n" + _reasons(known.unreadable),
             _findings_section(known),
