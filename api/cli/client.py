@@ -7,6 +7,7 @@ import asyncio
 import httpx
 
 from activities.store.audit import AuditVerification
+from api.cli.flag_names import error_lines
 from api.core.coordination_schemas import CoordinationCreate, CoordinationPublic
 from api.core.schemas import (
     DecisionResult,
@@ -32,9 +33,7 @@ def _explain(response: httpx.Response) -> str:
     except ValueError:
         detail = response.text
     if isinstance(detail, list):
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg')}" for d in detail
-        )
+        detail = "; ".join(error_lines(d for d in detail if isinstance(d, dict)))
     return f"{response.status_code}: {detail}"
 
 

@@ -7,7 +7,9 @@ from typing import Any, TypeVar
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 
+from api.cli.flag_names import error_lines
 from api.core.schemas import RunCreate
 from worker.settings import Settings
 
@@ -20,10 +22,8 @@ def request_body(schema: type[M], /, **fields: Any) -> M:
     try:
         return schema(**fields)
     except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"]) or schema.__name__
-            message = str(error["msg"]).removeprefix("Value error, ")
-            err_console.print(f"[red]error:[/red] {where}: {message}", highlight=False)
+        for line in error_lines(exc.errors(), default=schema.__name__):
+            err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False)
         raise typer.Exit(code=1) from None
 
 

@@ -14,10 +14,12 @@ from zoneinfo import ZoneInfo
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from api.cli.client import KeelApiError
 from api.cli.connection import keel_api
+from api.cli.flag_names import error_lines
 from api.cli.schedule_client import ScheduleClient
 from api.cli.tables import id_column
 from api.core.schedule_specs import fire_times
@@ -169,9 +171,8 @@ def create(
             }
         )
     except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"])
-            err_console.print(f"[red]error:[/red] {where}: {error['msg']}")
+        for line in error_lines(exc.errors(), default="schedule"):
+            err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False)
         raise typer.Exit(code=1) from None
     if bool(body.cron_expressions) == (body.interval_s is not None):
         raise _fail("Give --cron (one or more) or --every: one says when the schedule fires.")

@@ -1,0 +1,54 @@
+"""Validation errors in the words the user typed: `--every`, not `interval_s`.
+
+The CLI checks a request body locally and the API checks it again; both report a
+field by its schema name. Every place the CLI prints such an error names the flag
+(or argument) that carries the field instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+# Request-body field -> what the user typed for it (`keel run`, `keel schedules create`).
+FLAGS: dict[str, str] = {
+    "agent": "AGENT",
+    "input": "PROMPT",
+    "workspace": "--workspace",
+    "model": "--model",
+    "cron_expressions": "--cron",
+    "interval_s": "--every",
+    "interval_offset_s": "--offset",
+    "time_zone": "--tz",
+    "jitter_s": "--jitter",
+    "overlap": "--overlap",
+    "catchup_window_s": "--catchup",
+    "paused": "--paused",
+    "note": "--note",
+    "approver": "--approver",
+    "approval_expires_after_s": "--approval-expiry",
+    "webhook_url": "--webhook",
+    "schedule_id": "--id",
+}
+# FastAPI prefixes a field's location with where it came from.
+_SOURCES = {"body", "query", "path"}
+
+
+def field_label(loc: Sequence[object]) -> str:
+    """The flag for a pydantic/FastAPI error location, else its dotted field path."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in _SOURCES:
+        parts = parts[1:]
+    if parts and parts[0] in FLAGS:
+        return FLAGS[parts[0]]
+    return ".".join(parts)
+
+
+def error_lines(errors: Iterable[Mapping[str, object]], default: str = "request") -> list[str]:
+    """`--every: Input should be greater than 0`, one line per error."""
+    lines = []
+    for error in errors:
+        loc = error.get("loc")
+        where = field_label(loc if isinstance(loc, (list, tuple)) else []) or default
+        message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
+    return lines
