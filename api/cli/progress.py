@@ -52,6 +52,39 @@ def describe_event(event: EventPublic) -> str | None:
     return None
 
 
+class EventLines:
+    """The lines for a run's events, in the order a reader expects them.
+
+    A client-executed call's answer (`✓ … answered`) is recorded before the call's
+    `tool_call` event, since the answer is what the call returns; it is held until
+    the line of the call it answers has been printed.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, list[str]] = {}
+
+    def lines(self, event: EventPublic) -> list[str]:
+        line = describe_event(event)
+        data = event.data
+        if (
+            line
+            and event.type == "interaction_resolved"
+            and data.get("kind") == "local_tool_result"
+        ):
+            self._held.setdefault(str(data.get("tool")), []).append(line)
+            return []
+        out = [line] if line else []
+        if event.type == "tool_call":
+            held = self._held.get(str(data.get("name")))
+            if held:
+                out.append(held.pop(0))
+        if event.type in TERMINAL_EVENTS:
+            # Nothing else will print them; better late than lost.
+            out = [h for lines in self._held.values() for h in lines] + out
+            self._held.clear()
+        return out
+
+
 def terminal_decider(console: Console) -> Decider:
     """Ask the person at the terminal; Enter leaves the decision to someone else."""
 
@@ -117,6 +150,7 @@ async def follow_run(
     """Show progress until the run's terminal event, then return the run."""
     after = 0
     steps = tool_calls = tokens = 0
+    shown = EventLines()
     spinner = Spinner("dots", text="starting")
     live = Live(spinner, console=console, refresh_per_second=8, transient=True)
     live.start()
@@ -133,8 +167,7 @@ async def follow_run(
                     )
                 if event.type == "tool_call":
                     tool_calls += 1
-                line = describe_event(event)
-                if line:
+                for line in shown.lines(event):
                     console.print(Text(line), highlight=False)
                 if event.type == "interaction_pending":
                     live.stop()
