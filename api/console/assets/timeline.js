@@ -14,7 +14,7 @@ import { renderMarkdown } from "./markdown.js";
 
 const TYPES = [
   "run_started", "message", "usage", "tool_call", "tool_result", "interaction_pending",
-  "interaction_resolved", "child_run", "compaction", "route_decision", "done", "error",
+  "interaction_resolved", "child_run", "compaction", "route_decision", "memory", "done", "error",
   "cancelled", "message_delta",
 ];
 const TERMINAL = new Set(["done", "error", "cancelled"]);
@@ -241,6 +241,9 @@ export class Timeline {
           h("details", {}, h("summary", {}, "candidates"), h("pre", {}, json({ candidates: d.candidates, excluded: d.excluded, classification: d.classification }))));
         break;
       }
+      case "memory":
+        this.item(event, ...memoryEvent(d));
+        break;
       case "done":
       case "error":
       case "cancelled":
@@ -299,6 +302,24 @@ export class Timeline {
     this.cards.set(`child:${childId}`, node);
     return node;
   }
+}
+
+/** A `memory` event (docs/memory.md): what was recalled, by id and source, never fact text. */
+function memoryEvent(d) {
+  const count = typeof d.count === "number" ? d.count : (d.memories || []).length;
+  const plural = (n) => `${n} ${n === 1 ? "memory" : "memories"}`;
+  const title = d.action === "recalled"
+    ? (count ? `Recalled ${plural(count)}` : "No memories recalled")
+    : `Memory ${d.action ?? "event"}`;
+  const facts = Object.entries(d).filter(([k, v]) => !["action", "count", "step"].includes(k) && v !== null && typeof v !== "object");
+  const items = (d.memories || []).map((m) => h("li", { class: "memory-ref", dataset: { memoryId: String(m.id ?? "") } },
+    h("code", {}, String(m.id ?? "")),
+    m.source_run_id ? [" · from run ", h("a", { href: `/console/runs/${encodeURIComponent(m.source_run_id)}` }, String(m.source_run_id))] : "",
+    m.source_session_id ? ` · session ${m.source_session_id}` : "",
+    m.updated_at ? ` · ${fmtTime(m.updated_at)}` : ""));
+  return [h("strong", {}, title),
+    facts.length ? [" ", h("span", { class: "muted" }, facts.map(([k, v]) => `${k}: ${v}`).join(" · "))] : "",
+    items.length ? h("ul", { class: "memory-list small" }, items) : null];
 }
 
 /** Tool arguments arrive as canonical JSON text or as an object; show them pretty. */
