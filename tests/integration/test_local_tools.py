@@ -72,6 +72,11 @@ async def test_keel_run_local_tools_reviews_a_directory_only_the_client_can_read
     report = out.split("Findings", 1)[1]
     assert "billing.py multiplies by 1.2" in report
     assert "src/billing.py" in report.split("Files:", 1)[1]  # the file the client read
+    # Each call's line, then the client's answer to it (the run records the answer first).
+    lines = [line.strip() for line in out.splitlines()]
+    for tool in ("list_files", "read_file"):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"→ {tool} "))
+        assert " answered by " in lines[at + 1], lines[at : at + 3]
     listing, source = tool_messages(llm, 2)
     assert "src/billing.py" in listing
     assert "return amount * 1.2" in source
