@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-# Request-body field -> what the user typed for it (`keel run`, `keel schedules create`).
+# Request-body field -> what the user typed for it (`keel run`, `keel schedules create`);
+# a command whose flags differ passes its own (e.g. `keel review` takes `--prompt`).
 FLAGS: dict[str, str] = {
     "agent": "AGENT",
     "input": "PROMPT",
@@ -33,22 +34,28 @@ FLAGS: dict[str, str] = {
 _SOURCES = {"body", "query", "path"}
 
 
-def field_label(loc: Sequence[object]) -> str:
+def field_label(loc: Sequence[object], flags: Mapping[str, str] | None = None) -> str:
     """The flag for a pydantic/FastAPI error location, else its dotted field path."""
+    named = {**FLAGS, **(flags or {})}
     parts = [str(p) for p in loc]
     if parts and parts[0] in _SOURCES:
         parts = parts[1:]
-    if parts and parts[0] in FLAGS:
-        return FLAGS[parts[0]]
+    if parts and parts[0] in named:
+        return named[parts[0]]
     return ".".join(parts)
 
 
-def error_lines(errors: Iterable[Mapping[str, object]], default: str = "request") -> list[str]:
-    """`--every: Input should be greater than 0`, one line per error."""
+def error_lines(
+    errors: Iterable[Mapping[str, object]],
+    default: str = "request",
+    flags: Mapping[str, str] | None = None,
+) -> list[str]:
+    """`--every: Input should be greater than 0`, one line per error; `flags` are the
+    command's own names where they differ from `FLAGS`."""
     lines = []
     for error in errors:
         loc = error.get("loc")
-        where = field_label(loc if isinstance(loc, (list, tuple)) else []) or default
+        where = field_label(loc if isinstance(loc, (list, tuple)) else [], flags) or default
         message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         lines.append(f"{where}: {message}")
     return lines

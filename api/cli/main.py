@@ -244,7 +244,13 @@ def review(
         # A stack started here may work on the target; a running one decides for itself.
         settings = settings.model_copy(update={"workspace_root": target})
     body = request_body(
-        RunCreate, agent=agent, input=prompt, workspace=str(target), trigger="cli", model=model
+        RunCreate,
+        flags={"agent": "--agent", "input": "--prompt", "workspace": "PATH"},
+        agent=agent,
+        input=prompt,
+        workspace=str(target),
+        trigger="cli",
+        model=model,
     )
     _run(_start_and_follow(settings, body, out))
 
@@ -324,14 +330,18 @@ def reject(
     reason: Annotated[str | None, typer.Option(help="Told to the model.")] = None,
 ) -> None:
     """Reject a pending tool call or question."""
-    body = request_body(InteractionDecisionCreate, decision="reject", text=reason)
+    body = request_body(
+        InteractionDecisionCreate, flags={"text": "--reason"}, decision="reject", text=reason
+    )
     _run(_decide(run_id, interaction_id, body))
 
 
 @app.command()
 def answer(run_id: str, interaction_id: str, text: str) -> None:
     """Answer a question the agent asked."""
-    body = request_body(InteractionDecisionCreate, decision="answer", text=text)
+    body = request_body(
+        InteractionDecisionCreate, flags={"text": "TEXT"}, decision="answer", text=text
+    )
     _run(_decide(run_id, interaction_id, body))
 
 

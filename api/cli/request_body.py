@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import typer
@@ -17,12 +18,13 @@ err_console = Console(stderr=True)
 M = TypeVar("M", bound=BaseModel)
 
 
-def request_body(schema: type[M], /, **fields: Any) -> M:
-    """`schema(**fields)`, or exit 1 naming each field that is wrong and why."""
+def request_body(schema: type[M], /, *, flags: Mapping[str, str] | None = None, **fields: Any) -> M:
+    """`schema(**fields)`, or exit 1 naming each field that is wrong and why, by the flag
+    the user typed (`flags` where the command's differ from `flag_names.FLAGS`)."""
     try:
         return schema(**fields)
     except ValidationError as exc:
-        for line in error_lines(exc.errors(), default=schema.__name__):
+        for line in error_lines(exc.errors(), default=schema.__name__, flags=flags):
             err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False)
         raise typer.Exit(code=1) from None
 

@@ -37,9 +37,10 @@ def test_an_id_column_is_never_cut_short(width: int) -> None:
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["run", "review", ""], "error: input: String should have at least 1 character"),
-        (["run", "review", "x", "--model", "m" * 201], "error: model: "),
-        (["review", ".", "--prompt", ""], "error: input: String should have at least 1"),
+        # Each names what the user typed: the argument or the flag, not the field.
+        (["run", "review", ""], "error: PROMPT: String should have at least 1 character"),
+        (["run", "review", "x", "--model", "m" * 201], "error: --model: "),
+        (["review", ".", "--prompt", ""], "error: --prompt: String should have at least 1"),
     ],
 )
 def test_a_bad_value_is_a_sentence_not_a_traceback(
