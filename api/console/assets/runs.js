@@ -57,8 +57,16 @@ export async function runsPage(main) {
     if (!page.runs.length) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No runs match.")));
     replace(info, `Page ${cursors.length} · ${page.runs.length} runs · live`);
     replace(pager,
-      h("button", { id: "page-prev", disabled: cursors.length === 1, onclick: () => { cursors.pop(); refresh(); } }, "← Newer"),
-      h("button", { id: "page-next", disabled: !page.next_cursor, onclick: () => { cursors.push(page.next_cursor); refresh(); } }, "Older →"));
+      h("button", { id: "page-prev", disabled: cursors.length === 1, onclick: () => turn(() => cursors.pop()) }, "← Newer"),
+      h("button", { id: "page-next", disabled: !page.next_cursor, onclick: () => turn(() => cursors.push(page.next_cursor)) }, "Older →"));
+  }
+
+  // A second click before the page it asked for is drawn would turn from the old page
+  // again (skipping or repeating one): the buttons wait for the redraw.
+  function turn(move) {
+    pager.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+    move();
+    refresh();
   }
 
   replace(main,
