@@ -477,12 +477,17 @@ class RunService:
         has (steps so far, pending interactions).
         """
         public = RunPublic.from_record(record)
-        if record.status in ("queued", "running") and not await self._overlay_live_state(
-            public, record.id
-        ):
-            # As the workflow's own progress does, the run lists what its sub-agents wait on.
+        if record.status in ("queued", "running"):
+            await self._overlay_live_state(public, record.id)
+            # Postgres holds every interaction before any workflow shows it, and every
+            # decision before the workflow acts on it; a parent hears of its sub-agents'
+            # interactions only later. So Postgres says what is pending, the workflow adds
+            # what it has not stored yet, and the run lists what its sub-agents wait on.
             tree = await tree_interactions(self._parts.store, self._parts.interactions, record)
-            public.pending_interactions = [i.id for i in tree if i.status == "pending"]
+            stored = {i.id for i in tree}
+            public.pending_interactions = [i.id for i in tree if i.status == "pending"] + [
+                i for i in public.pending_interactions if i not in stored
+            ]
         public.pending_interactions = [
             in_view(record.tenant_id, i) for i in public.pending_interactions
         ]
