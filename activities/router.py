@@ -21,10 +21,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
-from activities.providers import plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
-from activities.providers.anthropic_messages import serves as anthropic_serves
-from activities.providers.retry_status import status_is_retryable
+from activities.providers.one_shot import OneShotModel
 from activities.store.router_store import RouterStore
 from activities.store.run_store import Store
 from activities.store.run_tree import RunTreeStore
@@ -144,13 +142,11 @@ class RouterActivities(Routing):
     ) -> None:
         self._store = store
         self._prices = prices or {}
-        self._plugins = plugins
+        self._model = OneShotModel(client, anthropic, plugins)
         self._router = RouterStore(store.pool)
-        self._client = client
         self._agents = agents
         self._agent = agent
         self._tool_problem = tool_problem
-        self._anthropic = anthropic
 
     def registered(self) -> list[Callable[..., Any]]:
         """The activities a worker registers, so its list grows by one line only."""
@@ -183,7 +179,14 @@ class RouterActivities(Routing):
         text = await self._request(request.run_id)
         messages = classification_messages(agents, text, request.clarifications)
         started = time.monotonic()
-        answer, tokens = await self._complete(request.model, messages, request.run_id)
+        reply = await self._model.complete(
+            request.model,
+            messages,
+            purpose="the routing request",
+            run_id=request.run_id,
+            temperature=0,
+        )
+        answer, tokens = reply.text, reply.tokens
         price = self._prices.get(request.model)
         await self._router.record_call(
             run_id=request.run_id,
@@ -284,39 +287,6 @@ class RouterActivities(Routing):
                 non_retryable=True,
             )
         return message.content or ""
-
-    async def _complete(
-        self, model: str, messages: list[dict[str, Any]], run_id: str
-    ) -> tuple[str, tuple[int, int]]:
-        """One unstreamed call through the adapter that serves `model`, as compaction's."""
-        claimed = self._plugins.provider_for(model) if self._plugins is not None else None
-        if claimed is not None:
-            return await plugin_models.summarise(claimed, model, run_id, messages)
-        if anthropic_serves(model) and self._anthropic is not None:
-            return await self._anthropic.summarise(model, messages)
-        try:
-            completion = await self._client.chat.completions.create(
-                model=model, messages=[], extra_body={"messages": messages}, temperature=0
-            )
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ApplicationError(
-                f"LLM endpoint unreachable for the routing request: {exc}", type="LlmUnavailable"
-            ) from exc
-        except openai.APIStatusError as exc:
-            if status_is_retryable(exc.status_code):
-                raise ApplicationError(
-                    f"LLM provider answered {exc.status_code} to the routing request",
-                    type="LlmUnavailable",
-                ) from exc
-            raise ApplicationError(
-                f"LLM provider rejected the routing request ({exc.status_code})",
-                type="LlmRequestRejected",
-                non_retryable=True,
-            ) from exc
-        text = (completion.choices[0].message.content or "") if completion.choices else ""
-        usage = completion.usage
-        tokens = (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (0, 0)
-        return text, tokens
 
 
 def sandbox_tool_problem(bash_problem: str | None) -> ToolProblem:

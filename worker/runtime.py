@@ -167,6 +167,8 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         extraction_model=settings.memory_model,
         recall_limit=settings.memory_recall_limit,
         prices=settings.prices,
+        anthropic=messages_api,
+        plugins=plugins,
     )
     interaction_activities = InteractionActivities(interaction_store, audit)
     webhook_activities = WebhookActivities(

@@ -11,18 +11,17 @@ unusable (empty, or too long to help), Keel writes one from its records instead
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import ContextBudget, context_items, exceeded_limit
+from activities.context.budget import ContextBudget, ContextLengthExceeded, context_items
 from activities.context.fallback_summary import fallback_summary
 from activities.plugin_api import PluginCode
-from activities.providers import anthropic_messages, plugin_models
-from activities.providers.retry_status import status_is_retryable
+from activities.providers import anthropic_messages
+from activities.providers.one_shot import OneShotModel
 from activities.store.context_store import StoredSummary
 from activities.store.run_store import Store
 from activities.tool_schemas import tool_definitions
@@ -53,7 +52,7 @@ SUMMARY_ROOM_SHARE = 0.2
 
 
 class CompactionActivities(ContextCompaction):
-    """Summaries through the `openai` client; retries belong to Temporal."""
+    """Summaries through the adapter that serves the run's model; retries belong to Temporal."""
 
     def __init__(
         self,
@@ -63,9 +62,7 @@ class CompactionActivities(ContextCompaction):
         anthropic: anthropic_messages.AnthropicMessages | None = None,
         plugins: PluginCode | None = None,
     ) -> None:
-        self._client = client
-        self._plugins = plugins
-        self._anthropic = anthropic
+        self._model = OneShotModel(client, anthropic, plugins)
         self._store = store
         self._budget = budget
 
@@ -128,13 +125,10 @@ class CompactionActivities(ContextCompaction):
                     raise
                 text, usage, fallback = "", (0, 0), f"the model's summary failed: {exc}"
                 break
-            except openai.APIStatusError as exc:
-                refusal = exceeded_limit(exc)
-                if refusal is None or refusal.limit is None:
-                    error = _summary_error(exc)
-                    if not _gives_up(error):
-                        raise error from exc
-                    text, usage, fallback = "", (0, 0), f"the model's summary failed: {error}"
+            except ContextLengthExceeded as exc:
+                refusal = exc
+                if refusal.limit is None:  # too long, but by how much is unknown: Keel writes it
+                    text, usage, fallback = "", (0, 0), f"the model's summary failed: {exc}"
                     break
                 if inputs.learned_window == refusal.limit:
                     raise ApplicationError(
@@ -192,42 +186,10 @@ class CompactionActivities(ContextCompaction):
     async def _summarise(
         self, model: str, messages: list[dict[str, Any]], run_id: str = ""
     ) -> tuple[str, tuple[int, int]]:
-        claimed = self._plugins.provider_for(model) if self._plugins is not None else None
-        if claimed is not None:
-            return await plugin_models.summarise(claimed, model, run_id, messages)
-        if anthropic_messages.serves(model) and self._anthropic is not None:
-            return await self._anthropic.summarise(model, messages)
-        try:
-            completion = await self._client.chat.completions.create(
-                model=model, messages=[], extra_body={"messages": messages}
-            )
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ApplicationError(
-                f"LLM endpoint unreachable for the summarising request: {exc}",
-                type="LlmUnavailable",
-            ) from exc
-        text = (completion.choices[0].message.content or "").strip() if completion.choices else ""
-        usage = completion.usage
-        spent = (
-            (usage.prompt_tokens, usage.completion_tokens)
-            if usage is not None
-            else (sum(estimate_message(m) for m in messages), math.ceil(len(text) / 4))
+        reply = await self._model.complete(
+            model, messages, purpose="the summarising request", run_id=run_id, raise_too_long=True
         )
-        return text, spent
-
-
-def _summary_error(exc: openai.APIStatusError) -> ApplicationError:
-    """A provider's error on the summarising call, as the model call would raise it."""
-    if status_is_retryable(exc.status_code):
-        return ApplicationError(
-            f"LLM provider answered {exc.status_code} to the summarising request",
-            type="LlmUnavailable",
-        )
-    return ApplicationError(
-        f"LLM provider rejected the summarising request ({exc.status_code})",
-        type="LlmRequestRejected",
-        non_retryable=True,
-    )
+        return reply.text.strip(), reply.tokens
 
 
 def _gives_up(error: ApplicationError) -> bool:

@@ -30,7 +30,10 @@ from activities.memory.extraction import (
     response_format,
 )
 from activities.memory.redaction import withhold_secrets
+from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
+from activities.providers.anthropic_messages import AnthropicMessages
+from activities.providers.one_shot import OneShotModel
 from activities.providers.retry_status import status_is_retryable
 from activities.run_records import open_run
 from activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
@@ -100,10 +103,12 @@ class MemoryActivities(AgentMemory):
         extraction_model: str | None = None,
         recall_limit: int = 8,
         prices: dict[str, ModelPrice] | None = None,
+        anthropic: AnthropicMessages | None = None,
+        plugins: PluginCode | None = None,
     ) -> None:
         self._store = store
         self._memories = memories
-        self._client = client
+        self._model = OneShotModel(client, anthropic, plugins)
         self._embedder = Embedder(client, embedding_model)
         self._extraction_model = extraction_model
         self._recall_limit = recall_limit
@@ -158,7 +163,9 @@ class MemoryActivities(AgentMemory):
             return RememberResult(**done.model_dump())
         user_texts, report = await self._transcript(request.run_id)
         model = self._extraction_model or request.model
-        content, tokens = await self._ask(model, extraction_messages(user_texts, report))
+        content, tokens = await self._ask(
+            model, extraction_messages(user_texts, report), request.run_id
+        )
         try:
             proposed = parse_facts(content)
         except FactsAnswerInvalid as exc:
@@ -213,38 +220,17 @@ class MemoryActivities(AgentMemory):
         answers = [m for m in messages if m.role == "assistant" and m.content]
         return user_texts, answers[-1].content if answers else None
 
-    async def _ask(self, model: str, messages: list[dict[str, str]]) -> tuple[str, list[int]]:
-        body: dict[str, object] = {"messages": messages, "response_format": response_format()}
-        try:
-            try:
-                # In `extra_body`, as the LLM activity sends its requests; the same on the wire.
-                completion = await self._client.chat.completions.create(
-                    model=model, messages=[], extra_body=body
-                )
-            except openai.BadRequestError as exc:
-                if "response_format" not in str(exc):
-                    raise
-                # A server without structured outputs: the prompt asks for JSON only, and
-                # the answer is checked against the schema all the same.
-                log.info("memory extraction: %s takes no JSON schema; asking without", model)
-                completion = await self._client.chat.completions.create(
-                    model=model, messages=[], extra_body={"messages": messages}
-                )
-        except openai.APIStatusError as exc:
-            retryable = status_is_retryable(exc.status_code)
-            raise ApplicationError(
-                f"LLM provider answered {exc.status_code} to the memory extraction",
-                type="LlmUnavailable" if retryable else "LlmRequestRejected",
-                non_retryable=not retryable,
-            ) from exc
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ApplicationError(
-                f"LLM endpoint unreachable: {exc}", type="LlmUnavailable"
-            ) from exc
-        content = completion.choices[0].message.content if completion.choices else None
-        usage = completion.usage
-        tokens = [usage.prompt_tokens, usage.completion_tokens] if usage else []
-        return content or "", tokens
+    async def _ask(
+        self, model: str, messages: list[dict[str, str]], run_id: str
+    ) -> tuple[str, list[int]]:
+        reply = await self._model.complete(
+            model,
+            [dict(m) for m in messages],
+            purpose="the memory extraction",
+            run_id=run_id,
+            response_format=response_format(),
+        )
+        return reply.text, list(reply.tokens)
 
 
 def placed(candidates: Sequence[Candidate], known: Sequence[KnownMemory]) -> list[StoredFact]:
