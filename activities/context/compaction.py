@@ -20,8 +20,7 @@ from temporalio.exceptions import ApplicationError
 from activities.context.budget import ContextBudget, ContextLengthExceeded, context_items
 from activities.context.fallback_summary import fallback_summary
 from activities.plugin_api import PluginCode
-from activities.providers import anthropic_messages
-from activities.providers.one_shot import OneShotModel
+from activities.providers import anthropic_messages, one_shot
 from activities.store.context_store import StoredSummary
 from activities.store.run_store import Store
 from activities.tool_schemas import tool_definitions
@@ -62,7 +61,8 @@ class CompactionActivities(ContextCompaction):
         anthropic: anthropic_messages.AnthropicMessages | None = None,
         plugins: PluginCode | None = None,
     ) -> None:
-        self._model = OneShotModel(client, anthropic, plugins)
+        # By module: `one_shot` imports the context budget, and so this package, itself.
+        self._model = one_shot.OneShotModel(client, anthropic, plugins)
         self._store = store
         self._budget = budget
 

@@ -25,7 +25,6 @@ from activities.context.budget import ContextLengthExceeded, exceeded_limit
 from activities.genai_spans import note_provider
 from activities.plugin_api import PluginCode
 from activities.providers import anthropic_messages, plugin_models
-from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.retry_status import status_is_retryable
 from workflows.context_budget import estimate_message
 
@@ -57,7 +56,7 @@ class OneShotModel:
     def __init__(
         self,
         client: openai.AsyncOpenAI,
-        anthropic: AnthropicMessages | None = None,
+        anthropic: anthropic_messages.AnthropicMessages | None = None,
         plugins: PluginCode | None = None,
     ) -> None:
         self._client = client
