@@ -3,8 +3,8 @@
 The scripted server answers the Messages API at `/v1/messages` with the same script,
 routing and facts as its chat completions, and the OpenAI-compatible endpoint points
 nowhere, so every call below went through `OneShotModel`, the `anthropic` client and
-HTTP. The retries run in a real Temporal worker: a 429 waits for the server's
-retry-after and goes on, a 400 fails at once.
+HTTP. The retries run in a real Temporal worker, on both built-in adapters: a 429
+waits for the server's retry-after and goes on, a 400 fails at once.
 """
 
 from __future__ import annotations
@@ -89,16 +89,19 @@ async def test_the_router_classifies_on_an_anthropic_model(
 
 
 @activity.defn(name="one_shot_probe")
-async def one_shot_probe(base_url: str) -> str:
-    """One call of a `claude-…` model through `OneShotModel`, as the three activities make."""
-    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="test-key", max_retries=0)
+async def one_shot_probe(call: list[str]) -> str:
+    """One call through `OneShotModel`, as the three activities make: [v1 URL, model]."""
+    base_url, name = call
+    client = anthropic.AsyncAnthropic(
+        base_url=base_url.removesuffix("/v1"), api_key="test-key", max_retries=0
+    )
     model = OneShotModel(
-        openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="none", max_retries=0),
+        openai.AsyncOpenAI(base_url=base_url, api_key="test-key", max_retries=0),
         AnthropicMessages(client, 256),
     )
     try:
         reply = await model.complete(
-            "claude-scripted", [{"role": "user", "content": "Hello."}], purpose="the probe"
+            name, [{"role": "user", "content": "Hello."}], purpose="the probe"
         )
     finally:
         await client.close()
@@ -108,17 +111,17 @@ async def one_shot_probe(base_url: str) -> str:
 @workflow.defn(name="OneShotProbe", sandboxed=False)
 class OneShotProbe:
     @workflow.run
-    async def run(self, base_url: str) -> str:
+    async def run(self, call: list[str]) -> str:
         return await workflow.execute_activity(
             one_shot_probe,
-            base_url,
+            call,
             start_to_close_timeout=timedelta(seconds=20),
             # The backoff alone would retry after 0.1 s: a later arrival is the retry-after.
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.1), maximum_attempts=3),
         )
 
 
-async def probe(client: Client, llm: ScriptedLLMServer) -> str:
+async def probe(client: Client, llm: ScriptedLLMServer, model: str) -> str:
     queue = f"one-shot-{uuid.uuid4().hex[:8]}"
     async with Worker(
         client,
@@ -129,14 +132,21 @@ async def probe(client: Client, llm: ScriptedLLMServer) -> str:
     ):
         return await client.execute_workflow(
             OneShotProbe.run,
-            llm.base_url.removesuffix("/v1"),
+            [llm.base_url, model],
             id=f"one-shot-{uuid.uuid4().hex[:8]}",
             task_queue=queue,
         )
 
 
+@pytest.mark.parametrize(
+    ("model", "rejected"),
+    [
+        ("claude-scripted", "Anthropic rejected the request (400)"),
+        ("scripted", "LLM provider rejected the probe (400)"),
+    ],
+)
 async def test_a_429_waits_for_retry_after_and_a_400_is_not_retried(
-    temporal_client: Client,
+    temporal_client: Client, model: str, rejected: str
 ) -> None:
     arrivals: list[float] = []
     limited = ScriptedLLMServer(
@@ -145,7 +155,7 @@ async def test_a_429_waits_for_retry_after_and_a_400_is_not_retried(
     limited.app.add_middleware(ArrivalClock, arrivals=arrivals)
     with limited:
         started = time.monotonic()
-        assert await probe(temporal_client, limited) == "Hi."
+        assert await probe(temporal_client, limited, model) == "Hi."
     assert limited.requests_by_turn == {0: 2}
     assert arrivals[1] - arrivals[0] >= 1.8 and time.monotonic() - started < 15
 
@@ -153,7 +163,7 @@ async def test_a_429_waits_for_retry_after_and_a_400_is_not_retried(
         Script(turns=[Turn(content="Hi.", fail_status=400, fail_times=1)])
     ) as bad:
         with pytest.raises(WorkflowFailureError) as failed:
-            await probe(temporal_client, bad)
+            await probe(temporal_client, bad, model)
         assert bad.requests_by_turn == {0: 1}
     cause = str(failed.value.cause.cause) if failed.value.cause else ""
-    assert "Anthropic rejected the request (400)" in cause, cause
+    assert rejected in cause, cause
