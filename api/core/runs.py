@@ -483,14 +483,18 @@ class RunService:
             # decision before the workflow acts on it; a parent hears of its sub-agents'
             # interactions only later. So Postgres says what is pending, the workflow adds
             # what it has not stored yet, and the run lists what its sub-agents wait on.
+            # Ids are compared as the tenant sees them: the workflow knows the scoped keys.
             tree = await tree_interactions(self._parts.store, self._parts.interactions, record)
-            stored = {i.id for i in tree}
-            public.pending_interactions = [i.id for i in tree if i.status == "pending"] + [
-                i for i in public.pending_interactions if i not in stored
+            stored = {in_view(record.tenant_id, i.id) for i in tree}
+            unstored = [
+                shown
+                for shown in (in_view(record.tenant_id, i) for i in public.pending_interactions)
+                if shown not in stored
             ]
-        public.pending_interactions = [
-            in_view(record.tenant_id, i) for i in public.pending_interactions
-        ]
+            public.pending_interactions = [i.id for i in tree if i.status == "pending"] + unstored
+        public.pending_interactions = list(
+            dict.fromkeys(in_view(record.tenant_id, i) for i in public.pending_interactions)
+        )
         return with_tree(public, await subtree(self._parts.store, record))
 
     async def _overlay_live_state(self, public: RunPublic, run_id: str) -> bool:
