@@ -492,6 +492,10 @@ class RunService:
                 if shown not in stored
             ]
             public.pending_interactions = [i.id for i in tree if i.status == "pending"] + unstored
+            # The row was read before the interactions: a run that has taken a step or
+            # waits on someone has started, whatever that earlier read said.
+            if public.status == "queued" and (public.pending_interactions or public.steps):
+                public.status = "running"
         public.pending_interactions = list(
             dict.fromkeys(in_view(record.tenant_id, i) for i in public.pending_interactions)
         )
