@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import timedelta
 from typing import Any, TypeVar
 
 import httpx
@@ -33,7 +32,7 @@ from activities.provider_api import ProviderRef
 from activities.providers import plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
 from activities.providers.anthropic_messages import serves as anthropic_serves
-from activities.providers.retry_status import status_is_retryable
+from activities.providers.retry_status import error_detail, provider_error, retry_after
 from activities.run_records import open_run
 from activities.store.audit import AuditLog, policy_entry
 from activities.store.mcp_tool_store import McpToolStore
@@ -343,7 +342,12 @@ class LlmActivities(LlmCalls):
             refusal = exceeded_limit(exc)
             if refusal is not None:
                 raise refusal from exc
-            raise _status_error(exc) from exc
+            raise provider_error(
+                "LLM provider",
+                exc.status_code,
+                error_detail(exc.body, str(exc.message)),
+                delay=retry_after(exc.response.headers),
+            ) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ApplicationError(
                 f"LLM endpoint unreachable at {self._client.base_url}: {exc}",
@@ -564,41 +568,6 @@ async def _collect(
     for i, call in enumerate(ordered):
         call["id"] = call["id"] or f"call_{i}"
     return {"content": "".join(content), "tool_calls": ordered}, usage, finish_reason
-
-
-def _status_error(exc: openai.APIStatusError) -> ApplicationError:
-    status = exc.status_code
-    detail = _error_detail(exc)
-    if status_is_retryable(status):
-        return ApplicationError(
-            f"LLM provider answered {status}: {detail}",
-            type="LlmUnavailable",
-            next_retry_delay=_retry_after(exc),
-        )
-    return ApplicationError(
-        f"LLM provider rejected the request ({status}): {detail}",
-        type="LlmRequestRejected",
-        non_retryable=True,
-    )
-
-
-def _error_detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])
-        return json.dumps(body)[:300]
-    return str(exc.message)[:300]
-
-
-def _retry_after(exc: openai.APIStatusError) -> timedelta | None:
-    value = exc.response.headers.get("retry-after")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return timedelta(seconds=min(seconds, 300.0)) if seconds is not None else None
 
 
 async def _with_heartbeats(work: Awaitable[T]) -> T:

@@ -9,7 +9,6 @@ can change, and ends the delivery. Each attempt is signed afresh with its own ti
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 from urllib.parse import urlsplit
 
 import httpx
@@ -17,7 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.a2a_push import A2A_TOKEN_HEADER, a2a_push_body
-from activities.providers.retry_status import status_is_retryable
+from activities.providers.retry_status import retry_after, status_is_retryable
 from activities.store.audit import AuditEntry, AuditLog
 from activities.store.push_config_store import PushConfigRecord, PushConfigStore
 from activities.webhook_signature import (
@@ -125,7 +124,7 @@ class WebhookActivities(WebhookDeliveries):
             raise ApplicationError(
                 f"The webhook receiver at {host} answered {status}; retrying.",
                 type="WebhookFailed",
-                next_retry_delay=_retry_after(response),
+                next_retry_delay=retry_after(response.headers, MAX_RETRY_AFTER_S),
             )
         raise ApplicationError(
             f"The webhook receiver at {host} refused the notice with {status}; "
@@ -166,13 +165,6 @@ class WebhookActivities(WebhookDeliveries):
         if self._push_configs is None:
             return None
         return await self._push_configs.get(task_id, config_id)
-
-
-def _retry_after(response: httpx.Response) -> timedelta | None:
-    value = response.headers.get("retry-after", "")
-    if not value.strip().isdigit():
-        return None
-    return timedelta(seconds=min(int(value), MAX_RETRY_AFTER_S))
 
 
 def _as_tenant_knows_it(notice: WebhookNotice) -> WebhookNotice:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio.exceptions import ApplicationError
 
 from activities.context.budget import ContextLengthExceeded
-from activities.providers.retry_status import status_is_retryable
+from activities.providers.retry_status import error_detail, provider_error, retry_after
 from workflows.models import Usage
 
 if TYPE_CHECKING:
@@ -214,38 +213,9 @@ async def _collect(
 
 
 def _status_error(exc: anthropic.APIStatusError) -> Exception:
-    status = exc.status_code
-    detail = _detail(exc)
-    if status in (400, 413) and any(marker in detail for marker in TOO_LONG):
+    detail = error_detail(exc.body, str(exc.message))
+    if exc.status_code in (400, 413) and any(marker in detail for marker in TOO_LONG):
         return ContextLengthExceeded(detail, None, None)
-    if status_is_retryable(status):
-        return ApplicationError(
-            f"Anthropic answered {status}: {detail}",
-            type="LlmUnavailable",
-            next_retry_delay=_retry_after(exc),
-        )
-    return ApplicationError(
-        f"Anthropic rejected the request ({status}): {detail}",
-        type="LlmRequestRejected",
-        non_retryable=True,
+    return provider_error(
+        "Anthropic", exc.status_code, detail, delay=retry_after(exc.response.headers)
     )
-
-
-def _detail(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and "message" in error:
-            kind = error.get("type")
-            return f"{kind}: {error['message']}" if kind else str(error["message"])
-        return json.dumps(body)[:300]
-    return str(exc.message)[:300]
-
-
-def _retry_after(exc: anthropic.APIStatusError) -> timedelta | None:
-    value = exc.response.headers.get("retry-after")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return timedelta(seconds=min(seconds, 300.0)) if seconds is not None else None

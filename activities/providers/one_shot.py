@@ -12,10 +12,8 @@ unreachable endpoint, `LlmRequestRejected` (not retried) for any other 4xx, and
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import openai
@@ -25,11 +23,11 @@ from activities.context.budget import ContextLengthExceeded, exceeded_limit
 from activities.genai_spans import note_provider
 from activities.plugin_api import PluginCode
 from activities.providers import anthropic_messages, plugin_models
-from activities.providers.retry_status import status_is_retryable
+from activities.providers.retry_status import error_detail, provider_error, retry_after
 from workflows.context_budget import estimate_message
 
 # The longest wait a provider's retry-after may ask for, as for the run's own step.
-MAX_RETRY_AFTER_S = 300.0
+
 
 __all__ = ["OneShotModel", "OneShotReply"]
 
@@ -151,7 +149,13 @@ class OneShotModel:
             refusal = exceeded_limit(exc)
             if refusal is not None:
                 raise refusal from exc
-            raise status_error(exc, purpose) from exc
+            raise provider_error(
+                "LLM provider",
+                exc.status_code,
+                error_detail(exc.body, str(exc.message)),
+                delay=retry_after(exc.response.headers),
+                purpose=purpose,
+            ) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ApplicationError(
                 f"LLM endpoint unreachable at {self._client.base_url} for {purpose}: {exc}",
@@ -163,41 +167,3 @@ class OneShotModel:
             return OneShotReply(text, usage.prompt_tokens, usage.completion_tokens)
         estimate = sum(estimate_message(m) for m in messages)
         return OneShotReply(text, estimate, math.ceil(len(text) / 4))
-
-
-def status_error(exc: openai.APIStatusError, purpose: str) -> ApplicationError:
-    """An OpenAI-compatible provider's HTTP error: retried (after its retry-after) or not."""
-    status = exc.status_code
-    detail = _detail(exc)
-    if status_is_retryable(status):
-        return ApplicationError(
-            f"LLM provider answered {status} to {purpose}: {detail}",
-            type="LlmUnavailable",
-            next_retry_delay=_retry_after(exc),
-        )
-    return ApplicationError(
-        f"LLM provider rejected {purpose} ({status}): {detail}",
-        type="LlmRequestRejected",
-        non_retryable=True,
-    )
-
-
-def _detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])[:300]
-        return json.dumps(body)[:300]
-    return str(exc.message)[:300]
-
-
-def _retry_after(exc: openai.APIStatusError) -> timedelta | None:
-    value = exc.response.headers.get("retry-after")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    if seconds is None or seconds < 0:
-        return None
-    return timedelta(seconds=min(seconds, MAX_RETRY_AFTER_S))

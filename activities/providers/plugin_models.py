@@ -13,7 +13,6 @@ import asyncio
 import inspect
 import json
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any, Literal
 
 from temporalio.exceptions import ApplicationError
@@ -27,11 +26,11 @@ from activities.provider_api import (
     ModelRequest,
     ProviderRef,
 )
+from activities.providers.retry_status import retry_delay
 from workflows.context_budget import estimate_message, estimate_text, estimate_tools
 from workflows.models import Usage
 
 # The longest wait a plugin's retry-after may ask for, as for the built-in adapters.
-MAX_RETRY_AFTER_S = 300.0
 
 
 async def complete(
@@ -100,15 +99,10 @@ def _stream_for(
 
 def _mapped(ref: ProviderRef, exc: ModelProviderError) -> ApplicationError:
     if exc.retryable:
-        delay = (
-            timedelta(seconds=min(max(exc.retry_after_s, 0.0), MAX_RETRY_AFTER_S))
-            if exc.retry_after_s is not None
-            else None
-        )
         return ApplicationError(
             f"The model provider {ref.label} failed: {exc}",
             type="LlmUnavailable",
-            next_retry_delay=delay,
+            next_retry_delay=retry_delay(exc.retry_after_s),
         )
     return ApplicationError(
         f"The model provider {ref.label} rejected the request: {exc}",
