@@ -17,29 +17,18 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows import timeouts
     from workflows.activity_call import run_activity
-    from workflows.activity_refs import AgentRoles, RunRecords
+    from workflows.activity_refs import AgentRoles
     from workflows.agent_roles import AgentRolesInput
     from workflows.models import RunInput, RunResult
 
 if TYPE_CHECKING:
-    from workflows.models import RunStatus, StartRunInput, StopReason
+    from workflows.run_host import RunHost
+else:
+    RunHost = object
 
 
-class AgentRolesSteps:
+class AgentRolesSteps(RunHost):
     """`_refused_for_roles`: the check a run with `acting_roles` makes before anything else."""
-
-    if TYPE_CHECKING:
-        _opening: StartRunInput | None
-
-        async def _finish(
-            self,
-            run: RunInput,
-            status: RunStatus,
-            reason: StopReason,
-            *,
-            error: str | None = None,
-            final_step: int | None = None,
-        ) -> RunResult: ...
 
     async def _refused_for_roles(self, run: RunInput) -> RunResult | None:
         """The failed run's result if the acting roles may not use the agent; else None."""
@@ -59,8 +48,5 @@ class AgentRolesSteps:
         )
         if check.allowed:
             return None
-        if self._opening is not None:
-            # A fast start leaves the record to the first model call, which never comes.
-            await run_activity(RunRecords.start_run, self._opening, timeouts.STORE_CALL, local=True)
-            self._opening = None
+        await self._record_opening()  # the first model call never comes
         return await self._finish(run, "failed", "error", error=check.reason)

@@ -233,6 +233,12 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             return
         await run_activity(RunRecords.start_run, opening, timeouts.STORE_CALL, local=True)
 
+    async def _record_opening(self) -> None:
+        """Record the run now if a fast start left that to a model call that is not coming."""
+        if self._opening is not None:
+            await run_activity(RunRecords.start_run, self._opening, timeouts.STORE_CALL, local=True)
+            self._opening = None
+
     async def _recall(self, run: RunInput) -> None:
         """The user's memories, as a note the first model call sends (`run_memory`)."""
         seq = self._take_seqs(1)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, get_args
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import router, subagents, timeouts
     from workflows.activity_call import run_activity
-    from workflows.activity_refs import InteractionRecords, Routing, RunRecords
+    from workflows.activity_refs import InteractionRecords, Routing
     from workflows.gate import canonical_json
     from workflows.models import (
         AgentSpec,
@@ -44,11 +44,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
-    from workflows.models import GateResult, RunState, RunStatus, StartRunInput
-
-T = TypeVar("T")
+    from workflows.run_host import RunHost
+else:
+    RunHost = object
 
 # The hand-over is stored as the router's `task` call at this position of its step,
 # where a sub-agent run looks for the call that started it.
@@ -57,48 +55,12 @@ HANDOVER_ORD = 2
 CHILD_TOOL_CALLS = 100_000
 
 
-class RouterSteps:
+class RouterSteps(RunHost):
     """`_route`: what a run of `agent: "auto"` does instead of the step loop."""
-
-    if TYPE_CHECKING:
-        _state: RunState
-        _opening: StartRunInput | None
-
-        def _take_seqs(self, count: int) -> int: ...
-
-        async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T: ...
-
-        async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult: ...
-
-        async def _await_decision(self, interaction: Interaction) -> None: ...
-
-        async def _notify(
-            self,
-            run: RunInput,
-            status: RunStatus | Literal["waiting"],
-            *,
-            interactions: list[Interaction] | None = None,
-            stop_reason: StopReason | None = None,
-            error: str | None = None,
-            report_preview: str = "",
-        ) -> None: ...
-
-        async def _finish(
-            self,
-            run: RunInput,
-            status: RunStatus,
-            reason: StopReason,
-            *,
-            error: str | None = None,
-            final_step: int | None = None,
-        ) -> RunResult: ...
 
     async def _route(self, run: RunInput) -> RunResult:
         assert run.route is not None
-        if self._opening is not None:
-            # A fast start leaves the record to the first model call, which is not llm_step here.
-            await run_activity(RunRecords.start_run, self._opening, timeouts.STORE_CALL, local=True)
-            self._opening = None
+        await self._record_opening()  # the first model call is not llm_step here
         found = await run_activity(
             Routing.route_candidates,
             CandidatesInput(run_id=run.run_id, tenant_id=run.tenant_id, roles=run.route.roles),

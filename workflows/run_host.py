@@ -1,0 +1,63 @@
+"""What `AgentRunWorkflow` offers the step groups mixed into it (`RouterSteps`,
+`AgentRolesSteps`): declared once, for the type checker only.
+
+A mixin names this class as its base under `TYPE_CHECKING` and `object` otherwise, so
+the workflow's own definitions are the only ones that exist when it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Literal, Protocol, TypeVar
+
+from workflows.models import (
+    GateResult,
+    Interaction,
+    RunInput,
+    RunResult,
+    RunState,
+    RunStatus,
+    StartRunInput,
+    StopReason,
+)
+
+T = TypeVar("T")
+
+
+class RunHost(Protocol):
+    """The agent run's state and steps that a mixed-in group of steps may use."""
+
+    _state: RunState
+    _opening: StartRunInput | None
+    """The run's record, while a fast start leaves it to the first model call."""
+
+    def _take_seqs(self, count: int) -> int: ...
+
+    async def _record_opening(self) -> None: ...
+
+    async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T: ...
+
+    async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult: ...
+
+    async def _await_decision(self, interaction: Interaction) -> None: ...
+
+    async def _notify(
+        self,
+        run: RunInput,
+        status: RunStatus | Literal["waiting"],
+        *,
+        interactions: list[Interaction] | None = None,
+        stop_reason: StopReason | None = None,
+        error: str | None = None,
+        report_preview: str = "",
+    ) -> None: ...
+
+    async def _finish(
+        self,
+        run: RunInput,
+        status: RunStatus,
+        reason: StopReason,
+        *,
+        error: str | None = None,
+        final_step: int | None = None,
+    ) -> RunResult: ...
