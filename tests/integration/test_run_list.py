@@ -19,28 +19,8 @@ from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.keel_http import ALICE, MALLORY, MakeSettings, StartLLM
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client
-from tests.integration.test_subagents import child, task
+from tests.integration.test_subagents import delegating_review
 from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
-
-
-def delegating_review() -> Script:
-    return Script(
-        turns=[
-            Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})]),
-            Turn(
-                tool_calls=[
-                    task("explore", "CHILD-A: read pkg/core.py"),
-                    task("explore", "CHILD-B: read README.md"),
-                ]
-            ),
-            Turn(content="## Files reviewed\n- pkg/core.py\n- README.md\n"),
-        ],
-        conversations=[
-            child("CHILD-A", "pkg/core.py", "- pkg/core.py:2 TODO"),
-            child("CHILD-B", "README.md", "- README.md:1 title"),
-        ],
-    )
 
 
 async def audited(store: Store, tenant_id: str, action: str, subject: str) -> bool:

@@ -544,6 +544,26 @@ async def test_continue_as_new_carries_the_sub_agent_state(
     )
 
 
+def delegating_review() -> Script:
+    """A review that lists the workspace and hands two parts to `explore` sub-agents."""
+    return Script(
+        turns=[
+            Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})]),
+            Turn(
+                tool_calls=[
+                    task("explore", "CHILD-A: read pkg/core.py and pkg/__init__.py"),
+                    task("explore", "CHILD-B: read README.md"),
+                ]
+            ),
+            Turn(content="## Files reviewed\n- pkg/core.py\n- README.md\n"),
+        ],
+        conversations=[
+            child("CHILD-A", "pkg/core.py", "- pkg/core.py:2 TODO"),
+            child("CHILD-B", "README.md", "- README.md:1 title"),
+        ],
+    )
+
+
 async def test_keel_review_delegates_and_runs_show_prints_the_tree(
     temporal_client: Client,
     store: Store,
@@ -552,24 +572,7 @@ async def test_keel_review_delegates_and_runs_show_prints_the_tree(
     scripted: StartLLM,
     settings_for: MakeSettings,
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(tool_calls=[ScriptedToolCall(name="list_files", arguments={})]),
-                Turn(
-                    tool_calls=[
-                        task("explore", "CHILD-A: read pkg/core.py and pkg/__init__.py"),
-                        task("explore", "CHILD-B: read README.md"),
-                    ]
-                ),
-                Turn(content="## Files reviewed\n- pkg/core.py\n- README.md\n"),
-            ],
-            conversations=[
-                child("CHILD-A", "pkg/core.py", "- pkg/core.py:2 TODO"),
-                child("CHILD-B", "README.md", "- README.md:1 title"),
-            ],
-        )
-    )
+    llm = scripted(delegating_review())
     settings = settings_for(llm, workspace, api_port=free_port())
     async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
         env = clean_env(
