@@ -35,5 +35,8 @@ class RetentionActivities(RetentionPurges):
             runs=sum(len(t.runs) for t in purged),
             texts=sum(t.texts for t in purged),
             tenants=[t.tenant_id for t in purged],
-            more=any(max(len(t.runs), t.texts, t.evals) >= batch.batch_size for t in purged),
+            more=any(
+                max(len(t.runs), t.texts, t.evals, t.rows.get("memories", 0)) >= batch.batch_size
+                for t in purged
+            ),
         )

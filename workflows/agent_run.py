@@ -48,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import (
         MAX_ANSWER_CHARS,
         AfterHooksInput,
-        AgentSpec,
         BeforeHooksInput,
         ChildEventInput,
         ChildRun,
@@ -964,27 +963,15 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         state = self._state
         last = state.last_llm_ms
         agent = json.loads(decision.canonical_arguments)["agent"]
-        return RunInput(
-            # The child knows its run id and parent from Temporal, and reads its agent,
-            # model and workspace when it opens: none of them need be in this history.
-            agent=AgentSpec(name=agent),
-            tenant_id=run.tenant_id,
-            requester=run.requester,
-            trigger="parent",
-            llm_max_attempts=run.llm_max_attempts,
-            approver=run.approver,
-            approval_expires_after_s=run.approval_expires_after_s,
-            fast_model=last is not None and last < timeouts.LLM_LOCAL_BELOW_MS,
-            depth=run.depth + 1,
-            max_parallel_subagents=run.max_parallel_subagents,
-            task=SubagentTask(
-                step=state.step,
-                ord=ord_,
-                event_seq=self._take_seqs(2),
-                max_tool_calls=max_tool_calls,
-                max_total_tokens=max_total_tokens,
-            ),
+        task = SubagentTask(
+            step=state.step,
+            ord=ord_,
+            event_seq=self._take_seqs(2),
+            max_tool_calls=max_tool_calls,
+            max_total_tokens=max_total_tokens,
         )
+        fast = last is not None and last < timeouts.LLM_LOCAL_BELOW_MS
+        return subagents.child_input(run, agent, task, fast_model=fast)
 
     async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult:
         """Run one child to its end; its usage and tool calls count against this run's limits.

@@ -656,6 +656,11 @@ class SubagentTask(BaseModel):
     max_total_tokens: int | None = Field(
         default=None, ge=1, description="The child's share of the parent's token budget."
     )
+    routed: bool = Field(
+        default=False,
+        description="Handed the user's own request by the router (not a prompt its parent "
+        "wrote): it recalls and remembers for the user like a run the user started.",
+    )
 
 
 class OpenSubagentInput(BaseModel):

@@ -23,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_refs import InteractionRecords, Routing
     from workflows.gate import canonical_json
     from workflows.models import (
-        AgentSpec,
         Interaction,
         OpenInteractionsInput,
         RunInput,
@@ -173,23 +172,14 @@ class RouterSteps(RunHost):
     async def _hand_over_to(self, run: RunInput, round_: int, agent: str) -> RunResult:
         """Run `agent` as the router's child, then end with the child's result."""
         child_id = subagents.child_run_id(run.run_id, round_, HANDOVER_ORD)
-        child = RunInput(
-            agent=AgentSpec(name=agent),
-            tenant_id=run.tenant_id,
-            requester=run.requester,
-            trigger="parent",
-            llm_max_attempts=run.llm_max_attempts,
-            approver=run.approver,
-            approval_expires_after_s=run.approval_expires_after_s,
-            depth=run.depth + 1,
-            max_parallel_subagents=run.max_parallel_subagents,
-            task=SubagentTask(
-                step=round_,
-                ord=HANDOVER_ORD,
-                event_seq=self._take_seqs(2),
-                max_tool_calls=CHILD_TOOL_CALLS,
-            ),
+        task = SubagentTask(
+            step=round_,
+            ord=HANDOVER_ORD,
+            event_seq=self._take_seqs(2),
+            max_tool_calls=CHILD_TOOL_CALLS,
+            routed=True,
         )
+        child = subagents.child_input(run, agent, task)
         answer = await self._run_child(child_id, f"route-{round_}", child)
         self._state.step += 1
         adopted = await run_activity(

@@ -7,9 +7,11 @@ must find a child from its parent's call.
 from __future__ import annotations
 
 from workflows.models import (
+    AgentSpec,
     ChildRun,
     ChildStatus,
     Limits,
+    RunInput,
     RunState,
     RunStatus,
     SubagentTask,
@@ -32,6 +34,30 @@ FINISHED: dict[RunStatus, ChildStatus] = {
 def child_run_id(parent_run_id: str, step: int, ord_: int) -> str:
     """The child's run (and workflow) id: the same for a retried or replayed call."""
     return f"{parent_run_id}-task-{step}-{ord_}"
+
+
+def child_input(
+    parent: RunInput, agent: str, task: SubagentTask, *, fast_model: bool = False
+) -> RunInput:
+    """The input of a child run of `agent`: the parent's tenant, requester, approvals and
+    retries, one level deeper, for the call `task` describes.
+
+    The child knows its run id and parent from Temporal, and reads its agent, model and
+    workspace when it opens: none of them need be in the parent's history.
+    """
+    return RunInput(
+        agent=AgentSpec(name=agent),
+        tenant_id=parent.tenant_id,
+        requester=parent.requester,
+        trigger="parent",
+        llm_max_attempts=parent.llm_max_attempts,
+        approver=parent.approver,
+        approval_expires_after_s=parent.approval_expires_after_s,
+        fast_model=fast_model,
+        depth=parent.depth + 1,
+        max_parallel_subagents=parent.max_parallel_subagents,
+        task=task,
+    )
 
 
 def interaction_id(run_id: str, parent_run_id: str | None, step: int, ord_: int) -> str:
