@@ -29,9 +29,8 @@ from activities.genai_spans import note_finish, note_messages, note_provider, no
 from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
 from activities.provider_api import ProviderRef
-from activities.providers import plugin_models
+from activities.providers import anthropic_messages, plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
-from activities.providers.anthropic_messages import serves as anthropic_serves
 from activities.providers.retry_status import error_detail, provider_error, retry_after
 from activities.run_records import open_run
 from activities.store.audit import AuditLog, policy_entry
@@ -312,7 +311,7 @@ class LlmActivities(LlmCalls):
         claimed = self._plugins.provider_for(step.model) if self._plugins is not None else None
         if claimed is not None:
             return await self._complete_plugin(step, claimed, messages, tools)
-        if anthropic_serves(step.model):
+        if anthropic_messages.serves(step.model):
             note_provider("anthropic")
             return await self._complete_anthropic(step, messages, tools)
         # The conversation and tools go in `extra_body`: the client's request transform
@@ -384,14 +383,7 @@ class LlmActivities(LlmCalls):
         self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tuple[dict[str, Any], Usage, str]:
         """A `claude-…` (or `anthropic/…`) model: the Messages API, streamed the same way."""
-        provider = self._anthropic
-        if provider is None:
-            raise ApplicationError(
-                f"The model {step.model} is served by Anthropic, and this worker has no "
-                "ANTHROPIC_API_KEY; set it (and ANTHROPIC_BASE_URL for another endpoint).",
-                type="LlmRequestRejected",
-                non_retryable=True,
-            )
+        provider = anthropic_messages.configured(self._anthropic, step.model)
         deltas = _DeltaPublisher(self._store, step.run_id, step.step, activity.info().attempt)
         async with deltas:
             return await provider.complete(

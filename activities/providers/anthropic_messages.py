@@ -37,6 +37,19 @@ def serves(model: str) -> bool:
     return model.startswith(("claude-", PREFIX))
 
 
+def configured(adapter: AnthropicMessages | None, model: str) -> AnthropicMessages:
+    """The worker's adapter for an Anthropic `model`; without one, a refusal that says
+    how to give the worker one."""
+    if adapter is None:
+        raise ApplicationError(
+            f"The model {model} is served by Anthropic, and this worker has no "
+            "ANTHROPIC_API_KEY; set it (and ANTHROPIC_BASE_URL for another endpoint).",
+            type="LlmRequestRejected",
+            non_retryable=True,
+        )
+    return adapter
+
+
 def wire_model(model: str) -> str:
     return model.removeprefix(PREFIX)
 

@@ -108,15 +108,9 @@ class OneShotModel:
             text, tokens = await plugin_models.summarise(claimed, model, run_id, messages)
             return OneShotReply(text, *tokens)
         if anthropic_messages.serves(model):
-            if self._anthropic is None:
-                raise ApplicationError(
-                    f"The model {model} is served by Anthropic, and this worker has no "
-                    "ANTHROPIC_API_KEY; set it (and ANTHROPIC_BASE_URL for another endpoint).",
-                    type="LlmRequestRejected",
-                    non_retryable=True,
-                )
+            adapter = anthropic_messages.configured(self._anthropic, model)
             note_provider("anthropic")
-            text, tokens = await self._anthropic.summarise(model, messages)
+            text, tokens = await adapter.summarise(model, messages)
             return OneShotReply(text, *tokens)
         return await self._openai(model, messages, purpose, response_format, temperature)
 

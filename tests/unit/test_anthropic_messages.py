@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from activities.providers.anthropic_messages import serves, to_messages, to_tools, wire_model
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities.providers.anthropic_messages import (
+    configured,
+    serves,
+    to_messages,
+    to_tools,
+    wire_model,
+)
 from worker import scripted_anthropic
 
 
@@ -60,3 +69,9 @@ def test_the_scripted_server_reads_a_messages_request_back_as_chat() -> None:
     assert [m["role"] for m in chat["messages"]] == ["system", "user", "assistant", "tool"]
     assert chat["messages"][2]["tool_calls"][0]["function"]["name"] == "f"
     assert chat["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "out"}
+
+
+def test_a_claude_model_without_a_key_is_refused_with_what_to_set() -> None:
+    with pytest.raises(ApplicationError, match="no ANTHROPIC_API_KEY; set it") as refused:
+        configured(None, "claude-sonnet-4-5")
+    assert refused.value.non_retryable and refused.value.type == "LlmRequestRejected"
