@@ -4,7 +4,8 @@ Both are activities (`AgentMemory`); neither ever fails the run. A run whose rec
 keeps failing goes on without memories, one whose extraction keeps failing ends as it
 would have. Only runs of agents with `memory: true` call them, behind `MEMORY_PATCH`,
 so histories recorded before memory existed replay unchanged. Sub-agent runs neither
-recall nor remember: their input is their parent's prompt, not what a user said.
+recall nor remember: their input is their parent's prompt, not what a user said; the
+exception is the agent the router hands a request to, whose input is the user's own.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ with workflow.unsafe.imports_passed_through():
 
 def remembers(run: RunInput) -> bool:
     """Whether this run uses memory (decided from its input, so replay decides the same)."""
-    return run.agent.memory and run.trigger != "parent" and workflow.patched(MEMORY_PATCH)
+    for_user = run.trigger != "parent" or (run.task is not None and run.task.routed)
+    return run.agent.memory and for_user and workflow.patched(MEMORY_PATCH)
 
 
 async def recall(run: RunInput, opening: StartRunInput | None, event_seq: int) -> bool:
