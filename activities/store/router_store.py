@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from activities.store.audit import AuditEntry, AuditLog
-from activities.store.run_store import Store, sha256_text, storable
+from activities.store.run_store import RECORD_LLM_CALL_SQL, Store, sha256_text, storable
 from workflows.router_models import RecordRouteInput
 
 TENANT_AGENTS_SQL = (
@@ -44,18 +44,8 @@ INSERT_MESSAGE_SQL = (
     " VALUES (%s, %s, 1, 'assistant', %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 
+
 # The classification's trace and usage, counted once per round like a step's model call.
-RECORD_CALL_SQL = (
-    "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
-    " completion_tokens, latency_ms, attempt, finish_reason, cost_usd)"
-    " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s, %(latency)s,"
-    " %(attempt)s, 'route', %(cost)s) ON CONFLICT DO NOTHING RETURNING 1)"
-    " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
-    " completion_tokens = completion_tokens + %(completion)s, cost_usd = cost_usd + %(cost)s"
-    " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call)"
-)
-
-
 class TenantAgents(BaseModel):
     """The agents a tenant enabled for the router, when an admin set them."""
 
@@ -277,7 +267,7 @@ class RouterStore:
         """The classification's trace in `llm_calls`, its tokens and cost on the run."""
         async with self._pool.connection() as conn:
             await conn.execute(
-                RECORD_CALL_SQL,
+                RECORD_LLM_CALL_SQL,
                 {
                     "run": run_id,
                     "step": step,
@@ -286,7 +276,9 @@ class RouterStore:
                     "completion": tokens[1],
                     "latency": latency_ms,
                     "attempt": attempt,
+                    "finish": "route",
                     "cost": cost_usd,
+                    "estimated": 0,
                 },
             )
 

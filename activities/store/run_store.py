@@ -113,6 +113,21 @@ class MissingRunTexts(LookupError):
     """A run's input points at texts that are not stored (for its tenant)."""
 
 
+RECORD_LLM_CALL_SQL = (
+    "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
+    " completion_tokens, latency_ms, attempt, finish_reason, cost_usd, estimated_tokens)"
+    " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
+    " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s)"
+    " ON CONFLICT DO NOTHING RETURNING 1)"
+    " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
+    " completion_tokens = completion_tokens + %(completion)s,"
+    " steps = greatest(steps, %(step)s), cost_usd = cost_usd + %(cost)s"
+    " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call)"
+)
+"""A model call's trace; its usage counts on the run once per step, however often the
+step's call is recorded (a retried activity records it again)."""
+
+
 class Store:
     """Async access to Keel's tables through a connection pool."""
 
@@ -656,16 +671,7 @@ class Store:
             )
             # Usage counts once per step, however often the step's call is recorded.
             await conn.execute(
-                "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
-                " completion_tokens, latency_ms, attempt, finish_reason, cost_usd,"
-                " estimated_tokens)"
-                " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
-                " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s)"
-                " ON CONFLICT DO NOTHING RETURNING 1)"
-                " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
-                " completion_tokens = completion_tokens + %(completion)s,"
-                " steps = greatest(steps, %(step)s), cost_usd = cost_usd + %(cost)s"
-                " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call)",
+                RECORD_LLM_CALL_SQL,
                 {
                     "run": run_id,
                     "step": step,
