@@ -204,13 +204,14 @@ def list_(limit: Annotated[int, typer.Option(min=1, max=200)] = 50) -> None:
             page = await client.list_schedules(limit)
         table = Table(
             id_column("id", (s.id for s in page.schedules)),
-            *("agent", "when", "zone", "state", "next fire", "runs"),
+            *("agent", "by", "when", "zone", "state", "next fire", "runs"),
         )
         for s in page.schedules:
             nxt = _local(s.next_fire_times[0], s.time_zone) if s.next_fire_times else ""
             table.add_row(
                 s.id,
                 s.agent,
+                s.created_by.removeprefix("user:"),
                 _when(s),
                 s.time_zone,
                 "paused" if s.paused else "active",

@@ -106,6 +106,19 @@ async def test_review_runs_list_and_show_on_a_running_stack(
         code, missing = await keel("review", str(tmp_path / "nope"), env=env)
         assert code == 1 and "is not a directory" in missing
 
+        # A schedule's row says whose it is: its runs carry that person's roles.
+        schedule_id = f"nightly-{uuid.uuid4().hex[:6]}"
+        create = ("schedules", "create", "review", "Review it.", "--every", "1d", "--paused")
+        code, made = await keel(
+            *create, "--workspace", str(workspace), "--id", schedule_id, env=env
+        )
+        assert code == 0, made
+        code, schedules = await keel("schedules", "list", env={**env, "COLUMNS": "200"})
+        [row] = [line for line in schedules.splitlines() if schedule_id in line]
+        assert code == 0 and " review " in row and " local " in row, schedules
+        code, _ = await keel("schedules", "delete", schedule_id, "--yes", env=env)
+        assert code == 0
+
 
 async def test_embedded_stack_finds_its_runs_again_after_a_restart(
     workspace: Path, tmp_path: Path, scripted: StartLLM
