@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.router_models import (
         AdoptChildInput,
         CandidatesInput,
+        CandidatesResult,
         Clarification,
         Classification,
         ClassifyInput,
@@ -66,79 +67,91 @@ class RouterSteps(RunHost):
             timeouts.STORE_CALL,
             local=True,
         )
-        names = [c.name for c in found.candidates]
         clarifications: list[Clarification] = []
         while True:
             self._state.step += 1
             round_ = self._state.step
-            classification = await self._classify(run, round_, names, clarifications)
-            chosen = router.agent_to_check(names, classification)
-            dispatch = None
-            if chosen is not None:
-                dispatch = await run_activity(
-                    Routing.check_dispatch,
-                    DispatchInput(agent=chosen),
-                    timeouts.STORE_CALL,
-                    local=True,
-                )
-            decision = router.decide(
-                candidates=names,
-                excluded=found.excluded,
-                classification=classification,
-                dispatch=dispatch,
-                asked=len(clarifications),
-                route_only=run.route.route_only,
-            )
-            record = RecordRouteInput(
-                run_id=run.run_id,
-                tenant_id=run.tenant_id,
-                requester=run.requester,
-                round=round_,
-                event_seq=self._take_seqs(1),
-                decision=decision,
-                classification=classification,
-                candidates=names,
-                excluded=found.excluded,
-                clarifications=clarifications,
-                dispatch=dispatch,
-            )
-            await run_activity(
-                Routing.record_route,
-                record,
-                timeouts.STORE_CALL,
-                local=True,
-                summary=f"route {decision.outcome} {decision.agent or ''}",
-            )
+            record = await self._decide_round(run, round_, found, clarifications)
+            decision = record.decision
             if decision.outcome == "clarifying":
                 question = decision.question or "Which agent should handle your request?"
                 answer = await self._ask_back(run, round_, question)
-                if answer is not None:
-                    clarifications.append(Clarification(question=question, answer=answer))
-                    continue
-                # Unanswered: that is a decision too, on record like the others.
-                self._state.step += 1
-                unanswered = record.model_copy(
-                    update={
-                        "round": self._state.step,
-                        "event_seq": self._take_seqs(1),
-                        "decision": RouteDecision(
-                            outcome="refused",
-                            reason="The router's question was not answered, so it did not "
-                            "pick an agent; start again with more detail or an agent's name.",
-                        ),
-                        "dispatch": None,
-                    }
-                )
-                await run_activity(
-                    Routing.record_route, unanswered, timeouts.STORE_CALL, local=True
-                )
-                return await self._finish(
-                    run, "completed", "final_answer", final_step=self._state.step
-                )
+                if answer is None:
+                    return await self._refuse_unanswered(run, record)
+                clarifications.append(Clarification(question=question, answer=answer))
+                continue
             if decision.outcome == "routed":
                 assert decision.agent is not None
                 return await self._hand_over_to(run, round_, decision.agent)
             return await self._finish(run, "completed", "final_answer", final_step=round_)
+
+    async def _decide_round(
+        self,
+        run: RunInput,
+        round_: int,
+        found: CandidatesResult,
+        clarifications: list[Clarification],
+    ) -> RecordRouteInput:
+        """One round: classify, check the chosen agent, decide, and record the decision."""
+        assert run.route is not None
+        names = [c.name for c in found.candidates]
+        classification = await self._classify(run, round_, names, clarifications)
+        chosen = router.agent_to_check(names, classification)
+        dispatch = None
+        if chosen is not None:
+            dispatch = await run_activity(
+                Routing.check_dispatch,
+                DispatchInput(agent=chosen),
+                timeouts.STORE_CALL,
+                local=True,
+            )
+        decision = router.decide(
+            candidates=names,
+            excluded=found.excluded,
+            classification=classification,
+            dispatch=dispatch,
+            asked=len(clarifications),
+            route_only=run.route.route_only,
+        )
+        record = RecordRouteInput(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            requester=run.requester,
+            round=round_,
+            event_seq=self._take_seqs(1),
+            decision=decision,
+            classification=classification,
+            candidates=names,
+            excluded=found.excluded,
+            clarifications=clarifications,
+            dispatch=dispatch,
+        )
+        await run_activity(
+            Routing.record_route,
+            record,
+            timeouts.STORE_CALL,
+            local=True,
+            summary=f"route {decision.outcome} {decision.agent or ''}",
+        )
+        return record
+
+    async def _refuse_unanswered(self, run: RunInput, asked: RecordRouteInput) -> RunResult:
+        """An unanswered question is a decision too, on record like the others."""
+        self._state.step += 1
+        unanswered = asked.model_copy(
+            update={
+                "round": self._state.step,
+                "event_seq": self._take_seqs(1),
+                "decision": RouteDecision(
+                    outcome="refused",
+                    reason="The router's question was not answered, so it did not "
+                    "pick an agent; start again with more detail or an agent's name.",
+                ),
+                "dispatch": None,
+            }
+        )
+        await run_activity(Routing.record_route, unanswered, timeouts.STORE_CALL, local=True)
+        return await self._finish(run, "completed", "final_answer", final_step=self._state.step)
 
     async def _classify(
         self, run: RunInput, round_: int, names: list[str], clarifications: list[Clarification]
