@@ -212,7 +212,8 @@ def _report(run: RunPublic, out: Path | None, data_dir: Path) -> None:
     if run.report:
         console.print(Markdown(run.report))
         saved = _save_report(run, out, data_dir)
-        console.print(f"\nReport saved to {saved}")
+        # A path to copy: whole on one line, and never read as markup.
+        console.print(f"\nReport saved to {saved}", soft_wrap=True, markup=False)
     usage = run.usage
     console.print(
         f"[bold]{run.status}[/bold] · stop reason {run.stop_reason} · {run.steps} steps · "
@@ -423,7 +424,7 @@ def coordinate(
         path = out or info.settings.data_dir / "reports" / f"coordinate-{done.id}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(done.report)
-        console.print(f"\nReport saved to {path}")
+        console.print(f"\nReport saved to {path}", soft_wrap=True, markup=False)
 
     _run(main())
 
