@@ -4,8 +4,11 @@ A URL is given by a client, so it could point Keel's servers at what only they c
 reach: their own loopback, the cluster's private network, a cloud's link-local
 metadata service. So the host is resolved and every address it resolves to must be one
 the operator allows (`KEEL_WEBHOOK_TARGETS`), checked when the URL is registered and
-again before each delivery, because a name can resolve elsewhere by then (DNS
-rebinding). Public receivers need https unless `KEEL_WEBHOOK_ALLOW_HTTP` says otherwise.
+again before each delivery, because a name can resolve elsewhere by then. A delivery
+connects to an address this check returned (`activities.pinned_transport`), never to a
+fresh lookup of the name, so a name that answers a public address to the check and a
+private one to the connection (DNS rebinding) still reaches only the checked address.
+Public receivers need https unless `KEEL_WEBHOOK_ALLOW_HTTP` says otherwise.
 """
 
 from __future__ import annotations
@@ -110,9 +113,10 @@ _WORDS = {
 
 async def check_webhook_target(
     url: str, policy: WebhookTargetPolicy, resolve: Resolve = resolve_host
-) -> None:
+) -> list[str]:
     """Refuse `url` unless every address its host resolves to is allowed, and its scheme
-    suits them. Only the host goes into a refusal: a URL's path or query may hold a token."""
+    suits them; the addresses it checked, to connect to. Only the host goes into a
+    refusal: a URL's path or query may hold a token."""
     parts = urlsplit(url)
     host = parts.hostname
     if parts.scheme not in ("http", "https") or not host:
@@ -123,7 +127,8 @@ async def check_webhook_target(
         raise WebhookTargetRefused(
             f"The webhook URL's port is not a number (host {host})."
         ) from None
-    addresses = [_plain(a) for a in await resolve(host, port)]
+    resolved = await resolve(host, port)
+    addresses = [_plain(a) for a in resolved]
     if not addresses:
         raise WebhookHostUnresolved(f"The webhook host {host} resolves to no address.")
     allowed = _ALLOWED[policy.targets]
@@ -143,3 +148,4 @@ async def check_webhook_target(
             "encrypted, and this server sends plain http only to non-public receivers "
             "(KEEL_WEBHOOK_ALLOW_HTTP=true allows it)."
         )
+    return resolved

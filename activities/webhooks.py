@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.a2a_push import A2A_TOKEN_HEADER, a2a_push_body
+from activities.pinned_transport import PinnedAddresses, pinned_transport
 from activities.providers.retry_status import retry_after, status_is_retryable
 from activities.store.audit import AuditEntry, AuditLog
 from activities.store.push_config_store import PushConfigRecord, PushConfigStore
@@ -104,11 +105,14 @@ class WebhookActivities(WebhookDeliveries):
             **extra,
         }
         # Only the host goes into errors: a URL's path or query may hold a token.
-        host = urlsplit(delivery.url).netloc
-        await self._check_target(delivery, notice)
+        host = _host(delivery.url)
+        addresses = await self._check_target(delivery, notice)
+        pins = PinnedAddresses()
+        pins.pin(delivery.url, addresses)
+        transport = self._transport or pinned_transport(pins)
         try:
             async with httpx.AsyncClient(
-                timeout=self._timeout_s, transport=self._transport, follow_redirects=False
+                timeout=self._timeout_s, transport=transport, follow_redirects=False
             ) as http:
                 response = await http.post(delivery.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
@@ -133,10 +137,11 @@ class WebhookActivities(WebhookDeliveries):
             non_retryable=True,
         )
 
-    async def _check_target(self, delivery: WebhookDelivery, notice: WebhookNotice) -> None:
-        """Again at delivery: the URL's host may resolve elsewhere than at registration."""
+    async def _check_target(self, delivery: WebhookDelivery, notice: WebhookNotice) -> list[str]:
+        """Again at delivery: the URL's host may resolve elsewhere than at registration.
+        The addresses checked, which are the ones the delivery connects to."""
         try:
-            await check_webhook_target(delivery.url, self._targets, self._resolve)
+            return await check_webhook_target(delivery.url, self._targets, self._resolve)
         except WebhookHostUnresolved as exc:
             raise ApplicationError(f"{exc} Retrying.", type="WebhookUnreachable") from None
         except WebhookTargetRefused as exc:
@@ -165,6 +170,18 @@ class WebhookActivities(WebhookDeliveries):
         if self._push_configs is None:
             return None
         return await self._push_configs.get(task_id, config_id)
+
+
+def _host(url: str) -> str:
+    """The URL's host and port, without the user name and password it may carry."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        return f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return host
 
 
 def _as_tenant_knows_it(notice: WebhookNotice) -> WebhookNotice:

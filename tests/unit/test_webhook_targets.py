@@ -18,6 +18,7 @@ from activities.webhook_targets import (
     resolve_host,
 )
 from activities.webhooks import WebhookActivities
+from tests.unit.test_pinned_transport import NAME, receiver
 from workflows.models import WebhookDelivery, WebhookNotice
 
 PUBLIC = WebhookTargetPolicy(targets="public")
@@ -140,3 +141,35 @@ async def test_delivery_checks_again_so_a_name_rebound_to_loopback_gets_nothing(
     with pytest.raises(ApplicationError) as unresolved:
         await ActivityEnvironment().run(flaky.deliver_webhook, notice_to(url))
     assert not unresolved.value.non_retryable and unresolved.value.type == "WebhookUnreachable"
+
+
+async def test_delivery_connects_to_the_address_it_checked_not_to_a_second_lookup() -> None:
+    """A name that answers an allowed address to the check and a blocked one afterwards
+    (DNS rebinding) reaches only the checked one; the notice arrives signed, for its host."""
+    lookups: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return ["127.0.0.1"] if len(lookups) == 1 else ["169.254.169.254"]
+
+    secret = b"s" * 32
+    async with receiver() as (port, seen):
+        url = f"http://user:pw@{NAME}:{port}/keel?token=abc"
+        activities = WebhookActivities(secret, targets=LOOPBACK, resolve=rebinding)
+        receipt = await ActivityEnvironment().run(activities.deliver_webhook, notice_to(url))
+    assert receipt.status_code == 204 and lookups == [NAME]
+    head = seen[0].decode().lower()
+    assert head.startswith("post /keel?token=abc http/1.1")
+    assert f"host: {NAME}:{port}" in head and "x-keel-signature: t=" in head
+
+
+async def test_a_receiver_that_cannot_be_reached_is_named_without_its_password() -> None:
+    async with receiver() as (port, _):
+        pass  # closed: nothing listens on the port any more
+    url = f"http://user:secret-pw@{NAME}:{port}/keel"
+    activities = WebhookActivities(b"s" * 32, targets=LOOPBACK, resolve=answers("127.0.0.1"))
+    with pytest.raises(ApplicationError) as caught:
+        await ActivityEnvironment().run(activities.deliver_webhook, notice_to(url))
+    assert caught.value.type == "WebhookUnreachable"
+    assert f"at {NAME}:{port} could not" in str(caught.value)
+    assert "secret-pw" not in str(caught.value) and "user" not in str(caught.value)
