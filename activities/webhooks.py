@@ -146,19 +146,21 @@ class WebhookActivities(WebhookDeliveries):
             raise ApplicationError(f"{exc} Retrying.", type="WebhookUnreachable") from None
         except WebhookTargetRefused as exc:
             if self._audit is not None:
-                await self._audit.append(
+                # Once per delivery and target, however often a crashed attempt is retried.
+                await self._audit.append_once(
                     AuditEntry(
                         tenant_id=notice.tenant_id,
                         actor="system",
                         category="webhook",
                         action="webhook.target_refused",
                         severity="warning",
-                        subject=notice.run_id,
+                        subject=f"{notice.id}/{delivery.push_config_id or 'webhook'}",
                         detail={
                             "host": urlsplit(delivery.url).hostname or "",
                             "reason": str(exc),
                             "at": "delivery",
                             "event": notice.event,
+                            "run_id": notice.run_id,
                         },
                     )
                 )

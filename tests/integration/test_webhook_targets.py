@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
+from activities.webhook_targets import WebhookTargetPolicy
+from activities.webhooks import WebhookActivities
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers
 from worker.dev_stack import free_port
 from worker.settings import Settings
+from workflows.models import WebhookDelivery, WebhookNotice
 
 MakeSettings = Callable[..., Settings]
 METADATA = "http://169.254.169.254/latest/meta-data?token=abc"
@@ -90,3 +97,51 @@ async def test_private_targets_are_refused_at_registration_and_audited(
         ("fd00::5", "url"),
     ]
     assert all(e.actor == "alice" and e.severity == "warning" for e in refused)
+
+
+async def test_a_delivery_refused_at_its_target_is_audited_once_however_often_retried(
+    store: Store,
+) -> None:
+    tenant = f"hooks-{uuid.uuid4().hex[:8]}"
+
+    async def metadata(host: str, port: int) -> list[str]:
+        return ["169.254.169.254"]
+
+    activities = WebhookActivities(
+        b"s" * 32,
+        targets=WebhookTargetPolicy(targets="public"),
+        resolve=metadata,
+        audit=AuditLog(store.pool),
+    )
+
+    def notice(notice_id: str) -> WebhookDelivery:
+        return WebhookDelivery(
+            url="https://hooks.example.com/keel?token=abc",
+            notice=WebhookNotice(
+                id=notice_id,
+                event="run.finished",
+                run_id="run-1",
+                tenant_id=tenant,
+                status="completed",
+                agent="review",
+                requester="user:alice",
+                occurred_at=datetime(2025, 1, 1, tzinfo=UTC),
+            ),
+        )
+
+    # A worker that crashed after auditing runs the same attempt again; a later notice
+    # of the same run is another delivery, audited on its own.
+    for notice_id in ("run-1/1", "run-1/1", "run-1/2"):
+        with pytest.raises(ApplicationError) as caught:
+            await ActivityEnvironment().run(activities.deliver_webhook, notice(notice_id))
+        assert caught.value.type == "WebhookTargetRefused"
+    refused = [
+        e
+        for e in await AuditLog(store.pool).entries(tenant)
+        if e.action == "webhook.target_refused"
+    ]
+    assert [(e.subject, e.detail["at"], e.detail["run_id"]) for e in refused] == [
+        ("run-1/1/webhook", "delivery", "run-1"),
+        ("run-1/2/webhook", "delivery", "run-1"),
+    ]
+    assert all(e.actor == "system" and "token=abc" not in str(e.detail) for e in refused)
