@@ -6,6 +6,7 @@ import time
 
 import jwt
 
+from activities.url_prefix import longest_prefix, url_within
 from worker.local_secrets import local_secret
 from worker.settings import Settings
 
@@ -19,9 +20,10 @@ class A2ATokens:
         self._settings = settings
 
     def __call__(self, url: str, tenant_id: str, requester: str) -> str | None:
-        for prefix, token in self._settings.a2a_tokens.items():
-            if url.startswith(prefix):
-                return token.get_secret_value()
+        configured = self._settings.a2a_tokens
+        prefix = longest_prefix(url, configured)
+        if prefix is not None:
+            return configured[prefix].get_secret_value()
         if not self._is_keel(url) or self._settings.auth_mode == "off":
             return None
         if self._settings.jwks_url is not None:
@@ -43,5 +45,10 @@ class A2ATokens:
         return jwt.encode(claims, secret.get_secret_value().encode(), algorithm="HS256")
 
     def _is_keel(self, url: str) -> bool:
-        mine = [self._settings.resolved_api_url, self._settings.public_url or ""]
-        return any(m and url.startswith(m.rstrip("/")) for m in mine)
+        return any(url_within(url, mine) for mine in keel_urls(self._settings))
+
+
+def keel_urls(settings: Settings) -> list[str]:
+    """Where Keel's own API is reached: a coordination may call its agents whatever the
+    webhook target policy, and they get a token Keel signs."""
+    return [u for u in (settings.resolved_api_url, settings.public_url) if u]
