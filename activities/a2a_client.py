@@ -1,11 +1,19 @@
-"""Activities that talk A2A to other agents: send a task, then follow it to its end."""
+"""Activities that talk A2A to other agents: send a task, then follow it to its end.
+
+The agent's URL and every URL its card names are checked against the operator's
+webhook target policy (`activities.webhook_targets`) before anything is sent there, and
+the connection goes to the addresses checked (`activities.pinned_transport`): a client
+chose the URL, and the card is the agent's to write. Keel's own API is exempt, so a
+coordination of Keel's own agents works whatever the policy.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from a2a.client import A2AClientError, ClientConfig, create_client
@@ -15,6 +23,17 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.pinned_transport import PinnedAddresses, pinned_transport
+from activities.store.audit import AuditEntry, AuditLog
+from activities.url_prefix import url_within
+from activities.webhook_targets import (
+    Resolve,
+    WebhookHostUnresolved,
+    WebhookTargetPolicy,
+    WebhookTargetRefused,
+    check_webhook_target,
+    resolve_host,
+)
 from workflows.activity_refs import A2ADelegation
 from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
 from workflows.findings import FINDINGS_LIST, Finding
@@ -40,15 +59,26 @@ TokenSource = Callable[[str, str, str], str | None]
 class A2AClientActivities(A2ADelegation):
     """An A2A client as activities; tokens come from the worker, never from history."""
 
-    def __init__(self, tokens: TokenSource) -> None:
+    def __init__(
+        self,
+        tokens: TokenSource,
+        *,
+        targets: WebhookTargetPolicy | None = None,
+        keel_urls: Sequence[str] = (),
+        resolve: Resolve = resolve_host,
+        audit: AuditLog | None = None,
+    ) -> None:
         self._tokens = tokens
+        self._targets = targets or WebhookTargetPolicy()
+        self._keel_urls = list(keel_urls)
+        self._resolve = resolve
+        self._audit = audit
 
     @activity.defn(name="a2a_send")
     async def a2a_send(self, request: DelegateInput) -> DelegateHandle:
-        async with self._client(request.url, request.tenant_id, request.requester) as (
-            client,
-            card,
-        ):
+        async with self._client(
+            request.url, request.tenant_id, request.requester, request.message_id
+        ) as (client, card):
             message = Message(
                 message_id=request.message_id, role=Role.ROLE_USER, parts=[Part(text=request.text)]
             )
@@ -69,7 +99,9 @@ class A2AClientActivities(A2ADelegation):
     async def a2a_follow(self, request: FollowInput) -> DelegateHandle:
         handle = request.handle
         deadline = time.monotonic() + request.deadline_s
-        async with self._client(handle.url, request.tenant_id, request.requester) as (client, _):
+        async with self._client(
+            handle.url, request.tenant_id, request.requester, handle.task_id
+        ) as (client, _):
             while True:
                 activity.heartbeat(handle.task_id)
                 try:
@@ -81,21 +113,71 @@ class A2AClientActivities(A2ADelegation):
                     return current
                 await asyncio.sleep(POLL_S)
 
-    def _client(self, url: str, tenant_id: str, requester: str) -> Any:
-        return _Connection(url, self._tokens(url, tenant_id, requester))
+    def _client(self, url: str, tenant_id: str, requester: str, subject: str) -> Any:
+        """A connection to the agent at `url`; `subject` names the call in the audit log."""
+        pins = PinnedAddresses()
+
+        async def allow(target: str) -> None:
+            await self._allow(target, pins, tenant_id, subject)
+
+        return _Connection(url, self._tokens(url, tenant_id, requester), pins, allow)
+
+    async def _allow(self, url: str, pins: PinnedAddresses, tenant_id: str, subject: str) -> None:
+        """Pin `url`'s checked addresses, or raise its refusal as a final failure, audited."""
+        if any(url_within(url, mine) for mine in self._keel_urls):
+            # Keel's own API: reached by its name, as the operator configured it.
+            pins.pin(url, [httpx.URL(url).raw_host.decode("ascii")])
+            return
+        try:
+            addresses = await check_webhook_target(
+                url, self._targets, self._resolve, what="A2A agent"
+            )
+        except WebhookHostUnresolved as exc:
+            raise ApplicationError(f"{exc} Retrying.", type="A2AUnreachable") from None
+        except WebhookTargetRefused as exc:
+            if self._audit is not None:
+                # Once per call, however often Temporal retries it.
+                await self._audit.append_once(
+                    AuditEntry(
+                        tenant_id=tenant_id,
+                        actor="system",
+                        category="webhook",
+                        action="coordination.target_refused",
+                        severity="warning",
+                        subject=subject,
+                        # Only the host: a URL's path or query may hold a token.
+                        detail={
+                            "host": urlsplit(url).hostname or "",
+                            "reason": str(exc),
+                            "at": "call",
+                        },
+                    )
+                )
+            raise ApplicationError(str(exc), type="A2ATargetRefused", non_retryable=True) from None
+        pins.pin(url, addresses)
 
 
 class _Connection:
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        pins: PinnedAddresses,
+        allow: Callable[[str], Awaitable[None]],
+    ) -> None:
         self._url = url.rstrip("/")
+        self._allow = allow
         headers = {"A2A-Version": "1.0"}
         if token:
             headers["authorization"] = f"Bearer {token}"
-        self._http = httpx.AsyncClient(headers=headers, timeout=30)
+        self._http = httpx.AsyncClient(
+            headers=headers, timeout=30, transport=pinned_transport(pins)
+        )
         self._client: Any = None
 
     async def __aenter__(self) -> tuple[Any, Any]:
         try:
+            await self._allow(self._url)
             card_response = await self._http.get(self._url + CARD_PATH)
             card_response.raise_for_status()
             self._client = await create_client(
@@ -103,12 +185,23 @@ class _Connection:
                 ClientConfig(streaming=False, httpx_client=self._http),
                 relative_card_path=CARD_PATH,
             )
+            card = self._client._card
+            # The card says where to post: checked like the URL the client gave.
+            for interface in card.supported_interfaces:
+                if str(interface.url).startswith(("http://", "https://")):
+                    await self._allow(str(interface.url))
         except (httpx.HTTPError, A2AClientError) as exc:
-            await self._http.aclose()
+            await self._close()
             raise ApplicationError(f"No A2A agent answers at {self._url}: {exc}") from exc
-        return self._client, self._client._card
+        except BaseException:
+            await self._close()
+            raise
+        return self._client, card
 
     async def __aexit__(self, *exc: object) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
         if self._client is not None:
             await self._client.close()
         await self._http.aclose()

@@ -1,4 +1,4 @@
-"""Where Keel may send a webhook or an A2A push notification.
+"""Where Keel may send a webhook, an A2A push notification or a coordination's task.
 
 A URL is given by a client, so it could point Keel's servers at what only they can
 reach: their own loopback, the cluster's private network, a cloud's link-local
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "Resolve",
+    "TargetKind",
     "WebhookHostUnresolved",
     "WebhookTargetPolicy",
     "WebhookTargetRefused",
@@ -32,6 +33,8 @@ __all__ = [
     "resolve_host",
 ]
 
+TargetKind = Literal["webhook", "A2A agent"]
+"""What a checked URL is, for the words of a refusal."""
 WebhookTargets = Literal["public", "loopback", "private"]
 """`public`: only public addresses. `loopback`: also this machine's own (the default,
 what a one-machine dev stack and the tests need). `private`: also private, link-local,
@@ -69,7 +72,7 @@ async def resolve_host(host: str, port: int) -> list[str]:
         found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise WebhookHostUnresolved(
-            f"The webhook host {host} does not resolve ({exc}); check the URL's host name."
+            f"The host {host} does not resolve ({exc}); check the URL's host name."
         ) from None
     return sorted({str(info[4][0]) for info in found})
 
@@ -105,6 +108,11 @@ _ALLOWED: dict[WebhookTargets, frozenset[str]] = {
     "loopback": frozenset({"public", "loopback"}),
     "private": frozenset({"public", "loopback", "private"}),
 }
+_WHO: dict[TargetKind, str] = {"webhook": "receiver", "A2A agent": "agent"}
+_CLEAR: dict[TargetKind, str] = {
+    "webhook": "notices are signed but not encrypted",
+    "A2A agent": "the task, the agent's answer and any token would travel unencrypted",
+}
 _WORDS = {
     "loopback": "this machine's own (loopback)",
     "private": "a private, link-local or otherwise non-public",
@@ -112,40 +120,44 @@ _WORDS = {
 
 
 async def check_webhook_target(
-    url: str, policy: WebhookTargetPolicy, resolve: Resolve = resolve_host
+    url: str,
+    policy: WebhookTargetPolicy,
+    resolve: Resolve = resolve_host,
+    *,
+    what: TargetKind = "webhook",
 ) -> list[str]:
     """Refuse `url` unless every address its host resolves to is allowed, and its scheme
     suits them; the addresses it checked, to connect to. Only the host goes into a
-    refusal: a URL's path or query may hold a token."""
+    refusal: a URL's path or query may hold a token. `what` the URL is, for the words."""
     parts = urlsplit(url)
     host = parts.hostname
     if parts.scheme not in ("http", "https") or not host:
-        raise WebhookTargetRefused("A webhook URL must be an http:// or https:// URL with a host.")
+        raise WebhookTargetRefused(f"A {what} URL must be an http:// or https:// URL with a host.")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise WebhookTargetRefused(
-            f"The webhook URL's port is not a number (host {host})."
+            f"The {what} URL's port is not a number (host {host})."
         ) from None
     resolved = await resolve(host, port)
     addresses = [_plain(a) for a in resolved]
     if not addresses:
-        raise WebhookHostUnresolved(f"The webhook host {host} resolves to no address.")
+        raise WebhookHostUnresolved(f"The {what} host {host} resolves to no address.")
     allowed = _ALLOWED[policy.targets]
     kinds = {kind_of(a) for a in addresses}
     for address in addresses:
         kind = kind_of(address)
         if kind not in allowed:
             raise WebhookTargetRefused(
-                f"The webhook host {host} resolves to {address}, {_WORDS[kind]} address, "
+                f"The {what} host {host} resolves to {address}, {_WORDS[kind]} address, "
                 f"which this server does not send to (KEEL_WEBHOOK_TARGETS={policy.targets}). "
-                "Use a public receiver, or ask the operator to allow "
+                f"Use a public {_WHO[what]}, or ask the operator to allow "
                 f"{'loopback' if kind == 'loopback' else 'private'} targets."
             )
     if parts.scheme == "http" and "public" in kinds and not policy.allow_http:
         raise WebhookTargetRefused(
-            f"The webhook URL for {host} must use https://: notices are signed but not "
-            "encrypted, and this server sends plain http only to non-public receivers "
-            "(KEEL_WEBHOOK_ALLOW_HTTP=true allows it)."
+            f"The {what} URL for {host} must use https://: {_CLEAR[what]}, and this server "
+            "sends plain http only to non-public receivers (KEEL_WEBHOOK_ALLOW_HTTP=true "
+            "allows it)."
         )
     return resolved

@@ -41,7 +41,7 @@ from activities.tools.sandbox import Sandbox
 from activities.tools.tool_activities import ToolActivities
 from activities.webhook_targets import WebhookTargetPolicy
 from activities.webhooks import WebhookActivities
-from worker.a2a_tokens import A2ATokens
+from worker.a2a_tokens import A2ATokens, keel_urls
 from worker.agent_catalog import AgentCatalog
 from worker.log_format import LogContext
 from worker.metrics import worker_runtime
@@ -130,7 +130,14 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     # The agents a `task` call may start; a malformed file stops the worker here.
     catalog = AgentCatalog.load(settings.agents_dir, plugins)
     audit = AuditLog(store.pool)
-    a2a_activities = A2AClientActivities(A2ATokens(settings))
+    a2a_activities = A2AClientActivities(
+        A2ATokens(settings),
+        targets=WebhookTargetPolicy(
+            targets=settings.webhook_targets, allow_http=settings.webhook_allow_http
+        ),
+        keel_urls=keel_urls(settings),
+        audit=audit,
+    )
     budget = ContextBudget(
         ContextStore(store.pool),
         default_model=settings.model,

@@ -29,6 +29,7 @@ FLAGS: dict[str, str] = {
     "approval_expires_after_s": "--approval-expiry",
     "webhook_url": "--webhook",
     "schedule_id": "--id",
+    "agents": "--agent",  # `keel coordinate`
 }
 # FastAPI prefixes a field's location with where it came from.
 _SOURCES = {"body", "query", "path"}
@@ -37,7 +38,8 @@ _SOURCES = {"body", "query", "path"}
 def field_label(loc: Sequence[object], flags: Mapping[str, str] | None = None) -> str:
     """The flag for a pydantic/FastAPI error location, else its dotted field path."""
     named = {**FLAGS, **(flags or {})}
-    parts = [str(p) for p in loc]
+    # A field the API names by its path (`agents.0.url`) is split as pydantic would.
+    parts = [part for p in loc for part in str(p).split(".")]
     if parts and parts[0] in _SOURCES:
         parts = parts[1:]
     if parts and parts[0] in named:

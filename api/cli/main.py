@@ -408,13 +408,18 @@ def coordinate(
 ) -> None:
     """Send one task to several A2A agents and merge their answers into one report."""
     from api.core.coordination_schemas import CoordinationCreate
-    from workflows.coordination import RemoteAgent
+
+    body = request_body(
+        CoordinationCreate,
+        flags={"task": "TASK", "timeout_s": "--timeout", "id": "--id"},
+        task=task,
+        agents=[{"url": url} for url in agent],
+        timeout_s=timeout,
+        id=id_,
+    )
 
     async def main() -> None:
         async with keel_api(KeelClient, Settings(), ui=False) as (api, info):
-            body = CoordinationCreate(
-                task=task, agents=[RemoteAgent(url=url) for url in agent], timeout_s=timeout, id=id_
-            )
             started = await api.start_coordination(body)
             console.print(f"Coordinating {len(agent)} agents ({started.id})…")
             done = await api.wait_coordination(started.id)

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from api.core.errors import invalid_request
-from api.core.schemas import ChosenId
+from api.core.schemas import ChosenId, InputText, StoredText
 from api.identity.auth import Principal
 from workflows.coordination import AgentOutcome, RemoteAgent
 from workflows.findings import MergedFinding
@@ -19,11 +19,36 @@ from workflows.findings import MergedFinding
 CoordinationStatus = Literal["running", "completed", "failed", "cancelled", "timed_out"]
 
 
+AGENT_NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+"""One line of printable text: the name titles a section of the merged report."""
+
+
+class AgentChoice(BaseModel):
+    """One A2A agent a coordination goes to, as a client names it."""
+
+    url: StoredText = Field(
+        pattern=r"^https?://\S+$",
+        max_length=2048,
+        description="The agent's base URL, where its card is served "
+        "(`/.well-known/agent-card.json` below it).",
+    )
+    name: StoredText | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=AGENT_NAME_PATTERN,
+        description="Section title; default: the card's name.",
+    )
+
+    def remote(self) -> RemoteAgent:
+        return RemoteAgent(url=self.url, name=self.name)
+
+
 class CoordinationCreate(BaseModel):
     """`POST /v1/coordinations`: the task, the A2A agents it goes to, and how long each may take."""
 
-    task: str = Field(min_length=1, max_length=200_000, description="The task every agent gets.")
-    agents: list[RemoteAgent] = Field(
+    task: InputText = Field(description="The task every agent gets.")
+    agents: list[AgentChoice] = Field(
         min_length=1, max_length=20, description="The A2A agents, by base URL (agent card root)."
     )
     timeout_s: int = Field(default=1800, ge=5, le=7 * 86_400, description="Seconds per agent.")

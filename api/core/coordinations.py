@@ -22,6 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store.audit import AuditEntry
+from activities.url_prefix import url_within
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from api.core.coordination_schemas import (
     CoordinationCreate,
@@ -30,8 +31,10 @@ from api.core.coordination_schemas import (
 )
 from api.core.errors import Conflict, NotFound, Unavailable, known_id
 from api.core.tenant_ids import in_view, scoped
+from api.core.webhook_guard import check_webhook
 from api.identity.auth import Principal
 from api.identity.config import user_ref
+from worker.a2a_tokens import keel_urls
 from workflows.coordination import CoordinatorInput, CoordinatorResult
 from workflows.coordinator import CoordinatorWorkflow
 
@@ -76,12 +79,13 @@ class CoordinationService:
     async def start(self, body: CoordinationCreate, user: Principal) -> CoordinationPublic:
         """Start the coordination; the same request with the same id answers with it again,
         the same id with another request is a conflict."""
+        await self._check_agents(body, user)
         chosen = body.id or uuid.uuid4().hex[:16]
         request_hash = body.request_hash(user)
         key = await self._key_for(chosen, user)
         request = CoordinatorInput(
             task=body.task,
-            agents=body.agents,
+            agents=[agent.remote() for agent in body.agents],
             tenant_id=user.tenant_id,
             requester=user_ref(user),
             timeout_s=body.timeout_s,
@@ -143,6 +147,17 @@ class CoordinationService:
             await self._parts.audit.cross_tenant(user, "coordination", given)
             break
         raise NotFound(f"No coordination {given}.")
+
+    async def _check_agents(self, body: CoordinationCreate, user: Principal) -> None:
+        """Each agent's URL leads where the operator lets webhooks go, or to Keel's own API:
+        the worker fetches its card and posts the task there (and checks again then)."""
+        own = keel_urls(self._parts.settings)
+        for index, agent in enumerate(body.agents):
+            if any(url_within(agent.url, mine) for mine in own):
+                continue
+            await check_webhook(
+                self._parts, agent.url, user, field=f"agents.{index}.url", what="A2A agent"
+            )
 
     async def _key_for(self, chosen: str, user: Principal) -> str:
         """The id itself, unless another tenant holds it: then the caller's scoped key."""

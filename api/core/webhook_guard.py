@@ -1,5 +1,6 @@
-"""The registration-time check of webhook and A2A push URLs (`activities.webhook_targets`),
-with the refusal audited and answered as a 422 naming the field."""
+"""The registration-time check of webhook, A2A push and coordination agent URLs
+(`activities.webhook_targets`), with the refusal audited and answered as a 422 naming
+the field."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from urllib.parse import urlsplit
 
 from activities.store.audit import AuditEntry
 from activities.webhook_targets import (
+    TargetKind,
     WebhookHostUnresolved,
     WebhookTargetPolicy,
     WebhookTargetRefused,
@@ -16,9 +18,19 @@ from api.core.context import CoreParts
 from api.core.errors import Invalid
 from api.identity.auth import Principal
 
+REFUSED_ACTIONS: dict[TargetKind, str] = {
+    "webhook": "webhook.target_refused",
+    "A2A agent": "coordination.target_refused",
+}
+
 
 async def check_webhook(
-    parts: CoreParts, url: str | None, user: Principal, *, field: str = "webhook_url"
+    parts: CoreParts,
+    url: str | None,
+    user: Principal,
+    *,
+    field: str = "webhook_url",
+    what: TargetKind = "webhook",
 ) -> None:
     """Refuse `url` (422 on `field`, audited) unless the operator allows where it leads."""
     if url is None:
@@ -28,7 +40,7 @@ async def check_webhook(
         targets=settings.webhook_targets, allow_http=settings.webhook_allow_http
     )
     try:
-        await check_webhook_target(url, policy)
+        await check_webhook_target(url, policy, what=what)
     except WebhookHostUnresolved:
         # Nothing to classify yet (a receiver set up later, a passing DNS failure): each
         # delivery checks again before it sends, and refuses what resolves where it may not.
@@ -39,7 +51,7 @@ async def check_webhook(
                 tenant_id=user.tenant_id,
                 actor=user.subject,
                 category="webhook",
-                action="webhook.target_refused",
+                action=REFUSED_ACTIONS[what],
                 severity="warning",
                 # Only the host: a URL's path or query may hold a token.
                 subject=urlsplit(url).hostname or "",

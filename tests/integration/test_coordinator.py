@@ -13,6 +13,7 @@ import httpx
 import jsonschema
 from temporalio.client import Client
 
+from activities.store.audit import AuditLog
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
@@ -178,7 +179,8 @@ async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
     settings_for: Callable[..., Settings],
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="No retry logic in pkg/core.py.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
+    # Keel's own agents are reached whatever the webhook target policy.
+    settings = settings_for(llm, workspace, api_port=free_port(), webhook_targets="public")
     chosen = f"coord-{uuid.uuid4().hex[:8]}"
     async with (
         in_process_worker(temporal_client, store, settings),
@@ -209,7 +211,7 @@ async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
             if done["status"] != "running":
                 break
             await asyncio.sleep(0.2)
-    assert done["status"] == "completed", done
+        assert done["status"] == "completed", done
     assert "No retry logic in pkg/core.py." in str(done["report"])
     assert done["requester"] == "user:alice"
     async with store.pool.connection() as conn:
@@ -219,3 +221,40 @@ async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
         actions = [(row["tenant_id"], row["action"]) for row in await cur.fetchall()]
     assert actions.count(("default", "coordination.started")) == 1
     assert ("other-tenant", "coordination.cross_tenant_denied") in actions
+
+
+async def test_agent_urls_follow_the_webhook_target_policy_and_bad_input_is_a_422(
+    store: Store, workspace: Path, settings_for: Callable[..., Settings]
+) -> None:
+    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
+    tenant = f"coord-{uuid.uuid4().hex[:8]}"
+    async with (
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as http,
+    ):
+        own = {"url": f"{url}/a2a/review"}
+        metadata = {"url": "http://169.254.169.254/latest/meta-data?token=abc"}
+        refused = await http.post(
+            "/v1/coordinations", json={"task": "Review it", "agents": [own, metadata]}
+        )
+        assert refused.status_code == 422, refused.text
+        [problem] = refused.json()["detail"]
+        assert problem["loc"] == ["body", "agents.1.url"], problem
+        assert "A2A agent host 169.254.169.254 resolves to 169.254.169.254" in problem["msg"]
+        assert "token=abc" not in refused.text
+
+        for bad, field in [
+            ({"task": "Review\x00 it"}, "task"),
+            ({"task": "x" * 200_001}, "task"),
+            ({"agents": [{**own, "name": "n" * 101}]}, "name"),
+            ({"agents": [{**own, "name": "Two\nlines"}]}, "name"),
+            ({"agents": [{"url": "http://host/\x00"}]}, "url"),
+        ]:
+            body = {"task": "Review it", "agents": [own]} | bad
+            answer = await http.post("/v1/coordinations", json=body)
+            assert answer.status_code == 422, (bad, answer.text)
+            assert answer.json()["detail"][0]["loc"][-1] == field, answer.text
+    entries = await AuditLog(store.pool).entries(tenant)
+    assert [(e.action, e.subject, e.detail["field"]) for e in entries] == [
+        ("coordination.target_refused", "169.254.169.254", "agents.1.url")
+    ]

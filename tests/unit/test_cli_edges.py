@@ -41,6 +41,9 @@ def test_an_id_column_is_never_cut_short(width: int) -> None:
         (["run", "review", ""], "error: PROMPT: String should have at least 1 character"),
         (["run", "review", "x", "--model", "m" * 201], "error: --model: "),
         (["review", ".", "--prompt", ""], "error: --prompt: String should have at least 1"),
+        (["coordinate", "", "--agent", "http://a"], "error: TASK: String should have at least 1"),
+        (["coordinate", "Review", "--agent", "ftp://a"], "error: --agent: String should match"),
+        (["coordinate", "Review", "--agent", "http://a", "--id", "a b"], "error: --id: "),
     ],
 )
 def test_a_bad_value_is_a_sentence_not_a_traceback(

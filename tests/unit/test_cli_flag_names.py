@@ -41,3 +41,9 @@ def test_fields_without_a_flag_keep_their_path() -> None:
     assert field_label(["body", "limits", "max_steps"]) == "limits.max_steps"
     assert field_label(["input"]) == "PROMPT"
     assert error_lines([{"loc": [], "msg": "bad"}], default="RunCreate") == ["RunCreate: bad"]
+
+
+def test_an_agent_url_the_api_refused_names_the_agent_flag() -> None:
+    body = {"detail": [{"loc": ["body", "agents.1.url"], "msg": "The A2A agent host h ..."}]}
+    said = _explain(httpx.Response(422, json=body))
+    assert said == "422: --agent: The A2A agent host h ..."
