@@ -195,7 +195,12 @@ class CoordinationService:
             handle = self._parts.temporal.get_workflow_handle(
                 workflow_id(key), result_type=CoordinatorResult
             )
-            result = await handle.result(rpc_timeout=TEMPORAL_CALL_TIMEOUT)
+            try:
+                result = await handle.result(rpc_timeout=TEMPORAL_CALL_TIMEOUT)
+            except RPCError as err:
+                raise Unavailable(
+                    "Temporal did not answer; ask again shortly.", retry_after_s=RETRY_AFTER_S
+                ) from err
             public.report, public.outcomes = result.report, result.outcomes
             public.findings = result.findings
         elif status != "running":

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import httpx
 import jsonschema
-from temporalio.client import Client
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
@@ -212,6 +214,16 @@ async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
                 break
             await asyncio.sleep(0.2)
         assert done["status"] == "completed", done
+
+        # Temporal not answering while the result is read: a 503 to retry, not a 500.
+        async def temporal_down(*args: object, **kwargs: object) -> None:
+            raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(WorkflowHandle, "result", temporal_down)
+            down = await alice.get(f"/v1/coordinations/{chosen}")
+        assert down.status_code == 503, down.text
+        assert int(down.headers["retry-after"]) > 0 and "again" in down.json()["detail"]
     assert "No retry logic in pkg/core.py." in str(done["report"])
     assert done["requester"] == "user:alice"
     async with store.pool.connection() as conn:
