@@ -13,16 +13,20 @@ import httpx
 import jsonschema
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import ActivityEnvironment
 
+from activities.a2a_client import A2AClientActivities
 from activities.store.audit import AuditLog
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from tests.conftest import auth_headers, in_process_worker
+from tests.unit.test_a2a_client_targets import agent as fake_agent
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings
-from workflows.coordination import CoordinatorInput, RemoteAgent
+from workflows.coordination import CoordinatorInput, DelegateInput, RemoteAgent
 from workflows.coordinator import CoordinatorWorkflow
 from workflows.findings import findings_schema
 
@@ -270,3 +274,26 @@ async def test_agent_urls_follow_the_webhook_target_policy_and_bad_input_is_a_42
     assert [(e.action, e.subject, e.detail["field"]) for e in entries] == [
         ("coordination.target_refused", "169.254.169.254", "agents.1.url")
     ]
+
+
+async def test_a_card_pointing_at_a_blocked_address_is_refused_in_the_worker_audited_once(
+    store: Store,
+) -> None:
+    tenant = f"coord-{uuid.uuid4().hex[:8]}"
+    client = A2AClientActivities(lambda *_: None, audit=AuditLog(store.pool))
+    request = DelegateInput(
+        url="", text="Review it.", message_id="coordinate-x-0", tenant_id=tenant, requester="u"
+    )
+    async with fake_agent("http://169.254.169.254/a2a?token=abc") as (url, seen):
+        for _ in range(2):  # as Temporal would retry it, had it been retryable
+            with pytest.raises(ApplicationError) as caught:
+                await ActivityEnvironment().run(
+                    client.a2a_send, request.model_copy(update={"url": url})
+                )
+            assert caught.value.non_retryable and caught.value.type == "A2ATargetRefused"
+    assert not any(line.startswith("POST") for line in seen)
+    entries = await AuditLog(store.pool).entries(tenant)
+    assert [(e.action, e.actor, e.subject, e.detail["host"]) for e in entries] == [
+        ("coordination.target_refused", "system", "coordinate-x-0", "169.254.169.254")
+    ]
+    assert "token=abc" not in str(entries[0].detail)
