@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from api.a2a.admission import UnknownAgent, admit
 from api.a2a.errors import watch_unavailable
 from api.core.errors import Unauthenticated, Unavailable
 from api.core.service import KeelService
@@ -65,24 +66,18 @@ def rest_routes(
 
 
 def _guarded(endpoint: Endpoint, service: Callable[[], KeelService]) -> Endpoint:
-    """The caller verified and the agent known before the SDK sees the request, exactly
-    as for JSON-RPC; a store outage is the retryable 503 REST gives."""
+    """The caller verified and the agent routable before the SDK sees the request (the
+    same `admit` as JSON-RPC's); a store outage is the retryable 503 REST gives."""
 
     async def serve(request: Request) -> Response:
-        keel = service()
         try:
-            request.state.principal = await keel.authenticate(
-                request.headers.get("authorization"),
-                path=request.url.path,
-                client=request.client.host if request.client else None,
-            )
+            await admit(service(), request)
         except Unauthenticated as exc:
             return _error(401, "UNAUTHENTICATED", exc.message, headers_of(exc))
         except Unavailable as exc:
             return _error(503, "UNAVAILABLE", exc.message, headers_of(exc))
-        agent = request.path_params.get("agent")
-        if agent is not None and keel.parts.catalog.get(agent) is None:
-            return _error(404, "NOT_FOUND", f"No agent {agent}.")
+        except UnknownAgent as exc:
+            return _error(404, "NOT_FOUND", exc.message)
         with watch_unavailable() as unavailable:
             response = await endpoint(request)
         if unavailable and isinstance(response, JSONResponse):

@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from api.a2a.admission import UnknownAgent, admit
 from api.a2a.errors import UNAVAILABLE_CODE, watch_unavailable
 from api.a2a.handler import KeelA2AHandler
 from api.a2a.rest_binding import REST_SUFFIX, rest_routes
@@ -353,11 +354,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
                 f"Content type {content_type or '(none)'} is not supported; send application/json.",
             )
         try:
-            request.state.principal = await service().authenticate(
-                request.headers.get("authorization"),
-                path=request.url.path,
-                client=request.client.host if request.client else None,
-            )
+            await admit(service(), request)
         except Unauthenticated as exc:
             return JSONResponse(
                 {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": exc.message}},
@@ -366,11 +363,8 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
             )
         except Unavailable as exc:
             return _unavailable(None, exc)
-        agent = request.path_params.get("agent")
-        if agent is not None and routable(service().parts.catalog, agent) is None:
-            return JSONResponse({"detail": f"No agent {agent}."}, status_code=404)
-        # An agent the caller's roles exclude is refused by the service when a message
-        # starts a run there (a JSON-RPC error, audited like REST's 403).
+        except UnknownAgent as exc:
+            return JSONResponse({"detail": exc.message}, status_code=404)
         raw = await request.body()
         body: Any = None
         try:

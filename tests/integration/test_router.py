@@ -23,6 +23,7 @@ from api.cli.local_stack import serve_api
 from api.identity.auth import dev_token
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.test_a2a import a2a_client, user_message
+from tests.integration.test_a2a_rest import rest_client
 from tests.integration.test_approvals import ALICE
 from tests.integration.test_replay import HISTORIES, replayer
 from worker.dev_stack import free_port
@@ -385,3 +386,32 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
         assert [d["outcome"] for d in await decisions(http, run_id)] == ["clarifying", "refused"]
         [ia] = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
         assert ia["status"] == "expired"
+
+
+async def test_the_auto_agents_http_json_binding_routes_the_request(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """The `auto` card names `/a2a/auto/rest`; the a2a-sdk client over HTTP+JSON reaches
+    the router there, as over JSON-RPC."""
+    llm = scripted(Script(turns=[Turn(content=ANSWER)]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    alice = headers(f"router-{uuid.uuid4().hex[:8]}", "alice")
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=alice, timeout=60) as http,
+    ):
+        card = (await http.get("/a2a/auto/.well-known/agent-card.json")).json()
+        bindings = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
+        assert bindings["HTTP+JSON"] == f"{url}/a2a/auto/rest"
+        async with rest_client(url, alice, "auto") as client:
+            [sent] = [r async for r in client.send_message(user_message("Review the code."))]
+            assert sent.task.status.state == TaskState.TASK_STATE_COMPLETED
+            task = await client.get_task(GetTaskRequest(id=sent.task.id))
+            assert task.artifacts[0].parts[0].text == ANSWER
+        run = await finished(http, sent.task.id)
+        assert run["agent"] == "auto" and [c["agent"] for c in run["children"]] == ["review"]
