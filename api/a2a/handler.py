@@ -56,7 +56,6 @@ from api.a2a.tasks import (
     INTERRUPTED_STATES,
     STATE_RUNS,
     TERMINAL_STATES,
-    live_pending,
     report_artifact,
     task_of,
 )
@@ -321,10 +320,9 @@ class KeelA2AHandler(RequestHandler):
     ) -> str:
         """A message naming an input-required task decides what the task waits on; the
         interaction it decided."""
-        parts = self._service.parts
         user = _principal(context)
         decision_id = _decision_id(user, run.id, message.message_id)
-        pending = await live_pending(parts.temporal, parts.interactions, run)
+        pending = await self._service.runs.pending(run)
         if not pending:
             taken = await self._decided_by(run, decision_id)
             if taken is not None:  # a retry of the message that decided it
@@ -334,7 +332,7 @@ class KeelA2AHandler(RequestHandler):
             )
         data = _data_of(message)
         named = data.get("interaction_id")
-        target = next((i for i in pending if in_view(run.tenant_id, i.id) == named), pending[0])
+        target = next((i for i in pending if i.id == named), pending[0])
         word = text.strip().lower().split()[0] if text.strip() else ""
         decision = str(data.get("decision") or "")
         if not decision:
@@ -377,7 +375,7 @@ class KeelA2AHandler(RequestHandler):
         for record in await subtree(parts.store, run):
             for interaction in await parts.interactions.for_run(record.id):
                 if interaction.decision_id == decision_id:
-                    return interaction.id
+                    return in_view(run.tenant_id, interaction.id)
         return None
 
     async def _settled(
@@ -438,7 +436,7 @@ class KeelA2AHandler(RequestHandler):
         self, run: RunRecord, *, history_length: int | None = None
     ) -> tuple[Task, set[str]]:
         parts = self._service.parts
-        pending = await live_pending(parts.temporal, parts.interactions, run)
+        pending = await self._service.runs.pending(run)
         # Every follow-up that answered the task, in order, for its history.
         decided = [i for i in await parts.interactions.for_run(run.id) if i.decision is not None]
         task = task_of(run, pending, history_length=history_length, decided=decided)

@@ -10,18 +10,12 @@ from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Value
 from google.protobuf.timestamp_pb2 import Timestamp
-from temporalio.client import Client
-from temporalio.service import RPCError
 
-from activities.store.interaction_store import InteractionStore
 from activities.store.records import RunRecord
-from api.core.runs import LIVE_QUERY_TIMEOUT, PROGRESS_TIMEOUT, workflow_busy
+from api.core.schemas import InteractionPublic
 from api.core.tenant_ids import in_view
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import Interaction, RunProgress
+from workflows.models import Interaction
 
-# A query needs a worker; without one, answer from Postgres rather than hang.
-QUERY_TIMEOUT = LIVE_QUERY_TIMEOUT  # reads never wait for the step in flight
 TERMINAL_STATES = {
     TaskState.TASK_STATE_COMPLETED,
     TaskState.TASK_STATE_FAILED,
@@ -64,62 +58,24 @@ def text_message(message_id: str, role: int, text: str, task_id: str, context_id
     )
 
 
-def question_text(pending: list[Interaction], tenant_id: str) -> str:
+def question_text(pending: Sequence[InteractionPublic]) -> str:
     """What the run waits on, as a person or an agent of the run's tenant reads it."""
     lines = []
     for ia in pending:
-        shown = in_view(tenant_id, ia.id)
         if ia.kind == "ask_user":
-            lines.append(f"[{shown}] The agent asks: {ia.question}")
+            lines.append(f"[{ia.id}] The agent asks: {ia.question}")
         else:
             lines.append(
-                f"[{shown}] Approve {ia.tool} {json.dumps(json.loads(ia.arguments))}? "
+                f"[{ia.id}] Approve {ia.tool} {json.dumps(ia.arguments)}? "
                 f"(risk {ia.risk}, payload_hash {ia.payload_hash}, expires "
                 f"{ia.expires_at.isoformat()}). Reply 'approve' or 'reject'."
             )
     return "\n".join(lines)
 
 
-async def live_pending(
-    temporal: Client, interactions: InteractionStore, run: RunRecord
-) -> list[Interaction]:
-    """Interactions the run waits on now: the workflow's own word while it runs."""
-    if run.status not in ("queued", "running"):
-        return []
-    try:
-        handle = temporal.get_workflow_handle_for(AgentRunWorkflow.run, run.id)
-        if workflow_busy(await handle.describe(rpc_timeout=PROGRESS_TIMEOUT)):
-            # A query would wait for the step in flight; what is recorded answers now.
-            return await _recorded_pending(interactions, run)
-        progress: RunProgress = await handle.query(
-            AgentRunWorkflow.progress, rpc_timeout=QUERY_TIMEOUT
-        )
-        if not progress.pending_interactions:
-            return []
-        every: list[Interaction] = await handle.query(
-            AgentRunWorkflow.list_interactions, rpc_timeout=QUERY_TIMEOUT
-        )
-        own = [i for i in every if i.id in progress.pending_interactions]
-        known = {i.id for i in own}
-        # A sub-agent's (`CHILD_RUN:ia-STEP-ORD`): its parent waits on it too.
-        for ia_id in progress.pending_interactions:
-            owner = ia_id.rpartition(":")[0]
-            child = await interactions.get(owner, ia_id) if owner and ia_id not in known else None
-            if child is not None:
-                own.append(child)
-        return own
-    except RPCError:
-        # No worker to answer, or the workflow is gone: Postgres has the last word.
-        return await _recorded_pending(interactions, run)
-
-
-async def _recorded_pending(interactions: InteractionStore, run: RunRecord) -> list[Interaction]:
-    return [i for i in await interactions.for_run(run.id) if i.status == "pending"]
-
-
 def task_of(
     run: RunRecord,
-    pending: list[Interaction],
+    pending: list[InteractionPublic],
     *,
     history_length: int | None = None,
     decided: Sequence[Interaction] = (),
@@ -134,9 +90,9 @@ def task_of(
     if pending and state not in TERMINAL_STATES:
         state = TaskState.TASK_STATE_INPUT_REQUIRED
         status_message = text_message(
-            f"{task_id}-ask-{in_view(run.tenant_id, pending[0].id)}",
+            f"{task_id}-ask-{pending[0].id}",
             Role.ROLE_AGENT,
-            question_text(pending, run.tenant_id),
+            question_text(pending),
             task_id,
             context_id,
         )
@@ -174,7 +130,7 @@ def exchange(ia: Interaction, task_id: str, context_id: str, tenant_id: str) -> 
     asked = text_message(
         f"{task_id}-ask-{shown}",
         Role.ROLE_AGENT,
-        question_text([ia], tenant_id),
+        question_text([InteractionPublic.from_interaction(task_id, ia, tenant_id=tenant_id)]),
         task_id,
         context_id,
     )

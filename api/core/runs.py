@@ -55,6 +55,7 @@ from workflows import timeouts
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import (
     AgentSpec,
+    Interaction,
     RunInput,
     RunProgress,
     SessionState,
@@ -479,27 +480,62 @@ class RunService:
         public = RunPublic.from_record(record)
         if record.status in ("queued", "running"):
             await self._overlay_live_state(public, record.id)
-            # Postgres holds every interaction before any workflow shows it, and every
-            # decision before the workflow acts on it; a parent hears of its sub-agents'
-            # interactions only later. So Postgres says what is pending, the workflow adds
-            # what it has not stored yet, and the run lists what its sub-agents wait on.
-            # Ids are compared as the tenant sees them: the workflow knows the scoped keys.
-            tree = await tree_interactions(self._parts.store, self._parts.interactions, record)
-            stored = {in_view(record.tenant_id, i.id) for i in tree}
-            unstored = [
-                shown
-                for shown in (in_view(record.tenant_id, i) for i in public.pending_interactions)
-                if shown not in stored
-            ]
-            public.pending_interactions = [i.id for i in tree if i.status == "pending"] + unstored
+            waiting = await self._pending_in(record, public.pending_interactions)
+            public.pending_interactions = [i.id for i in waiting]
             # The row was read before the interactions: a run that has taken a step or
             # waits on someone has started, whatever that earlier read said.
             if public.status == "queued" and (public.pending_interactions or public.steps):
                 public.status = "running"
-        public.pending_interactions = list(
-            dict.fromkeys(in_view(record.tenant_id, i) for i in public.pending_interactions)
-        )
         return with_tree(public, await subtree(self._parts.store, record))
+
+    async def pending(self, record: RunRecord) -> list[InteractionPublic]:
+        """What the run's tree (the run and its sub-agents) waits on now, as the run's
+        tenant sees it; nothing once the run has ended. Every surface asks this."""
+        if record.status not in ("queued", "running"):
+            return []
+        public = RunPublic.from_record(record)
+        await self._overlay_live_state(public, record.id)
+        return await self._pending_in(record, public.pending_interactions)
+
+    async def _pending_in(
+        self, record: RunRecord, from_workflow: list[str]
+    ) -> list[InteractionPublic]:
+        """The tree's pending interactions, given those the run's workflow said it waits on.
+
+        Postgres holds every interaction before any workflow shows it, and every decision
+        before the workflow acts on it; a parent hears of its sub-agents' interactions
+        only later. So Postgres says what is pending, the workflow adds what it has not
+        stored yet. Ids are compared as the tenant sees them: the workflow knows the
+        scoped keys.
+        """
+        tenant = record.tenant_id
+        tree = await tree_interactions(self._parts.store, self._parts.interactions, record)
+        stored = {i.id for i in tree}
+        unstored = [
+            shown
+            for shown in dict.fromkeys(in_view(tenant, i) for i in from_workflow)
+            if shown not in stored
+        ]
+        waiting = [i for i in tree if i.status == "pending"]
+        if unstored:
+            waiting += await self._unstored(record, unstored)
+        return waiting
+
+    async def _unstored(self, record: RunRecord, shown: list[str]) -> list[InteractionPublic]:
+        """The run's own interactions named in `shown` that only its workflow knows yet
+        (none when it cannot answer now: the next read finds them stored)."""
+        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, record.id)
+        try:
+            every: list[Interaction] = await handle.query(
+                AgentRunWorkflow.list_interactions, rpc_timeout=LIVE_QUERY_TIMEOUT
+            )
+        except RPCError:
+            return []
+        return [
+            InteractionPublic.from_interaction(record.id, ia, tenant_id=record.tenant_id)
+            for ia in every
+            if in_view(record.tenant_id, ia.id) in shown
+        ]
 
     async def _overlay_live_state(self, public: RunPublic, run_id: str) -> bool:
         """Put the workflow's own progress on `public`; False when Postgres must answer."""

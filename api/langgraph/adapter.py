@@ -132,7 +132,7 @@ class LangGraphAdapter:
     async def thread(self, thread_id: str, user: Principal) -> dict[str, Any]:
         session, turns, active, queued = await self._service.sessions.history(thread_id, user)
         latest = await self._latest_run(thread_id, user)
-        interrupts = await self._waiting(latest, user)
+        interrupts = await self._waiting(latest)
         status = "idle"
         if interrupts:
             status = "interrupted"
@@ -170,7 +170,7 @@ class LangGraphAdapter:
     async def state(self, thread_id: str, user: Principal) -> dict[str, Any]:
         session, turns, _, _ = await self._service.sessions.history(thread_id, user)
         runs = await self._service.runs.page(user, limit=2, session_id=thread_id)
-        interrupts = await self._waiting(runs[0] if runs else None, user)
+        interrupts = await self._waiting(runs[0] if runs else None)
         return wire.thread_state(
             wire.shown_thread(session),
             values={"messages": wire.history_messages(turns)},
@@ -265,7 +265,7 @@ class LangGraphAdapter:
         for candidate in await self._service.runs.page(
             user, limit=20, session_id=session.id, statuses=["running"]
         ):
-            pending = await self._waiting(candidate, user)
+            pending = await self._waiting(candidate)
             if pending:
                 record = candidate
                 break
@@ -282,16 +282,16 @@ class LangGraphAdapter:
 
     async def run(self, thread_id: str, run_id: str, user: Principal) -> dict[str, Any]:
         record = await self._run_of_thread(thread_id, run_id, user)
-        return wire.run(record, waiting=bool(await self._waiting(record, user)))
+        return wire.run(record, waiting=bool(await self._waiting(record)))
 
     async def runs(self, thread_id: str, user: Principal, limit: int) -> list[dict[str, Any]]:
         await self._service.sessions.get(thread_id, user)
         records = await self._service.runs.page(user, limit=limit, session_id=thread_id)
-        return [wire.run(r, waiting=bool(await self._waiting(r, user))) for r in records]
+        return [wire.run(r, waiting=bool(await self._waiting(r))) for r in records]
 
     async def run_view(self, started: StartedLangGraphRun, user: Principal) -> dict[str, Any]:
         record = await self._service.runs.get(started.run_id, user)
-        waiting = bool(await self._waiting(record, user))
+        waiting = bool(await self._waiting(record))
         return wire.run(record, waiting=waiting, thread_id=started.thread_id)
 
     async def cancel(self, thread_id: str, run_id: str, action: str, user: Principal) -> None:
@@ -410,19 +410,15 @@ class LangGraphAdapter:
         runs = await self._service.runs.page(user, limit=1, session_id=thread_id)
         return runs[0] if runs else None
 
-    async def _waiting(self, record: RunRecord | None, user: Principal) -> list[InteractionPublic]:
+    async def _waiting(self, record: RunRecord | None) -> list[InteractionPublic]:
         if record is None:
             return []
-        return await self._pending_of(wire.shown_run(record), user)
+        return await self._service.runs.pending(record)
 
     async def waiting_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
         """What the run waits on now; nothing once it has ended (its interactions end
         with it)."""
-        return await self._waiting(await self._service.runs.get(run_id, user), user)
-
-    async def _pending_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
-        every = await self._service.runs.interactions(run_id, user)
-        return [ia for ia in every if ia.status == "pending"]
+        return await self._waiting(await self._service.runs.get(run_id, user))
 
 
 def stream_modes(raw: str | list[str]) -> list[str]:
