@@ -40,6 +40,11 @@ class StartedRun(BaseModel):
     report: str | None = Field(
         default=None, description="After a `wait` that saw the run finish: its report."
     )
+    note: str | None = Field(
+        default=None,
+        description="Set when the run started but the `wait` could not follow it: why, and "
+        "that get_run with this run_id follows it (do not start it again).",
+    )
 
 
 class RunDetail(BaseModel):

@@ -128,11 +128,19 @@ class KeelTools:
             raise ToolError(invalid_arguments("start_run", exc)) from None
         try:
             record = (await self._service.runs.start(RunOrder.from_create(body), user)).record
-            shown = RunPublic.from_record(record)  # the ids as the caller's tenant knows them
-            if wait and self._waiter is not None:
-                shown = await self._waiter.follow(record, user, ctx, wait)
         except KeelError as exc:
             raise ToolError(refusal(exc)) from None
+        shown = RunPublic.from_record(record)  # the ids as the caller's tenant knows them
+        note = None
+        if wait and self._waiter is not None:
+            try:
+                shown = await self._waiter.follow(record, user, ctx, wait)
+            except KeelError as exc:
+                # The run started: its id, not a tool error, so a retry does not start another.
+                note = (
+                    f"The run started, but waiting for it failed: {exc.message} "
+                    f"Follow it with get_run (run_id {shown.id}); do not start it again."
+                )
         return StartedRun(
             run_id=shown.id,
             agent=shown.agent,
@@ -140,6 +148,7 @@ class KeelTools:
             session_id=shown.session_id,
             pending_interactions=shown.pending_interactions,
             report=shown.report if wait else None,
+            note=note,
         )
 
     async def get_run(self, ctx: Context, run_id: RunId) -> RunDetail:

@@ -13,6 +13,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import LoggingMessageNotificationParams, TextResourceContents
 
+from api.core.errors import Unavailable
+from api.core.runs import RunService
 from tests.conftest import token_for
 from tests.integration.keel_http import LaunchKeel, base_url
 from tests.integration.test_mcp import call, mcp_client, write
@@ -136,3 +138,31 @@ async def test_updates_progress_and_logs_over_http(workspace: Path, keel_app: La
         assert finished["status"] == "completed", finished
         assert finished["report"] == "Nothing to report."
         assert legacy_heard.progress and "completed" in (legacy_heard.progress[-1][1] or "")
+
+
+async def test_a_wait_that_cannot_follow_the_run_still_answers_with_the_run_it_started(
+    workspace: Path, keel_app: LaunchKeel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run started; only the wait failed (Temporal did not answer its reads): the
+    answer names the run, so the client follows it instead of starting another."""
+
+    async def unavailable(self: RunService, record: object) -> object:
+        raise Unavailable("Temporal did not answer; retry shortly.")
+
+    tenant = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with (
+        keel_app(Script(turns=[Turn(content="Nothing to report.")]), headers={}) as http,
+        mcp_client(base_url(http), token_for(tenant, "alice")) as alice,
+    ):
+        with monkeypatch.context() as patched:
+            patched.setattr(RunService, "live", unavailable)
+            result = await alice.call_tool(
+                "start_run",
+                {"agent": "review", "input": "Look.", "workspace": str(workspace), "wait": 30},
+            )
+        assert not result.is_error, result.content
+        started: dict[str, Any] = result.structured_content or {}
+        assert started["status"] in ("queued", "running")
+        assert "waiting for it failed" in started["note"] and "Temporal" in started["note"]
+        listed = await call(alice, "list_runs")
+        assert [r["id"] for r in listed["runs"]] == [started["run_id"]]
