@@ -24,6 +24,7 @@ from mcp.shared.subscriptions import (
     event_to_notification,
 )
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     SubscriptionFilter,
@@ -33,7 +34,7 @@ from mcp_types import (
     SubscriptionsListenResult,
 )
 
-from api.core.errors import KeelError
+from api.core.errors import KeelError, Unavailable
 from api.core.service import KeelService
 from api.mcp_server.run_changes import HubOf, changes_of
 from api.mcp_server.tool_errors import refusal
@@ -43,6 +44,14 @@ MAX_URIS = 100
 """Resources one stream may watch; a client wanting more opens another stream."""
 _RUN = re.compile(r"keel://runs/(?P<run_id>[^/?#]+)(?P<report>/report)?")
 _AGENT = re.compile(r"keel://agents/[^/?#]+")
+
+
+def unavailable(exc: Unavailable) -> MCPError:
+    """A server error the client may retry (-32602 would tell it its request is wrong),
+    with when to, if known."""
+    when = f"in {exc.retry_after_s} seconds" if exc.retry_after_s else "shortly"
+    data = {"retryable": True, "retry_after_s": exc.retry_after_s}
+    return MCPError(INTERNAL_ERROR, f"{refusal(exc)} Retry the listen {when}.", data)
 
 
 class RunListen:
@@ -80,6 +89,8 @@ class RunListen:
                 continue
             try:
                 record = await self._service.runs.get(run["run_id"], user)
+            except Unavailable as exc:
+                raise unavailable(exc) from None
             except KeelError as exc:
                 raise MCPError(INVALID_PARAMS, refusal(exc)) from None
             runs.setdefault(record.id, []).append(uri)

@@ -11,9 +11,14 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import LoggingMessageNotificationParams, TextResourceContents
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LoggingMessageNotificationParams,
+    TextResourceContents,
+)
 
-from api.core.errors import Unavailable
+from api.core.errors import Unavailable, store_unavailable
 from api.core.runs import RunService
 from tests.conftest import token_for
 from tests.integration.keel_http import LaunchKeel, base_url
@@ -166,3 +171,29 @@ async def test_a_wait_that_cannot_follow_the_run_still_answers_with_the_run_it_s
         assert "waiting for it failed" in started["note"] and "Temporal" in started["note"]
         listed = await call(alice, "list_runs")
         assert [r["id"] for r in listed["runs"]] == [started["run_id"]]
+
+
+async def test_listen_while_the_store_is_down_is_a_retryable_server_error(
+    workspace: Path, keel_app: LaunchKeel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-32602 would tell the client its request is wrong; an outage is -32603, "retry"."""
+
+    async def down(self: RunService, run_id: str, user: object, **_: object) -> object:
+        raise store_unavailable()
+
+    async with (
+        keel_app(Script(turns=[Turn(content="Nothing to report.")]), headers={}) as http,
+        mcp_client(base_url(http), token_for(f"mcp-{uuid.uuid4().hex[:8]}", "alice")) as alice,
+    ):
+        with monkeypatch.context() as patched:
+            patched.setattr(RunService, "get", down)
+            with pytest.raises(MCPError) as refused:
+                async with alice.listen(resource_subscriptions=["keel://runs/some-run"]):
+                    pass
+        assert refused.value.code == INTERNAL_ERROR
+        assert "Retry the listen in" in refused.value.error.message
+        # Once the store answers, the same listen is a plain "No run".
+        with pytest.raises(MCPError, match="No run some-run") as unknown:
+            async with alice.listen(resource_subscriptions=["keel://runs/some-run"]):
+                pass
+        assert unknown.value.code == INVALID_PARAMS
