@@ -32,7 +32,8 @@ class RunListPage(BaseModel):
 
 
 class RunListing:
-    """Pages of runs for run lists (REST, the console, the CLI)."""
+    """Pages of runs for run lists (REST, the console, the CLI, MCP's list_runs and
+    resources/list)."""
 
     def __init__(self, parts: CoreParts, runs: RunService) -> None:
         self._tree = RunTreeStore(parts.store.pool)

@@ -104,8 +104,9 @@ class KeelResources:
             )
             for a in self._service.access.usable(user)
         ]
-        runs = await self._service.runs.page(user, limit=LISTED_RUNS)
-        return agents + [item for run in runs for item in _run_resources(run)]
+        # The run list users read everywhere: top-level runs, not the sub-agent runs.
+        listed = await self._service.run_list.page(user, limit=LISTED_RUNS, before=None)
+        return agents + [item for run in listed.runs for item in _run_resources(run)]
 
 
 def _run_resources(run: RunRecord) -> list[Resource]:

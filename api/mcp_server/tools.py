@@ -174,8 +174,8 @@ class KeelTools:
         get_run has the details."""
         user = caller(ctx)
         # As on REST: the runs the caller started, not the sub-agent runs under them.
-        runs = await self._service.runs.page(user, limit=limit, top_level=True)
-        return RunSummaries(runs=[RunSummary.from_record(run) for run in runs])
+        listed = await self._service.run_list.page(user, limit=limit, before=None)
+        return RunSummaries(runs=[RunSummary.from_record(run) for run in listed.runs])
 
     async def decide(
         self,

@@ -30,6 +30,8 @@ from api.cli.local_stack import serve_api
 from api.core.router import router_agent
 from api.identity.auth import dev_token
 from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.integration.keel_http import LaunchKeel, base_url
+from tests.integration.test_subagents import delegating_review
 from worker.agent_catalog import AgentCatalog
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
@@ -487,3 +489,25 @@ async def test_with_an_issuer_the_401_points_at_protected_resource_metadata(
         assert root.json() == answer.json()
         # Discovery goes on at the issuer: Keel answers for no authorization server itself.
         assert (await http.get("/.well-known/oauth-authorization-server")).status_code == 404
+
+
+async def test_resources_list_the_runs_started_not_their_sub_agent_runs(
+    workspace: Path, keel_app: LaunchKeel
+) -> None:
+    """As REST and list_runs: a review that delegates lists as one run, not three."""
+    async with (
+        keel_app(delegating_review(), headers={}) as http,
+        mcp_client(base_url(http), token_for(f"mcp-{uuid.uuid4().hex[:8]}", "alice")) as alice,
+    ):
+        started = await call(
+            alice, "start_run", agent="review", input="Review it.", workspace=str(workspace)
+        )
+        run_id = started["run_id"]
+        detail = await until_run(alice, run_id, lambda d: d["run"]["status"] in FINISHED)
+        assert detail["run"]["status"] == "completed"
+        assert len(detail["run"]["children"]) == 2
+        uris = [str(r.uri) for r in (await alice.list_resources()).resources]
+        runs = [u for u in uris if u.startswith("keel://runs/")]
+        assert runs == [f"keel://runs/{run_id}", f"keel://runs/{run_id}/report"]
+        listed = await call(alice, "list_runs")
+        assert [r["id"] for r in listed["runs"]] == [run_id]
