@@ -428,7 +428,9 @@ class RunService:
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     rpc_timeout=TEMPORAL_CALL_TIMEOUT,
                 )
-                if await on_our_queue(parts, handle, run.session_id, run.run_id):
+                if await on_our_queue(
+                    parts, handle, run.session_id, run.run_id, tenant_id=run.tenant_id
+                ):
                     break
             # The busy check was Postgres's; the session workflow queues the rest in order.
             return await handle.execute_update(

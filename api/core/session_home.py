@@ -7,8 +7,8 @@ changed, or another Keel on the same Temporal namespace started it, as each test
 stack does), no worker of ours would ever run the update that hands it a message: the
 sender would wait SUBMIT_WAIT and hear 503, and again on every retry. An idle session
 holds nothing but its id (its rules and history are in Postgres), so such a workflow is
-closed and the session starts again on our queue; one with a run in flight is left to
-the workers that run it.
+closed and the session starts again on our queue (audited: a workflow was terminated on
+Postgres's word); one with a run in flight is left to the workers that run it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
+from activities.store.audit import AuditEntry
 from api.core.context import TEMPORAL_CALL_TIMEOUT, CoreParts
 
 __all__ = ["on_our_queue"]
@@ -27,7 +28,12 @@ log = logging.getLogger("keel.api.sessions")
 
 
 async def on_our_queue(
-    parts: CoreParts, handle: WorkflowHandle[Any, Any], session_id: str, run_id: str
+    parts: CoreParts,
+    handle: WorkflowHandle[Any, Any],
+    session_id: str,
+    run_id: str,
+    *,
+    tenant_id: str,
 ) -> bool:
     """Whether the session workflow behind `handle` is served by our task queue; an idle
     one on another queue is terminated (then False: start it again and use the new one).
@@ -55,5 +61,20 @@ async def on_our_queue(
             reason=f"Session moved to task queue {ours}.", rpc_timeout=TEMPORAL_CALL_TIMEOUT
         )
     except RPCError:
-        pass  # a concurrent message moved it already, or it closed meanwhile
+        return False  # a concurrent message moved it already, or it closed meanwhile
+    await parts.audit.log.append(
+        AuditEntry(
+            tenant_id=tenant_id,
+            actor="system",
+            category="session",
+            action="session.moved",
+            severity="warning",
+            subject=session_id,
+            detail={
+                "from_task_queue": description.task_queue,
+                "to_task_queue": ours,
+                "terminated_workflow_run_id": description.run_id,
+            },
+        )
+    )
     return False

@@ -49,3 +49,18 @@ async def test_a_message_to_a_session_of_another_task_queue_is_answered_here(
         assert now.status == WorkflowExecutionStatus.RUNNING
         old = temporal_client.get_workflow_handle(stale.id, run_id=described.run_id)
         assert (await old.describe()).status == WorkflowExecutionStatus.TERMINATED
+        # Terminating a workflow on Postgres's word is on record: who, which session, where.
+        async with store.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT tenant_id, actor, detail FROM audit_log"
+                " WHERE action = 'session.moved' AND subject = %s",
+                (session,),
+            )
+            moved = await cur.fetchall()
+        assert len(moved) == 1, moved
+        [row] = moved
+        assert (row["tenant_id"], row["actor"]) == ("default", "system")
+        detail = row["detail"]
+        assert detail["from_task_queue"] == before.task_queue
+        assert detail["to_task_queue"] == after.task_queue
+        assert detail["terminated_workflow_run_id"] == described.run_id
