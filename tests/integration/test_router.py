@@ -415,3 +415,46 @@ async def test_the_auto_agents_http_json_binding_routes_the_request(
             assert task.artifacts[0].parts[0].text == ANSWER
         run = await finished(http, sent.task.id)
         assert run["agent"] == "auto" and [c["agent"] for c in run["children"]] == ["review"]
+
+
+async def test_a_routed_agents_approval_is_the_a2a_tasks_input_and_its_reply_decides_it(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """The approval the sub-agent waits on (stored for the child run) is what the parent's
+    A2A task asks; the next message of the task approves it, through the parent."""
+    write = ScriptedToolCall(name="write_file", arguments={"path": "notes.txt", "content": "hi"})
+    llm = scripted(
+        Script(
+            turns=[Turn(content=ANSWER)],
+            conversations=[
+                Conversation(
+                    match="write notes.txt",
+                    turns=[Turn(tool_calls=[write]), Turn(content="Wrote notes.txt.")],
+                )
+            ],
+        )
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+        a2a_client(url, streaming=False, agent="auto") as client,
+    ):
+        ask = user_message("Ask the build agent to write notes.txt.")
+        [first] = [r async for r in client.send_message(ask)]
+        task_id = first.task.id
+        assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        asked = first.task.status.message.parts[0].text
+        assert "Approve write_file" in asked and f"[{task_id}-" in asked  # the child's
+        _ = [r async for r in client.send_message(user_message("approve", task_id=task_id))]
+        run = await finished(http, task_id)
+        assert run["status"] == "completed" and run["report"] == "Wrote notes.txt."
+        assert [c["agent"] for c in run["children"]] == ["build"]
+        assert (workspace / "notes.txt").read_text() == "hi"
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
