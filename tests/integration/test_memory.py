@@ -23,6 +23,7 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from activities.memory.activities import NOTE_HEAD
+from activities.retention import RetentionActivities
 from activities.store.memory_store import ExtractionCounts, MemoryStore, StoredFact
 from activities.store.retention_store import RetentionStore
 from activities.store.run_store import Store
@@ -37,6 +38,7 @@ from worker.scripted_llm import Script, ScriptedLLMServer, Turn
 from worker.temporal_client import DATA_CONVERTER
 from workflows.agent_run import AgentRunWorkflow
 from workflows.models import RunInput
+from workflows.retention_models import PurgeBatchInput
 
 AGENT = """---
 name: helper
@@ -296,6 +298,42 @@ async def test_retention_purges_memories_not_stated_again_within_its_days(store:
     assert batch.rows == {"memories": 1} and batch.runs == []
     left = await memories_of.recent(tenant, "dora", 10)
     assert [m.fact for m in left] == ["The user's name is Dora."]
+
+
+async def test_a_retention_batch_full_of_memories_says_more_are_left(store: Store) -> None:
+    """A tenant with more expired memories than a batch takes is swept on, not left."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    memories_of = MemoryStore(store.pool)
+    await memories_of.store_facts(
+        tenant_id=tenant,
+        user_id="dora",
+        run_id=f"run-{uuid.uuid4().hex[:8]}",
+        session_id=None,
+        facts=[
+            StoredFact(fact=f"The user prefers colour {colour}.", kind="preference", topic=colour)
+            for colour in ("red", "green", "blue")
+        ],
+        embedding_model=None,
+        counts=ExtractionCounts(proposed=3),
+    )
+    async with store.pool.connection() as conn:
+        await conn.execute(
+            "UPDATE memories SET updated_at = now() - interval '3 days' WHERE tenant_id = %s",
+            (tenant,),
+        )
+    retention = RetentionStore(store.pool)
+    sweep = RetentionActivities(retention)
+    await retention.set_policy(tenant, 2, "user:root")
+    try:
+        first = await sweep.purge_expired_runs(PurgeBatchInput(now=datetime.now(UTC), batch_size=2))
+        assert tenant in first.tenants and first.more, first
+        second = await sweep.purge_expired_runs(
+            PurgeBatchInput(now=datetime.now(UTC), batch_size=2)
+        )
+        assert tenant in second.tenants
+    finally:
+        await retention.clear_policy(tenant, "user:root")
+    assert await memories_of.recent(tenant, "dora", 10) == []
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-model", "new-model"])
