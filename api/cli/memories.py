@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -32,11 +33,12 @@ class MemoryClient(KeelClient):
         return MemoryList.model_validate(response.json())
 
     async def delete(self, memory_id: str) -> None:
-        await self._send("DELETE", f"/v1/memories/{memory_id}")
+        await self._send("DELETE", f"/v1/memories/{quote(memory_id, safe='')}")
 
     async def purge(self, user: str, tenant: str | None) -> MemoriesPurged:
         params = {"tenant": tenant} if tenant else {}
-        response = await self._send("DELETE", f"/v1/admin/memories/{user}", params=params)
+        path = f"/v1/admin/memories/{quote(user, safe='')}"
+        response = await self._send("DELETE", path, params=params)
         return MemoriesPurged.model_validate(response.json())
 
 
