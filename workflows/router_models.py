@@ -104,10 +104,6 @@ class Dispatchability(BaseModel):
         default_factory=list, description="Tools of the agent no worker can run now."
     )
 
-    @property
-    def ok(self) -> bool:
-        return self.exists and not self.missing_tools
-
 
 class RouteDecision(BaseModel):
     """What the decision matrix decided, and why, in a sentence a user can read."""

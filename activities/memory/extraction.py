@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -122,7 +121,3 @@ def response_format() -> dict[str, Any]:
         "type": "json_schema",
         "json_schema": {"name": "remembered_facts", "strict": True, "schema": FACTS_SCHEMA},
     }
-
-
-def dumps(facts: ProposedFacts) -> str:
-    return json.dumps(facts.model_dump(), ensure_ascii=False)

@@ -26,9 +26,6 @@ from activities.providers import anthropic_messages, plugin_models
 from activities.providers.retry_status import error_detail, provider_error, retry_after
 from workflows.context_budget import estimate_message
 
-# The longest wait a provider's retry-after may ask for, as for the run's own step.
-
-
 __all__ = ["OneShotModel", "OneShotReply"]
 
 

@@ -30,8 +30,6 @@ from activities.providers.retry_status import retry_delay
 from workflows.context_budget import estimate_message, estimate_text, estimate_tools
 from workflows.models import Usage
 
-# The longest wait a plugin's retry-after may ask for, as for the built-in adapters.
-
 
 async def complete(
     ref: ProviderRef,
