@@ -24,6 +24,7 @@ from activities.provider_api import (
     ModelProviderError,
     ModelReply,
     ModelRequest,
+    ModelToolCall,
     ProviderRef,
 )
 from activities.providers.retry_status import retry_delay
@@ -75,7 +76,16 @@ async def complete(
             type="LlmRequestRejected",
             non_retryable=True,
         )
-    return _message(ref, reply, request)
+    try:
+        return _message(reply, request)
+    except (TypeError, ValueError, OverflowError) as exc:
+        # The same reply comes back on every attempt: retrying cannot help.
+        raise ApplicationError(
+            f"The model provider {ref.label} answered a malformed ModelReply: "
+            f"{type(exc).__name__}: {str(exc)[:300]}; fix the plugin.",
+            type="LlmRequestRejected",
+            non_retryable=True,
+        ) from exc
 
 
 def _stream_for(
@@ -109,12 +119,14 @@ def _mapped(ref: ProviderRef, exc: ModelProviderError) -> ApplicationError:
     )
 
 
-def _message(
-    ref: ProviderRef, reply: ModelReply, request: ModelRequest
-) -> tuple[dict[str, Any], Usage, str]:
+def _message(reply: ModelReply, request: ModelRequest) -> tuple[dict[str, Any], Usage, str]:
+    """The reply as the stored message; TypeError, ValueError or OverflowError when it is
+    not well formed."""
     calls: list[dict[str, Any]] = []
     if request.tool_choice == "auto":
         for i, call in enumerate(reply.tool_calls):
+            if not isinstance(call, ModelToolCall):
+                raise TypeError(f"tool_calls[{i}] is a {type(call).__name__}, not a ModelToolCall")
             arguments = (
                 call.arguments
                 if isinstance(call.arguments, str)

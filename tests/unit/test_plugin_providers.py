@@ -240,6 +240,31 @@ def test_errors_say_whether_temporal_retries_as_for_the_built_in_adapters() -> N
     assert wrong.value.non_retryable and "answered a str, not a ModelReply" in str(wrong.value)
 
 
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (
+            ModelReply(tool_calls=[ModelToolCall(name="x", arguments={"when": object()})]),
+            "TypeError: Object of type object is not JSON serializable",
+        ),
+        (ModelReply(text="hi", input_tokens="many"), "ValueError: invalid literal for int()"),  # type: ignore[arg-type]
+        (ModelReply(text="hi", output_tokens=float("inf")), "OverflowError"),  # type: ignore[arg-type]
+        (
+            ModelReply(tool_calls=[{"name": "x", "arguments": {}}]),  # type: ignore[list-item]
+            "TypeError: tool_calls[0] is a dict, not a ModelToolCall",
+        ),
+    ],
+    ids=["unserialisable-arguments", "token-count-text", "token-count-inf", "call-not-a-call"],
+)
+def test_a_malformed_reply_fails_once_naming_the_plugin(reply: ModelReply, said: str) -> None:
+    with pytest.raises(ApplicationError) as malformed:
+        call(provider(lambda request: reply))
+    assert malformed.value.type == "LlmRequestRejected" and malformed.value.non_retryable
+    message = malformed.value.message
+    assert message.startswith("The model provider acme/acme answered a malformed ModelReply: ")
+    assert said in message and message.endswith("; fix the plugin.")
+
+
 def test_a_compaction_summary_of_a_plugin_s_model_is_written_by_that_provider(
     site: tuple[Path, list[str]],
 ) -> None:
