@@ -88,6 +88,11 @@ def parse_answer(text: str) -> Classification:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "answer"
         return Classification(kind="malformed", reason=f"{where}: {first['msg']}"[:300])
+    texts = {"agent": answer.agent, "reason": answer.reason, "question": answer.question}
+    nul = next((name for name, value in texts.items() if value and "\0" in value), None)
+    if nul is not None:
+        # No model means a NUL, and Postgres could store neither the decision nor its audit.
+        return Classification(kind="malformed", reason=f"{nul}: holds a NUL (\\u0000) character")
     if answer.agent:
         kind = "agent"
     elif answer.question:

@@ -3,7 +3,8 @@
 Deterministic, from the request alone, so tests drive every path of the router as a
 real provider would drive it:
 
-- text containing `#malformed-route` gets an answer that is not the schema's JSON;
+- text containing `#malformed-route` gets an answer that is not the schema's JSON, and
+  text containing `#nul-route` one of the schema's whose reason holds a NUL (`\\u0000`);
 - text naming an agent ("the build agent", "use build agent") gets that agent, even
   one that is not listed (a model echoing the user's ask);
 - otherwise each listed agent scores the request's words found in its name and
@@ -21,9 +22,10 @@ import re
 
 from activities.router import ROUTER_SYSTEM_PROMPT
 
-__all__ = ["MALFORMED_MARK", "asks_for_route", "route_reply"]
+__all__ = ["MALFORMED_MARK", "NUL_MARK", "asks_for_route", "route_reply"]
 
 MALFORMED_MARK = "#malformed-route"
+NUL_MARK = "#nul-route"
 _AGENT_LINE = re.compile(r"^- ([a-z][a-z0-9_-]*): (.*)$", re.MULTILINE)
 _NAMED = re.compile(r"\b(?:the|use|ask)\s+([a-z][a-z0-9_-]*)\s+agent\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z][a-z0-9]+")
@@ -51,6 +53,8 @@ def route_reply(messages: list[object]) -> str:
     latest = answers[-1] if len(answers) > 1 else text.removeprefix("Request:\n")
     if MALFORMED_MARK in latest:
         return "I would send this to the review agent, I think."
+    if NUL_MARK in latest:
+        return _answer(agent="review", confidence=0.9, reason="Review\0 fits.")
     named = _NAMED.search(latest)
     if named:
         agent = named.group(1).lower()

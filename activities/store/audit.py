@@ -26,6 +26,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field, JsonValue
 
+from activities.store.postgres_text import storable, storable_json
+
 __all__ = [
     "GENESIS_HASH",
     "REDACTED",
@@ -139,7 +141,7 @@ class AuditLog:
             )
             await cur.execute(
                 f"SELECT 1 FROM audit_log WHERE {chain} AND subject = %s AND action = %s LIMIT 1",
-                (*params, _redact_text(entry.subject), entry.action),
+                (*params, _stored_subject(entry.subject), entry.action),
             )
             if await cur.fetchone() is None:
                 await self.append_in(conn, entry)
@@ -147,8 +149,10 @@ class AuditLog:
     @staticmethod
     async def append_in(conn: AsyncConnection[Any], entry: AuditEntry) -> AuditRecord:
         """Append inside a caller's transaction, so the entry commits with what it records."""
-        detail = redact(entry.detail)
-        subject = _redact_text(entry.subject) if entry.subject is not None else None
+        # Whoever writes the entry, NUL (which Postgres refuses) never fails the append.
+        detail = storable_json(redact(entry.detail))
+        subject = _stored_subject(entry.subject) if entry.subject is not None else None
+        actor = storable(entry.actor) if entry.actor is not None else None
         chain, params = _chain_filter(entry.tenant_id)
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
@@ -171,7 +175,7 @@ class AuditLog:
             created_at = max(created_at, last["created_at"])
         record = {
             "tenant_id": entry.tenant_id,
-            "actor": entry.actor,
+            "actor": actor,
             "category": entry.category,
             "action": entry.action,
             "severity": entry.severity,
@@ -188,7 +192,7 @@ class AuditLog:
             (
                 created_at,
                 entry.tenant_id,
-                entry.actor,
+                actor,
                 entry.category,
                 entry.action,
                 entry.severity,
@@ -306,6 +310,10 @@ class _Break:
             f"Audit rows are missing before row {self.row_id}: it does not follow {where} "
             "(rows between were deleted, or the row before it was rewritten)."
         )
+
+
+def _stored_subject(subject: str) -> str:
+    return storable(_redact_text(subject))
 
 
 def _chain_filter(tenant_id: str | None) -> tuple[str, tuple[str, ...]]:

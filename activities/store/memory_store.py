@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from activities.memory.dedupe import KnownMemory, fact_hash
 from activities.store.audit import AuditEntry, AuditLog
-from activities.store.run_store import Store, sha256_text, storable
+from activities.store.postgres_text import storable
+from activities.store.run_store import Store, sha256_text
 
 __all__ = ["Memory", "MemoryStore", "SearchMode", "StoredFact"]
 

@@ -17,7 +17,8 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from activities.store.audit import AuditEntry, AuditLog
-from activities.store.run_store import RECORD_LLM_CALL_SQL, Store, sha256_text, storable
+from activities.store.postgres_text import storable, storable_json
+from activities.store.run_store import RECORD_LLM_CALL_SQL, Store, sha256_text
 from workflows.router_models import RecordRouteInput
 
 TENANT_AGENTS_SQL = (
@@ -186,9 +187,9 @@ class RouterStore:
                     decision.agent,
                     storable(decision.reason),
                     storable(decision.question) if decision.question else None,
-                    Jsonb(record.candidates),
-                    Jsonb(excluded),
-                    Jsonb(classification),
+                    Jsonb(storable_json(record.candidates)),
+                    Jsonb(storable_json(excluded)),
+                    Jsonb(storable_json(classification)),
                 ),
             )
             if cur.rowcount == 0:
@@ -248,7 +249,7 @@ class RouterStore:
                 record.run_id,
                 record.round,
                 storable(content),
-                Jsonb(calls) if calls is not None else None,
+                Jsonb(storable_json(calls)) if calls is not None else None,
                 sha256_text(content),
             ),
         )

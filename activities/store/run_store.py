@@ -22,6 +22,7 @@ from pydantic import JsonValue
 
 from activities.store.audit import AuditEntry, AuditLog, redact
 from activities.store.interaction_closing import close_pending_in
+from activities.store.postgres_text import storable, storable_json
 from activities.store.records import (
     EventRecord,
     MessageRecord,
@@ -62,26 +63,6 @@ class StoreUnavailable(RuntimeError):
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def storable(text: str) -> str:
-    """`text` as Postgres can hold it: NUL (which no text column takes) written as `\\x00`.
-
-    Tools escape what they print themselves; this keeps any other text (an MCP server's
-    output, a model's reply) from failing the write, and so the activity, for ever.
-    """
-    return text.replace("\0", "\\x00") if "\0" in text else text
-
-
-def storable_json(value: object) -> object:
-    """`value` with every string (keys too) made `storable`: jsonb refuses `\\u0000` as well."""
-    if isinstance(value, str):
-        return storable(value)
-    if isinstance(value, dict):
-        return {storable(str(k)): storable_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [storable_json(v) for v in value]
-    return value
 
 
 def texts_key(system_prompt: str, input: str) -> str:

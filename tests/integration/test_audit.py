@@ -137,6 +137,27 @@ async def test_detail_is_redacted_and_hashes_as_stored(
     assert (await audit.verify(tenant)).ok
 
 
+async def test_an_entry_with_nul_is_stored_escaped_and_verifies(
+    audit: AuditLog, tenant: str
+) -> None:
+    """Postgres refuses NUL in text and jsonb: an entry quoting a model's NUL still appends."""
+    entry = AuditEntry(
+        tenant_id=tenant,
+        actor="al\0ice",
+        category="router",
+        action="route.clarifying",
+        subject="run-1/\0",
+        detail={"reason": "bad\0answer", "nested": [{"k\0": "v\0"}]},
+    )
+    record = await audit.append(entry)
+    assert record.detail == {"reason": "bad\\x00answer", "nested": [{"k\\x00": "v\\x00"}]}
+    assert (record.actor, record.subject) == ("al\\x00ice", "run-1/\\x00")
+    await audit.append_once(entry)  # found as already appended, not appended twice
+    [stored] = await audit.entries(tenant)
+    assert stored.detail == record.detail and stored.hash == record.hash
+    assert (await audit.verify(tenant)).ok
+
+
 async def test_verification_does_not_depend_on_the_session_time_zone(
     audit: AuditLog, database_url: str, tenant: str
 ) -> None:

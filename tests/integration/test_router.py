@@ -28,7 +28,7 @@ from tests.integration.test_approvals import ALICE
 from tests.integration.test_replay import HISTORIES, replayer
 from worker.dev_stack import free_port
 from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.scripted_router import MALFORMED_MARK
+from worker.scripted_router import MALFORMED_MARK, NUL_MARK
 from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -258,6 +258,39 @@ async def test_routed_refused_clarified_and_malformed_paths(
         ]
         verified = (await admin.get("/v1/admin/audit/verify", params={"tenant": tenant})).json()
         assert verified["ok"] is True, verified
+
+
+async def test_a_classification_holding_a_nul_asks_back_instead_of_failing_the_run(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """Postgres refuses NUL in jsonb: such an answer is malformed, so the router asks."""
+    llm = scripted(Script(turns=[Turn(content=ANSWER)]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    tenant = f"router-{uuid.uuid4().hex[:8]}"
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=headers(tenant, "dev", roles=DEV)) as dev,
+        httpx.AsyncClient(base_url=url, headers=headers(tenant, "root", admin=True)) as admin,
+    ):
+        run_id = await routed(dev, workspace, f"{NUL_MARK} review the code")
+        ia = await question(dev, run_id, set())
+        assert ia["kind"] == "ask_user"
+        await answer(dev, run_id, ia, "Investigate the parser.")
+        run = await finished(dev, run_id)
+        assert run["status"] == "completed", run
+        [child] = run["children"]
+        assert child["agent"] == "investigate"
+        first, second = await decisions(dev, run_id)
+        assert first["outcome"] == "clarifying" and first["classification"]["kind"] == "malformed"
+        assert "NUL" in first["classification"]["reason"] and "\0" not in json.dumps(first)
+        assert second["outcome"] == "routed"
+        trail = await audited(admin, tenant)
+        assert ("route.clarifying", f"{run_id}/1") in trail, trail
 
 
 async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(

@@ -156,6 +156,9 @@ def test_only_a_listed_pick_needs_its_dispatchability_checked() -> None:
         ('{"agent": "review", "confidence": 7}', "malformed", None),
         ('{"agent": "review", "confidence": 0.9, "extra": 1}', "malformed", None),
         ('["review"]', "malformed", None),
+        # Postgres could store neither the decision nor its audit entry.
+        ('{"agent": "review", "confidence": 0.9, "reason": "a\\u0000b"}', "malformed", None),
+        ('{"agent": "rev\\u0000iew", "confidence": 0.9}', "malformed", None),
     ],
 )
 def test_the_answer_is_schema_checked(text: str, kind: str, agent: str | None) -> None:
