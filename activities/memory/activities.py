@@ -160,7 +160,7 @@ class MemoryActivities(AgentMemory):
     async def remember_facts(self, request: RememberInput) -> RememberResult:
         done = await self._memories.extraction(request.run_id)
         if done is not None:  # an earlier attempt stored them; only its result was lost
-            return RememberResult(**done.model_dump())
+            return RememberResult(**done.model_dump(exclude={"earlier"}))
         user_texts, report = await self._transcript(request.run_id)
         model = self._extraction_model or request.model
         content, tokens = await self._ask(
@@ -207,7 +207,10 @@ class MemoryActivities(AgentMemory):
             tokens=tokens,
             cost_usd=self._cost(model, tokens),
         )
-        return RememberResult(**stored.model_dump(), tokens=tokens)
+        # An overlapping attempt recorded first: its usage is the run's, this one's is not.
+        return RememberResult(
+            **stored.model_dump(exclude={"earlier"}), tokens=[] if stored.earlier else tokens
+        )
 
     def _cost(self, model: str, tokens: Sequence[int]) -> float:
         price = self._prices.get(model)

@@ -88,10 +88,14 @@ PURGE_USER_SQL = "DELETE FROM memories WHERE tenant_id = %s AND user_id = %s"
 EXTRACTION_SQL = (
     "SELECT proposed, stored, updated, withheld FROM memory_extractions WHERE run_id = %s"
 )
-RECORD_EXTRACTION_SQL = (
+# Claimed first, so of two overlapping attempts only one applies anything: the other
+# waits on the row's key until the first commits, then finds it taken.
+CLAIM_EXTRACTION_SQL = (
     "INSERT INTO memory_extractions (run_id, tenant_id, user_id, proposed, stored, updated,"
-    " withheld) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING"
+    " withheld) VALUES (%s, %s, %s, %s, 0, 0, %s) ON CONFLICT (run_id) DO NOTHING"
+    " RETURNING run_id"
 )
+RECORD_EXTRACTION_SQL = "UPDATE memory_extractions SET stored = %s, updated = %s WHERE run_id = %s"
 # The extraction's tokens and cost count on the run, as its model calls' do.
 ADD_USAGE_SQL = (
     "UPDATE runs SET prompt_tokens = prompt_tokens + %s,"
@@ -136,6 +140,9 @@ class ExtractionCounts(BaseModel):
     stored: int = 0
     updated: int = 0
     withheld: int = 0
+    earlier: bool = False
+    """An earlier attempt had recorded the extraction: these are its counts, and nothing
+    (facts, audits, usage) was applied again."""
 
 
 class MemoryStore:
@@ -221,11 +228,20 @@ class MemoryStore:
         tokens: Sequence[int] = (),
         cost_usd: float = 0.0,
     ) -> ExtractionCounts:
-        """Write the facts, audit each, record the extraction and add its usage to the
-        run's, in one transaction (a retried attempt finds the record and stops)."""
+        """Record the extraction, write the facts, audit each and add its usage to the
+        run's, in one transaction; an attempt that finds the extraction recorded applies
+        nothing and answers the recorded counts."""
         vector = await self.mode() == "vector"
         stored = updated = 0
         async with self._pool.connection() as conn, conn.transaction():
+            claimed = await conn.execute(
+                CLAIM_EXTRACTION_SQL,
+                (run_id, tenant_id, user_id, counts.proposed, counts.withheld),
+            )
+            if await claimed.fetchone() is None:
+                recorded = await (await conn.execute(EXTRACTION_SQL, (run_id,))).fetchone()
+                assert recorded is not None, "a claimed extraction is never deleted"
+                return ExtractionCounts.model_validate({**recorded, "earlier": True})
             for fact in facts:
                 with_vector = vector and fact.embedding is not None
                 model = embedding_model if with_vector else None
@@ -239,7 +255,7 @@ class MemoryStore:
                 fact_columns = (
                     storable(fact.fact),
                     fact.kind,
-                    fact.topic,
+                    storable(fact.topic),
                     digest,
                     run_id,
                     session_id,
@@ -283,18 +299,7 @@ class MemoryStore:
                         conn, _entry(tenant_id, user_id, "memory.stored", memory_id, run_id)
                     )
             done = counts.model_copy(update={"stored": stored, "updated": updated})
-            await conn.execute(
-                RECORD_EXTRACTION_SQL,
-                (
-                    run_id,
-                    tenant_id,
-                    user_id,
-                    done.proposed,
-                    done.stored,
-                    done.updated,
-                    done.withheld,
-                ),
-            )
+            await conn.execute(RECORD_EXTRACTION_SQL, (stored, updated, run_id))
             if tokens:
                 await conn.execute(ADD_USAGE_SQL, (tokens[0], tokens[1], cost_usd, run_id))
         return done

@@ -7,6 +7,7 @@ which has it (vector search over the scripted server's embeddings).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -24,7 +25,9 @@ from temporalio.worker import Replayer
 
 from activities.memory.activities import NOTE_HEAD
 from activities.retention import RetentionActivities
+from activities.store.audit import AuditLog
 from activities.store.memory_store import ExtractionCounts, MemoryStore, StoredFact
+from activities.store.records import NewRun
 from activities.store.retention_store import RetentionStore
 from activities.store.run_store import Store
 from tests.conftest import auth_headers, in_process_worker, token_for
@@ -298,6 +301,71 @@ async def test_retention_purges_memories_not_stated_again_within_its_days(store:
     assert batch.rows == {"memories": 1} and batch.runs == []
     left = await memories_of.recent(tenant, "dora", 10)
     assert [m.fact for m in left] == ["The user's name is Dora."]
+
+
+async def test_two_overlapping_attempts_of_one_extraction_apply_it_once(store: Store) -> None:
+    """The activity's attempts may overlap (a timed-out one still running): one applies."""
+    tenant, run_id = f"t-{uuid.uuid4().hex[:8]}", f"run-{uuid.uuid4().hex[:8]}"
+    await store.create_run(
+        NewRun(
+            run_id=run_id,
+            tenant_id=tenant,
+            agent="helper",
+            model="scripted",
+            requester="user:dora",
+            trigger="api",
+            workspace="/tmp",
+            input="I prefer tea.",
+        )
+    )
+    memories_of = MemoryStore(store.pool)
+
+    async def attempt(fact: str) -> ExtractionCounts:
+        return await memories_of.store_facts(
+            tenant_id=tenant,
+            user_id="dora",
+            run_id=run_id,
+            session_id=None,
+            facts=[StoredFact(fact=fact, kind="preference", topic="drink")],
+            embedding_model=None,
+            counts=ExtractionCounts(proposed=1),
+            tokens=(10, 5),
+            cost_usd=0.5,
+        )
+
+    first, second = await asyncio.gather(
+        attempt("The user prefers tea."), attempt("The user prefers green tea.")
+    )
+    run = await store.get_run(run_id)
+    assert run is not None and (run.prompt_tokens, run.completion_tokens) == (10, 5)
+    audit = await AuditLog(store.pool).entries(tenant)
+    assert [e.action for e in audit if e.category == "memory"] == ["memory.stored"]
+    assert len(await memories_of.recent(tenant, "dora", 10)) == 1
+    assert sorted([first.earlier, second.earlier]) == [False, True]
+    assert first.stored == second.stored == 1 and first.proposed == second.proposed == 1
+    third = await attempt("The user prefers coffee.")
+    assert third.earlier and third.stored == 1
+    assert [m.fact for m in await memories_of.recent(tenant, "dora", 10)] != [
+        "The user prefers coffee."
+    ]
+
+
+async def test_a_topic_holding_a_nul_is_stored_escaped(store: Store) -> None:
+    """The topic is the model's text: Postgres refuses NUL in it, the store escapes it."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    memories_of = MemoryStore(store.pool)
+    done = await memories_of.store_facts(
+        tenant_id=tenant,
+        user_id="dora",
+        run_id=f"run-{uuid.uuid4().hex[:8]}",
+        session_id=None,
+        facts=[StoredFact(fact="The user prefers tea.", kind="preference", topic="dri\0nk")],
+        embedding_model=None,
+        counts=ExtractionCounts(proposed=1),
+    )
+    assert done.stored == 1
+    [memory] = await memories_of.recent(tenant, "dora", 10)
+    assert memory.topic == "dri\\x00nk"
 
 
 async def test_a_retention_batch_full_of_memories_says_more_are_left(store: Store) -> None:
