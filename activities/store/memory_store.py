@@ -323,33 +323,22 @@ class MemoryStore:
             )
         return True
 
-    async def refuse_elsewhere(self, tenant_id: str, user_id: str, memory_id: str) -> bool:
-        """Audit a request for a memory id another user or tenant holds; False if none does.
-
-        The caller is told only that the id is unknown; the log of the caller's tenant
-        notes the attempt, without naming whose it is.
-        """
-        async with self._pool.connection() as conn, conn.transaction():
+    async def held_elsewhere(
+        self, tenant_id: str, user_id: str, memory_id: str
+    ) -> Literal["user", "tenant"] | None:
+        """Who else holds a memory id the caller asked for: another `user` of the caller's
+        tenant, another `tenant`, or nobody (None). The caller is told only that the id is
+        unknown either way."""
+        async with self._pool.connection() as conn:
             cur = await conn.execute(HELD_ELSEWHERE_SQL, (tenant_id, memory_id, tenant_id, user_id))
             row = await cur.fetchone()
-            if row is None:
-                return False
-            await AuditLog.append_in(
-                conn,
-                AuditEntry(
-                    tenant_id=tenant_id,
-                    actor=user_id,
-                    category="tenancy",
-                    action="memory.access_denied",
-                    severity="warning",
-                    subject=memory_id,
-                    detail={"held_by": "another user" if row["same_tenant"] else "another tenant"},
-                ),
-            )
-        return True
+        if row is None:
+            return None
+        return "user" if row["same_tenant"] else "tenant"
 
-    async def purge_user(self, tenant_id: str, user_id: str, actor: str) -> int:
-        """Forget every memory of a user in a tenant; audited with the count."""
+    async def purge_user(self, tenant_id: str, user_id: str, actor: str, admin_tenant: str) -> int:
+        """Forget every memory of a user in a tenant; audited with the count and the tenant
+        of the admin who asked."""
         async with self._pool.connection() as conn, conn.transaction():
             cur = await conn.execute(PURGE_USER_SQL, (tenant_id, user_id))
             count = cur.rowcount
@@ -362,7 +351,7 @@ class MemoryStore:
                     action="memory.purged",
                     severity="warning",
                     subject=user_id,
-                    detail={"deleted": count},
+                    detail={"deleted": count, "admin_tenant": admin_tenant},
                 ),
             )
         return count

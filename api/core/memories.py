@@ -2,10 +2,11 @@
 
 Every read and write is scoped to the caller's tenant and subject, so another
 tenant's or another user's memory id answers like an id that never existed (404),
-not "forbidden"; such an attempt is audited in the caller's tenant
-(`memory.access_denied`, not naming whose it is). Deleting and purging are audited
-(`memory.deleted`, `memory.purged`); a caller without the admin scope who asks to
-purge is refused, and that is audited.
+not "forbidden"; such an attempt is audited in the caller's tenant: another tenant's
+as every surface audits one (`memory.cross_tenant_denied`), another user's as
+`memory.access_denied`. Deleting and purging are audited (`memory.deleted`,
+`memory.purged`, with the admin's tenant); a caller without the admin scope who asks
+to purge is refused, and that is audited.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from activities.store.audit import AuditEntry
 from activities.store.memory_store import Memory, MemoryStore, SearchMode
 from api.core.context import CoreParts
 from api.core.errors import Forbidden, NotFound
+from api.core.tenant_ids import in_view
 from api.identity.auth import Principal
 
 __all__ = ["MemoriesPurged", "MemoryList", "MemoryPublic", "MemoryService"]
@@ -36,7 +39,15 @@ class MemoryPublic(BaseModel):
 
     @classmethod
     def of(cls, memory: Memory) -> MemoryPublic:
-        return cls.model_validate(memory.model_dump())
+        """The memory as its tenant knows its run and session: without their scope."""
+        session = memory.source_session_id
+        return cls.model_validate(
+            {
+                **memory.model_dump(),
+                "source_run_id": in_view(memory.tenant_id, memory.source_run_id),
+                "source_session_id": in_view(memory.tenant_id, session) if session else session,
+            }
+        )
 
 
 class MemoryList(BaseModel):
@@ -73,7 +84,21 @@ class MemoryService:
     async def delete(self, memory_id: str, user: Principal) -> None:
         if not await self._store.delete(user.tenant_id, user.subject, memory_id, user.subject):
             # Someone else's id answers like one that never existed; the attempt is audited.
-            await self._store.refuse_elsewhere(user.tenant_id, user.subject, memory_id)
+            holder = await self._store.held_elsewhere(user.tenant_id, user.subject, memory_id)
+            if holder == "tenant":
+                await self._parts.audit.cross_tenant(user, "memory", memory_id)
+            elif holder == "user":
+                await self._parts.audit.log.append(
+                    AuditEntry(
+                        tenant_id=user.tenant_id,
+                        actor=user.subject,
+                        category="tenancy",
+                        action="memory.access_denied",
+                        severity="warning",
+                        subject=memory_id,
+                        detail={"held_by": "another user"},
+                    )
+                )
             raise NotFound(f"No memory {memory_id} of yours; list them with GET /v1/memories.")
 
     async def purge(
@@ -86,5 +111,5 @@ class MemoryService:
                 "Purging a user's memories is for admins: it needs the keel:admin scope."
             )
         tenant = tenant_id or user.tenant_id
-        deleted = await self._store.purge_user(tenant, subject, user.subject)
+        deleted = await self._store.purge_user(tenant, subject, user.subject, user.tenant_id)
         return MemoriesPurged(tenant_id=tenant, user=subject, deleted=deleted)

@@ -26,10 +26,12 @@ from temporalio.worker import Replayer
 from activities.memory.activities import NOTE_HEAD
 from activities.retention import RetentionActivities
 from activities.store.audit import AuditLog
-from activities.store.memory_store import ExtractionCounts, MemoryStore, StoredFact
+from activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
 from activities.store.records import NewRun
 from activities.store.retention_store import RetentionStore
 from activities.store.run_store import Store
+from api.core.memories import MemoryPublic
+from api.core.tenant_ids import scoped
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
 from tests.integration.runs import agent
@@ -213,13 +215,21 @@ async def test_what_a_user_states_is_recalled_for_them_only(
                 " AND action LIKE 'memory.%%' ORDER BY id",
                 (acme,),
             )
-            audited = [(r["action"], r["actor"]) for r in await cur.fetchall()]
+            rows = await cur.fetchall()
+            audited = [(r["action"], r["actor"]) for r in rows]
+            # Another tenant's id is refused as on every surface, not saying it exists.
             cur = await conn.execute(
-                "SELECT detail FROM audit_log WHERE tenant_id = %s"
-                " AND action = 'memory.access_denied'",
+                "SELECT action, subject, detail FROM audit_log WHERE tenant_id = %s"
+                " AND category = 'tenancy'",
                 (other,),
             )
-            assert [r["detail"] for r in await cur.fetchall()] == [{"held_by": "another tenant"}]
+            assert [(r["action"], r["subject"], r["detail"]) for r in await cur.fetchall()] == [
+                ("memory.cross_tenant_denied", tabs["id"], {"kind": "memory"})
+            ]
+        denied = [r["detail"] for r in rows if r["action"] == "memory.access_denied"]
+        assert denied == [{"held_by": "another user"}]
+        [purge] = [r["detail"] for r in rows if r["action"] == "memory.purged"]
+        assert purge == {"deleted": 1, "admin_tenant": acme}
         assert audited == [
             ("memory.stored", "alice"),
             ("memory.stored", "alice"),
@@ -229,6 +239,27 @@ async def test_what_a_user_states_is_recalled_for_them_only(
             ("memory.purge.refused", "bob"),
             ("memory.purged", "root"),
         ]
+
+
+def test_a_memory_shows_its_run_and_session_as_its_tenant_knows_them() -> None:
+    """A run kept under a scoped key (its id is another tenant's too) shows as its id."""
+    now = datetime.now(UTC)
+    memory = Memory(
+        id="mem-1",
+        tenant_id="acme",
+        user_id="alice",
+        fact="The user prefers tea.",
+        kind="preference",
+        topic="drink",
+        source_run_id=scoped("acme", "run-shared"),
+        source_session_id=scoped("acme", "ses-shared"),
+        created_at=now,
+        updated_at=now,
+    )
+    shown = MemoryPublic.of(memory)
+    assert (shown.source_run_id, shown.source_session_id) == ("run-shared", "ses-shared")
+    plain = MemoryPublic.of(memory.model_copy(update={"source_session_id": None}))
+    assert plain.source_session_id is None
 
 
 async def test_keel_memories_lists_and_deletes_your_own(
