@@ -18,6 +18,9 @@ import httpx
 from a2a.types import GetTaskRequest, TaskState
 from temporalio.client import Client
 
+from activities.store.audit import AuditLog
+from activities.store.records import NewRun
+from activities.store.router_store import RouterStore
 from activities.store.run_store import Store
 from api.cli.local_stack import serve_api
 from api.identity.auth import dev_token
@@ -30,6 +33,7 @@ from worker.dev_stack import free_port
 from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.scripted_router import MALFORMED_MARK, NUL_MARK
 from worker.settings import Settings
+from workflows.router_models import Classification, ExcludedAgent, RecordRouteInput, RouteDecision
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -291,6 +295,41 @@ async def test_a_classification_holding_a_nul_asks_back_instead_of_failing_the_r
         assert second["outcome"] == "routed"
         trail = await audited(admin, tenant)
         assert ("route.clarifying", f"{run_id}/1") in trail, trail
+
+
+async def test_a_decision_quoting_a_nul_is_recorded_escaped(store: Store) -> None:
+    """Whatever text reaches the router's records, Postgres's refusal of NUL never fails them."""
+    run_id, tenant = f"run-{uuid.uuid4().hex[:10]}", f"router-{uuid.uuid4().hex[:8]}"
+    await store.create_run(
+        NewRun(
+            run_id=run_id,
+            tenant_id=tenant,
+            agent="auto",
+            model="scripted",
+            requester="user:dev",
+            trigger="api",
+            workspace="/tmp",
+            input="Review the code.",
+        )
+    )
+    record = RecordRouteInput(
+        run_id=run_id,
+        tenant_id=tenant,
+        requester="user:dev",
+        round=1,
+        event_seq=1,
+        decision=RouteDecision(outcome="routed", agent="review", reason="Review\0 fits."),
+        classification=Classification(kind="agent", agent="review", reason="Review\0 fits."),
+        candidates=["review", "odd\0name"],
+        excluded=[ExcludedAgent(name="de\0ploy", reason="role")],
+    )
+    await RouterStore(store.pool).record(record, "Review the code.\0")
+    [decision] = await RouterStore(store.pool).decisions(run_id)
+    assert decision.candidates == ["review", "odd\\x00name"]
+    assert decision.classification["reason"] == "Review\\x00 fits."
+    [entry] = [e for e in await AuditLog(store.pool).entries(tenant) if e.category == "router"]
+    assert entry.detail["reason"] == "Review\\x00 fits."
+    assert (await AuditLog(store.pool).verify(tenant)).ok
 
 
 async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
