@@ -34,6 +34,7 @@ from mcp_types import (
 from pydantic import SecretStr
 
 from activities.tools.file_tools import ToolOutput
+from activities.url_prefix import longest_prefix
 
 log = logging.getLogger("keel.mcp")
 
@@ -49,21 +50,13 @@ class McpUnavailable(Exception):
 
 
 def token_for(tokens: Mapping[str, SecretStr], url: str) -> str | None:
-    """The token of the longest configured prefix of `url` that ends at a path boundary.
+    """The token of the longest configured URL that `url` lies under (`url_prefix`).
 
     `https://mcp.example.com` covers `https://mcp.example.com/mcp`, never
     `https://mcp.example.com.evil.net/` nor another port.
     """
-    best: tuple[int, str] | None = None
-    for prefix, token in tokens.items():
-        if not url.startswith(prefix):
-            continue
-        rest = url[len(prefix) :]
-        if rest and not prefix.endswith("/") and rest[0] not in "/?#":
-            continue
-        if best is None or len(prefix) > best[0]:
-            best = (len(prefix), token.get_secret_value())
-    return best[1] if best else None
+    prefix = longest_prefix(url, tokens)
+    return tokens[prefix].get_secret_value() if prefix is not None else None
 
 
 def reason(exc: BaseException) -> str:

@@ -35,6 +35,8 @@ TOKENS = {
         ("http://mcp.example.com/mcp", None),  # another scheme
         ("http://127.0.0.1:8000/mcp", "local"),
         ("http://127.0.0.1:80001/mcp", None),
+        ("https://mcp.example.com@evil.net/mcp", None),  # the host is evil.net
+        ("https://MCP.example.com/mcp", "site"),  # host names are case-free
     ],
 )
 def test_a_url_gets_the_token_of_its_longest_prefix(url: str, expected: str | None) -> None:
