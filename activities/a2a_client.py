@@ -99,9 +99,10 @@ class A2AClientActivities(A2ADelegation):
     async def a2a_follow(self, request: FollowInput) -> DelegateHandle:
         handle = request.handle
         deadline = time.monotonic() + request.deadline_s
-        async with self._client(
-            handle.url, request.tenant_id, request.requester, handle.task_id
-        ) as (client, _):
+        # The remote agent chose the task id: the coordination's own id makes it Keel's.
+        subject = f"{activity.info().workflow_id}/{handle.task_id}"
+        connection = self._client(handle.url, request.tenant_id, request.requester, subject)
+        async with connection as (client, _):
             while True:
                 activity.heartbeat(handle.task_id)
                 try:

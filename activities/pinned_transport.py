@@ -31,11 +31,10 @@ class PinnedAddresses(httpcore.AsyncNetworkBackend):
         self._backend = httpcore.AnyIOBackend()
 
     def pin(self, url: str, addresses: Iterable[str]) -> None:
-        """Connect to `addresses` (in order, until one answers) for `url`'s host and port."""
-        self._pins[_origin(url)] = list(addresses)
-
-    def pinned(self, url: str) -> bool:
-        return _origin(url) in self._pins
+        """Connect to `addresses` for `url`'s host and port: IPv4 and IPv6 in turn, IPv4
+        first, until one answers (a network that drops IPv6 costs one address's share of
+        the timeout, not all of it)."""
+        self._pins[_origin(url)] = _interleaved(addresses)
 
     async def connect_tcp(
         self,
@@ -49,12 +48,14 @@ class PinnedAddresses(httpcore.AsyncNetworkBackend):
         if not addresses:
             raise httpcore.ConnectError(f"{host}:{port} was not checked, so it is not reached.")
         failure: Exception | None = None
+        # The connect timeout is shared, so every address gets its turn within it.
+        each = timeout / len(addresses) if timeout is not None else None
         for address in addresses:
             try:
                 return await self._backend.connect_tcp(
                     address,
                     port,
-                    timeout=timeout,
+                    timeout=each,
                     local_address=local_address,
                     socket_options=socket_options,
                 )
@@ -79,14 +80,26 @@ def pinned_transport(
     pins: PinnedAddresses, ssl_context: ssl.SSLContext | None = None
 ) -> httpx.AsyncHTTPTransport:
     """httpx's own transport, its connection pool on `pins` instead of the system resolver;
-    certificates are checked against `ssl_context` (default: httpx's, the certifi roots)."""
-    transport = httpx.AsyncHTTPTransport(trust_env=False)
+    certificates are checked against `ssl_context` (default: httpx's, the certifi roots,
+    or `SSL_CERT_FILE` / `SSL_CERT_DIR` where set, for a receiver under a private CA)."""
+    transport = httpx.AsyncHTTPTransport()
     # httpx has no argument for a network backend; its pool is httpcore's, which has one.
+    # Given a transport, httpx uses no proxy from the environment.
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context or httpx.create_ssl_context(trust_env=False),
+        ssl_context=ssl_context or httpx.create_ssl_context(),
         network_backend=pins,
     )
     return transport
+
+
+def _interleaved(addresses: Iterable[str]) -> list[str]:
+    """IPv4 and IPv6 addresses alternating, IPv4 first, each family in its given order."""
+    given = list(addresses)
+    four = [a for a in given if ":" not in a]
+    six = [a for a in given if ":" in a]
+    mixed = [a for pair in zip(four, six, strict=False) for a in pair]
+    longer = four if len(four) > len(six) else six
+    return mixed + longer[min(len(four), len(six)) :]
 
 
 def _origin(url: str) -> tuple[str, int]:

@@ -46,7 +46,6 @@ INSERT_MESSAGE_SQL = (
 )
 
 
-# The classification's trace and usage, counted once per round like a step's model call.
 class TenantAgents(BaseModel):
     """The agents a tenant enabled for the router, when an admin set them."""
 

@@ -106,7 +106,9 @@ RECORD_LLM_CALL_SQL = (
     " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call)"
 )
 """A model call's trace; its usage counts on the run once per step, however often the
-step's call is recorded (a retried activity records it again)."""
+step's call is recorded (a retried activity records it again), and the run's `steps`
+reach the call's step. The router's classification is recorded by it too, one step a
+round, so a router run's steps count its rounds while it routes."""
 
 
 class Store:

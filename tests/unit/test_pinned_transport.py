@@ -99,3 +99,28 @@ async def test_https_checks_the_certificate_of_the_name_not_of_the_address(
         async with httpx.AsyncClient(transport=pinned_transport(pins, other_client)) as http:
             with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await http.get(f"https://{NAME}:{port}/hook")
+
+
+async def test_a_receiver_under_a_private_ca_named_by_ssl_cert_file_is_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server_tls, _ = certificate(tmp_path, NAME)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / f"{NAME}.pem"))
+    async with receiver(server_tls) as (port, _):
+        pins = PinnedAddresses()
+        pins.pin(f"https://{NAME}:{port}/", ["127.0.0.1"])
+        async with httpx.AsyncClient(transport=pinned_transport(pins)) as http:
+            response = await http.get(f"https://{NAME}:{port}/hook")
+    assert response.status_code == 204
+
+
+async def test_ipv4_and_ipv6_take_turns_within_one_connect_timeout() -> None:
+    # Nothing listens on these IPv6 addresses: each refuses, and IPv4 is tried first anyway.
+    async with receiver() as (port, seen):
+        pins = PinnedAddresses()
+        pins.pin(f"http://{NAME}:{port}/", ["::1", "2001:db8::1", "127.0.0.1"])
+        assert pins._pins[(NAME, port)] == ["127.0.0.1", "::1", "2001:db8::1"]
+        timeout = httpx.Timeout(5.0)
+        async with httpx.AsyncClient(transport=pinned_transport(pins), timeout=timeout) as http:
+            response = await http.get(f"http://{NAME}:{port}/")
+    assert response.status_code == 204 and seen

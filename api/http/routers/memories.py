@@ -38,7 +38,8 @@ async def delete_memory(memory_id: MemoryId, user: CurrentUser, service: Service
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@admin_router.delete("/{user_id}", response_model=MemoriesPurged)
+# `:path`: a subject may hold a `/`, which the server decodes before routing.
+@admin_router.delete("/{user_id:path}", response_model=MemoriesPurged)
 async def purge_memories(
     user_id: Subject,
     user: CurrentUser,

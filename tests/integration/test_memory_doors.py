@@ -1,5 +1,6 @@
-"""An agent with `memory: true` that the router hands a request to remembers for the user:
-its input is the user's own request, not a prompt a parent agent wrote."""
+"""Memory by the less-travelled doors: an agent with `memory: true` that the router hands
+a request to remembers for the user (its input is the user's own request, not a prompt a
+parent agent wrote), and an admin purges a subject whose name holds a `/`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from temporalio.client import Client
 
 from activities.store.run_store import Store
 from tests.conftest import auth_headers
-from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
+from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, finished, keel_api
 from tests.integration.test_memory import AGENT, memories, memory_note
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, Turn
@@ -60,3 +61,12 @@ async def test_a_routed_agent_with_memory_recalls_and_remembers_for_the_user(
         await routed(bob, "Which indentation should the new module use?")
         assert memory_note(llm) is None
         assert await memories(http, bob) == []
+
+
+async def test_an_admin_purges_a_subject_that_holds_a_slash(keel_app: LaunchKeel) -> None:
+    tenant = f"slash-{uuid.uuid4().hex[:6]}"
+    admin = auth_headers(tenant, "root", "keel:admin")
+    async with keel_app(Script(turns=[Turn(content="Noted.")]), headers=admin) as http:
+        purged = await http.delete("/v1/admin/memories/team%2Fbob")
+        assert purged.status_code == 200, purged.text
+        assert purged.json() == {"tenant_id": tenant, "user": "team/bob", "deleted": 0}
