@@ -3,7 +3,8 @@
 A run waits on its interactions (an approval, a question, a client's tool result). If
 it ends before anyone decides one (cancelled, failed, terminated), the interaction can
 never be decided any more, so its row says so: `cancelled`, in the transaction that
-records the run's end, with an audit entry each. Every surface reads the row, so the
+records the run's end, with an audit entry each and, where the run's end is an event,
+an `interaction_resolved` event each just before it. Every surface reads the row, so the
 inbox, REST, A2A, MCP, the LangGraph API and AG-UI all show it ended, and a decision
 sent for it is refused (409) with `closed_sentence`.
 """
@@ -15,6 +16,8 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from activities.store.audit import AuditEntry, AuditLog
+from activities.store.interaction_rows import COLUMNS, row_to_interaction
+from workflows.models import Interaction
 
 __all__ = ["CLOSED_STATUS", "close_pending_in", "closed_sentence"]
 
@@ -23,17 +26,18 @@ CLOSED_STATUS = "cancelled"
 
 CLOSE_PENDING_SQL = (
     "UPDATE interactions SET status = %s, updated_at = now()"
-    " WHERE run_id = %s AND status = 'pending' RETURNING id, tenant_id, tool, kind"
+    f" WHERE run_id = %s AND status = 'pending' RETURNING tenant_id, {COLUMNS}"
 )
 
 
 async def close_pending_in(
     conn: AsyncConnection[Any], run_id: str, *, run_status: str, stop_reason: str
-) -> list[str]:
+) -> list[Interaction]:
     """Inside the caller's transaction (the one recording the run's end): mark what the
-    run still waited on `cancelled` and audit each; the ids closed (none on a retry)."""
+    run still waited on `cancelled` and audit each; those closed, in the order they were
+    opened (none on a retry)."""
     cur = await conn.execute(CLOSE_PENDING_SQL, (CLOSED_STATUS, run_id))
-    rows = await cur.fetchall()
+    rows = sorted(await cur.fetchall(), key=lambda r: (r["created_at"], r["step"], r["ord"]))
     for row in rows:
         await AuditLog.append_in(
             conn,
@@ -51,7 +55,7 @@ async def close_pending_in(
                 },
             ),
         )
-    return [str(row["id"]) for row in rows]
+    return [row_to_interaction({k: v for k, v in row.items() if k != "tenant_id"}) for row in rows]
 
 
 def closed_sentence(interaction_id: str, status: str, run_id: str, run_status: str) -> str:

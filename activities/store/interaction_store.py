@@ -8,16 +8,10 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from activities.store.interaction_rows import COLUMNS, event_data, row_to_interaction
 from activities.store.run_store import Store
-from workflows.gate import canonical_json
 from workflows.models import Interaction
 from workflows.permissions import PermissionRule
-
-COLUMNS = (
-    "id, kind, step, ord, call_id, tool, arguments, payload_hash, risk, subject, question,"
-    " status, requester, approvers, decision, decided_by, decided_at, answer, created_at,"
-    " expires_at, decision_id"
-)
 
 # A run that ends closes what it waited on (interaction_closing), so `pending` is live.
 PENDING_FOR_TENANT_SQL = (
@@ -31,12 +25,6 @@ PENDING_BY_TENANT_SQL = (
     "SELECT tenant_id, count(*) AS pending FROM interactions"
     " WHERE status = 'pending' GROUP BY tenant_id"
 )
-
-
-def _row_to_interaction(row: dict[str, Any]) -> Interaction:
-    data = dict(row)
-    data["arguments"] = canonical_json(row["arguments"])
-    return Interaction.model_validate(data)
 
 
 class InteractionStore:
@@ -84,7 +72,7 @@ class InteractionStore:
                     ),
                 )
                 await Store.put_event_in(
-                    conn, run_id, event_seq + offset, "interaction_pending", _event_data(ia)
+                    conn, run_id, event_seq + offset, "interaction_pending", event_data(ia)
                 )
 
     async def resolve(
@@ -129,12 +117,12 @@ class InteractionStore:
                 row = await cur.fetchone()
                 if row is None:
                     raise LookupError(f"Run {run_id} has no stored interaction {ia.id}.")
-                stored = _row_to_interaction(row)
+                stored = row_to_interaction(row)
                 # A retry of the request that took (runs from before decision ids: None).
                 same = stored.decision_id == ia.decision_id and stored.decision == ia.decision
                 return stored, same
             await Store.put_event_in(
-                conn, run_id, event_seq, "interaction_resolved", _event_data(ia)
+                conn, run_id, event_seq, "interaction_resolved", event_data(ia)
             )
             if new_rule is not None and session_id is not None:
                 await conn.execute(
@@ -151,7 +139,7 @@ class InteractionStore:
                         run_id,
                     ),
                 )
-            return _row_to_interaction(row), True
+            return row_to_interaction(row), True
 
     async def mark(self, run_id: str, interaction_id: str, status: str, *, when: str) -> bool:
         """Move an interaction along executing → executed | failed; False if not in `when`."""
@@ -185,14 +173,14 @@ class InteractionStore:
                 (run_id,),
             )
             rows = await cur.fetchall()
-        return [_row_to_interaction(row) for row in rows]
+        return [row_to_interaction(row) for row in rows]
 
     async def pending_for_tenant(self, tenant_id: str, limit: int) -> list[tuple[str, Interaction]]:
         """(run id, interaction) of what the tenant's live runs wait on, oldest first."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(PENDING_FOR_TENANT_SQL, (tenant_id, limit))
             rows = await cur.fetchall()
-        return [(str(row.pop("run_id")), _row_to_interaction(row)) for row in rows]
+        return [(str(row.pop("run_id")), row_to_interaction(row)) for row in rows]
 
     async def get(self, run_id: str, interaction_id: str) -> Interaction | None:
         async with self._pool.connection() as conn:
@@ -201,7 +189,7 @@ class InteractionStore:
                 (run_id, interaction_id),
             )
             row = await cur.fetchone()
-        return _row_to_interaction(row) if row else None
+        return row_to_interaction(row) if row else None
 
     async def session_rules(self, session_id: str) -> list[PermissionRule]:
         async with self._pool.connection() as conn:
@@ -212,21 +200,3 @@ class InteractionStore:
             )
             rows = await cur.fetchall()
         return [PermissionRule.model_validate(row) for row in rows]
-
-
-def _event_data(ia: Interaction) -> dict[str, object]:
-    return {
-        "interaction_id": ia.id,
-        "kind": ia.kind,
-        "status": ia.status,
-        "tool": ia.tool,
-        "subject": ia.subject,
-        "question": ia.question,
-        "payload_hash": ia.payload_hash,
-        "arguments": ia.arguments,
-        "risk": ia.risk,
-        "approvers": ia.approvers,
-        "expires_at": ia.expires_at.isoformat(),
-        "decision": ia.decision,
-        "decided_by": ia.decided_by,
-    }

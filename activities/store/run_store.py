@@ -22,6 +22,7 @@ from pydantic import JsonValue
 
 from activities.store.audit import AuditEntry, AuditLog, redact
 from activities.store.interaction_closing import close_pending_in
+from activities.store.interaction_rows import event_data
 from activities.store.postgres_text import storable, storable_json
 from activities.store.records import (
     EventRecord,
@@ -395,12 +396,21 @@ class Store:
                     run_id,
                 ),
             )
+            # What it still waited on ends with it, in the same transaction, each told
+            # as resolved before the run's end. The end is the run's last event, so the
+            # seqs after the one the workflow gave it are free. A retry closes nothing
+            # again, and its end finds its seq taken: nothing is written twice.
+            closed = await close_pending_in(
+                conn, run_id, run_status=status, stop_reason=stop_reason
+            )
+            for offset, ia in enumerate(closed):
+                await self._put_event(
+                    conn, run_id, event_seq + offset, "interaction_resolved", event_data(ia)
+                )
             data: dict[str, object] = {"status": status, "stop_reason": stop_reason}
             if error:
                 data["error"] = error
-            await self._put_event(conn, run_id, event_seq, event_type, data)
-            # What it still waited on ends with it, in the same transaction.
-            await close_pending_in(conn, run_id, run_status=status, stop_reason=stop_reason)
+            await self._put_event(conn, run_id, event_seq + len(closed), event_type, data)
         return report
 
     async def end_closed_elsewhere(self, run_id: str, *, status: str, error: str) -> bool:

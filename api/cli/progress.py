@@ -45,6 +45,8 @@ def describe_event(event: EventPublic) -> str | None:
             return f"  ✗ {data.get('name')}: {str(data.get('preview', ''))[:120]}"
         return f"  ← {data.get('name')}: {data.get('size', 0)} bytes"
     if event.type == "interaction_resolved":
+        if data.get("status") == "cancelled":
+            return f"  ✗ {data.get('interaction_id')} cancelled: the run ended before a decision"
         who = data.get("decided_by") or "the timer"
         return f"  ✓ {data.get('interaction_id')} {data.get('status')} by {who}"
     if event.type == "error":

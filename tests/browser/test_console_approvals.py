@@ -208,6 +208,11 @@ async def test_cancel_a_waiting_run_from_its_page(console_stack: Any, page: Page
         await page.click("#cancel-run")
         await expect(page.locator(".ev-cancelled")).to_be_visible(timeout=30_000)
         await expect(page.locator("#run-header [data-status]")).to_have_text("cancelled")
+        # The request it waited on is closed on the page too: no buttons left to press.
+        await expect(page.locator(".ev-interaction_resolved")).to_contain_text(
+            "the run ended before anyone decided it"
+        )
+        await expect(page.locator(".ev-interaction_pending button")).to_have_count(0)
         assert not (c.workspace / "c.txt").exists()
         # A cancelled run waits on nothing: its request leaves the inbox.
         await page.goto(f"{c.url}/console/approvals")

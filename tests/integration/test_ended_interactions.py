@@ -52,6 +52,17 @@ async def test_a_cancelled_or_terminated_run_ends_its_interactions(
         response = await http.post(f"/v1/runs/{cancelled_run}/cancel", headers=ALICE)
         assert response.status_code == 200, response.text
         assert (await finished(http, cancelled_run))["status"] == "cancelled"
+        # Its event stream tells the interaction resolved, then the end: no gap, no repeat.
+        page = await http.get(f"/v1/runs/{cancelled_run}/events?after=0", headers=ALICE)
+        events = page.json()["events"]
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        resolved, end = events[-2:]
+        assert resolved["type"] == "interaction_resolved", events
+        assert (resolved["data"]["interaction_id"], resolved["data"]["status"]) == (
+            asked["id"],
+            "cancelled",
+        )
+        assert end["type"] == "cancelled" and end["data"]["stop_reason"] == "cancelled", end
         # Terminated in Temporal: no finish is recorded, the first read finds out.
         await temporal_client.get_workflow_handle(terminated_run).terminate("operator")
         await run_reaches(http, terminated_run, "failed", headers=ALICE, within=10)

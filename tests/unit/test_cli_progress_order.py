@@ -67,3 +67,11 @@ def test_a_held_answer_is_not_lost_when_the_run_ends() -> None:
         _event(2, "error", error="boom"),
     ]
     assert _shown(events) == ["✓ ia-1 answered by user:alice", "run failed: boom"]
+
+
+def test_an_interaction_closed_with_its_run_says_so_not_who_decided() -> None:
+    closed = _event(
+        5, "interaction_resolved", interaction_id="ia-2", kind="approval", tool="bash",
+        status="cancelled", decided_by=None,
+    )  # fmt: skip
+    assert _shown([closed]) == ["✗ ia-2 cancelled: the run ended before a decision"]

@@ -218,6 +218,10 @@ export class Timeline {
           this.item(event, h("strong", {}, how), d.decided_by ? ` (${d.decided_by})` : "");
           break;
         }
+        if (d.status === "cancelled" && !d.decision) {
+          this.item(event, h("strong", {}, "Closed"), " the run ended before anyone decided it");
+          break;
+        }
         this.item(event, h("strong", {}, "Decided"), ` ${d.decision || d.status}${d.decided_by ? ` by ${d.decided_by}` : ""}`);
         break;
       }
