@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -22,16 +22,15 @@ from temporalio.exceptions import ApplicationError
 from activities.context.budget import (
     ContextBudget,
     ContextLengthExceeded,
-    exceeded_limit,
     openai_message,
 )
 from activities.genai_spans import note_finish, note_messages, note_provider, note_response_model
+from activities.heartbeats import with_heartbeats
 from activities.plugin_api import PluginCode
 from activities.prices import ModelPrice
 from activities.provider_api import ProviderRef
-from activities.providers import anthropic_messages, plugin_models
+from activities.providers import anthropic_messages, openai_errors, plugin_models
 from activities.providers.anthropic_messages import AnthropicMessages
-from activities.providers.retry_status import error_detail, provider_error, retry_after
 from activities.run_records import open_run
 from activities.store.audit import AuditLog, policy_entry
 from activities.store.mcp_tool_store import McpToolStore
@@ -49,7 +48,6 @@ from workflows.models import (
     Usage,
 )
 
-HEARTBEAT_EVERY_S = 2.0
 # Live token deltas: NOTIFYs on the durable events' channel, batched so a long
 # completion sends a few notices a second rather than one a token.
 EVENTS_CHANNEL = "keel_events"
@@ -146,7 +144,7 @@ class LlmActivities(LlmCalls):
             messages, estimated = request.plan.messages, request.plan.raw
         started = time.monotonic()
         try:
-            message, usage, finish_reason = await _with_heartbeats(
+            message, usage, finish_reason = await with_heartbeats(
                 self._complete(step, messages, tools)
             )
         except ContextLengthExceeded as refusal:
@@ -338,20 +336,9 @@ class LlmActivities(LlmCalls):
                 async with deltas:
                     return await _collect(_chunks(response.iter_lines()), on_text=deltas.add)
         except openai.APIStatusError as exc:
-            refusal = exceeded_limit(exc)
-            if refusal is not None:
-                raise refusal from exc
-            raise provider_error(
-                "LLM provider",
-                exc.status_code,
-                error_detail(exc.body, str(exc.message)),
-                delay=retry_after(exc.response.headers),
-            ) from exc
+            raise openai_errors.status_error(exc) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ApplicationError(
-                f"LLM endpoint unreachable at {self._client.base_url}: {exc}",
-                type="LlmUnavailable",
-            ) from exc
+            raise openai_errors.unreachable(self._client.base_url, exc) from exc
         except httpx.HTTPError as exc:  # the stream broke after the reply began
             raise ApplicationError(
                 f"LLM stream from {self._client.base_url} broke: {type(exc).__name__}: {exc}",
@@ -560,18 +547,3 @@ async def _collect(
     for i, call in enumerate(ordered):
         call["id"] = call["id"] or f"call_{i}"
     return {"content": "".join(content), "tool_calls": ordered}, usage, finish_reason
-
-
-async def _with_heartbeats(work: Awaitable[T]) -> T:
-    """Heartbeat while a long completion runs, so a dead worker is noticed quickly."""
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
-            if done:
-                return task.result()
-            if not activity.info().is_local:  # a local activity lives inside a workflow task
-                activity.heartbeat()
-    finally:
-        if not task.done():
-            task.cancel()  # the activity was cancelled or timed out: stop the request too

@@ -19,11 +19,10 @@ from typing import Any
 import openai
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import ContextLengthExceeded, exceeded_limit
+from activities.context.budget import ContextLengthExceeded
 from activities.genai_spans import note_provider
 from activities.plugin_api import PluginCode
-from activities.providers import anthropic_messages, plugin_models
-from activities.providers.retry_status import error_detail, provider_error, retry_after
+from activities.providers import anthropic_messages, openai_errors, plugin_models
 from workflows.context_budget import estimate_message
 
 __all__ = ["OneShotModel", "OneShotReply"]
@@ -137,21 +136,9 @@ class OneShotModel:
                     model=model, messages=[], extra_body=body
                 )
         except openai.APIStatusError as exc:
-            refusal = exceeded_limit(exc)
-            if refusal is not None:
-                raise refusal from exc
-            raise provider_error(
-                "LLM provider",
-                exc.status_code,
-                error_detail(exc.body, str(exc.message)),
-                delay=retry_after(exc.response.headers),
-                purpose=purpose,
-            ) from exc
+            raise openai_errors.status_error(exc, purpose) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ApplicationError(
-                f"LLM endpoint unreachable at {self._client.base_url} for {purpose}: {exc}",
-                type="LlmUnavailable",
-            ) from exc
+            raise openai_errors.unreachable(self._client.base_url, exc, purpose) from exc
         text = (completion.choices[0].message.content or "") if completion.choices else ""
         usage = completion.usage
         if usage is not None:

@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +14,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeats import with_heartbeats
 from activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
 from activities.store.audit import AuditLog, policy_entry
 from activities.store.held_output_store import HeldOutputStore
@@ -38,7 +38,6 @@ log = logging.getLogger("keel.tools")
 # Schema problems shown to the model for one call.
 MAX_ARGUMENT_PROBLEMS = 5
 # A regular tool activity heartbeats this often, so a dead worker's call is retried soon.
-HEARTBEAT_EVERY_S = 2.0
 # How long the thread running a tool waits for Postgres to record that it starts.
 START_RECORD_TIMEOUT_S = 60.0
 # A plugin tool's answer beyond this is cut (the context budget caps what the model sees).
@@ -81,7 +80,7 @@ class ToolActivities(ToolCalls):
         stored = await self._stored_digest(call)
         if stored is not None:
             return stored
-        output = await _with_heartbeats(
+        output = await with_heartbeats(
             self._execute_once(
                 call, acting=call.name in TOOL_SPECS and not TOOL_SPECS[call.name].read_only
             )
@@ -103,7 +102,7 @@ class ToolActivities(ToolCalls):
         stored = await self._stored_digest(call)
         if stored is not None:
             return stored
-        output = await _with_heartbeats(self._call_plugin_tool(call))
+        output = await with_heartbeats(self._call_plugin_tool(call))
         return await self._record(call, output)
 
     async def _call_plugin_tool(self, call: ToolCallInput) -> ToolOutput:
@@ -335,21 +334,6 @@ async def _run_plugin_tool(tool: PluginTool, args: object, context: ToolContext)
     if len(text) > MAX_PLUGIN_OUTPUT_CHARS:
         text = text[:MAX_PLUGIN_OUTPUT_CHARS] + f"\n[cut at {MAX_PLUGIN_OUTPUT_CHARS} characters]"
     return ToolOutput(text=text)
-
-
-async def _with_heartbeats(work: Awaitable[T]) -> T:
-    """Heartbeat while a tool runs, so a dead worker's call is retried within seconds."""
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
-            if done:
-                return task.result()
-            if not activity.info().is_local:  # a local activity lives inside a workflow task
-                activity.heartbeat()
-    finally:
-        if not task.done():
-            task.cancel()
 
 
 def _schema_problems(schema: dict[str, Any], arguments: object) -> list[str]:
