@@ -16,7 +16,10 @@ from api.identity.auth import Principal
 from workflows.coordination import AgentOutcome, RemoteAgent
 from workflows.findings import MergedFinding
 
-CoordinationStatus = Literal["running", "completed", "failed", "cancelled", "timed_out"]
+CoordinationStatus = Literal[
+    "running", "cancelling", "completed", "failed", "cancelled", "timed_out"
+]
+"""`cancelling`: running, asked to cancel; it ends `cancelled` once its workflow has seen it."""
 
 
 AGENT_NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
@@ -78,7 +81,19 @@ class CoordinationPublic(BaseModel):
     requester: str
     created_at: datetime | None
     finished_at: datetime | None
+    agents: list[AgentChoice] = Field(
+        default_factory=list,
+        description="The agents it went to, as asked (for coordinations started before "
+        "agents were recorded: those of its outcomes, once it has finished).",
+    )
     report: str | None = None
     outcomes: list[AgentOutcome] = Field(default_factory=list)
     findings: list[MergedFinding] = Field(default_factory=list)
     error: str | None = None
+
+
+class CoordinationList(BaseModel):
+    """`GET /v1/coordinations`: the caller's tenant's coordinations, newest first."""
+
+    coordinations: list[CoordinationPublic]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")

@@ -5,19 +5,30 @@ caller's tenant, idempotent on the id the caller may choose, and audited. Tempor
 keeps the record: the workflow `coordinate-ID` carries its tenant, requester and the
 hash of the request in its memo, so no table is needed and a retry of the same request
 (same id) finds the same workflow. As for runs, an id another tenant holds is kept
-under the caller's scoped key (`api.core.tenant_ids`), and reading another tenant's
-coordination answers 404, audited.
+under the caller's scoped key (`api.core.tenant_ids`), and reading or cancelling another
+tenant's coordination answers 404, audited.
+
+Listing asks Temporal's visibility for the coordinator's workflows tagged with the
+caller's tenant (the `KeelTenant` search attribute runs carry too), or with no tenant tag
+(those started before coordinations carried it), and keeps only those whose memo names
+the caller's tenant: the memo decides, the query only narrows. Temporal does not order a
+list by start time, so a page is sorted here by (start time, key), newest first, and its
+cursor is the last one shown; a coordination started a moment ago may take a second to
+be listed (visibility is eventually consistent).
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -25,11 +36,14 @@ from activities.store.audit import AuditEntry
 from activities.url_prefix import url_within
 from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from api.core.coordination_schemas import (
+    AgentChoice,
     CoordinationCreate,
+    CoordinationList,
     CoordinationPublic,
     CoordinationStatus,
 )
-from api.core.errors import Conflict, NotFound, Unavailable, known_id
+from api.core.errors import Conflict, Invalid, NotFound, Unavailable, known_id
+from api.core.page_cursor import encode_cursor
 from api.core.tenant_ids import in_view, scoped
 from api.core.webhook_guard import check_webhook
 from api.identity.auth import Principal
@@ -37,8 +51,10 @@ from api.identity.config import user_ref
 from worker.a2a_tokens import keel_urls
 from workflows.coordination import CoordinatorInput, CoordinatorResult
 from workflows.coordinator import CoordinatorWorkflow
+from workflows.run_visibility import KEEL_TENANT
 
 WORKFLOW_PREFIX = "coordinate-"
+WORKFLOW_TYPE = "CoordinatorWorkflow"  # the name in its @workflow.defn
 STATUSES: dict[WorkflowExecutionStatus, CoordinationStatus] = {
     WorkflowExecutionStatus.RUNNING: "running",
     WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
@@ -52,6 +68,12 @@ TEMPORAL_DOWN = (
     "Temporal did not answer, so the coordination was not started; retry the same "
     "request (with the same id) shortly."
 )
+TEMPORAL_SLOW = "Temporal did not answer; ask again shortly."
+# A tenant id this plain can be quoted in a visibility query as it is; any other is
+# matched on the memo alone (the list is then read across tenants, and filtered here).
+QUOTABLE_TENANT = re.compile(r"^[A-Za-z0-9_.@:~+-]+$")
+# Describes in flight at once while listing.
+LIST_CONCURRENCY = 8
 
 
 def workflow_id(key: str) -> str:
@@ -103,7 +125,11 @@ class CoordinationService:
                     "tenant_id": user.tenant_id,
                     "requester": request.requester,
                     "request_hash": request_hash,
+                    "agents": [agent.model_dump(mode="json") for agent in body.agents],
                 },
+                search_attributes=TypedSearchAttributes(
+                    [SearchAttributePair(KEEL_TENANT, user.tenant_id)]
+                ),
             )
         except WorkflowAlreadyStartedError:
             existing = await self._describe(key)
@@ -137,13 +163,93 @@ class CoordinationService:
 
     async def get(self, given: str, user: Principal) -> CoordinationPublic:
         """The coordination, if the caller's tenant owns it; 404 otherwise, audited."""
+        key, found = await self._owned(given, user)
+        return await self._public(key, found)
+
+    async def page(
+        self, user: Principal, *, limit: int, before: tuple[datetime, str] | None
+    ) -> CoordinationList:
+        """The caller's tenant's coordinations, newest first, after the cursor's one."""
+        if before is not None:
+            before = (_aware(before[0]), before[1])
+        places: list[tuple[datetime, str]] = []
+        try:
+            async for execution in self._parts.temporal.list_workflows(
+                _list_query(user.tenant_id, before), rpc_timeout=TEMPORAL_CALL_TIMEOUT
+            ):
+                if not execution.id.startswith(WORKFLOW_PREFIX):
+                    continue
+                if (await execution.memo()).get("tenant_id") != user.tenant_id:
+                    continue
+                place = (execution.start_time, execution.id.removeprefix(WORKFLOW_PREFIX))
+                if before is None or place < before:
+                    places.append(place)
+        except RPCError as err:
+            if err.status == RPCStatusCode.INVALID_ARGUMENT:
+                raise _bad_cursor() from err
+            raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
+        places.sort(reverse=True)
+        shown, more = places[:limit], len(places) > limit
+        gate = asyncio.Semaphore(LIST_CONCURRENCY)
+
+        async def read(key: str) -> CoordinationPublic | None:
+            async with gate:
+                found = await self._describe(key)
+                return None if found is None else await self._public(key, found)
+
+        listed = await asyncio.gather(*(read(key) for _, key in shown))
+        return CoordinationList(
+            coordinations=[c for c in listed if c is not None],
+            next_cursor=encode_cursor(*shown[-1]) if more else None,
+        )
+
+    async def cancel(self, given: str, user: Principal) -> CoordinationPublic:
+        """Ask a running coordination to cancel; answers it as it is now (`cancelling` until
+        its workflow has ended, `cancelled` then). Asking again while it is cancelling
+        answers the same; one that has ended is a conflict."""
+        key, found = await self._owned(given, user)
+        now = await self._public(key, found)
+        if now.status == "cancelling":
+            return now
+        if now.status != "running":
+            raise Conflict(
+                f"Coordination {given} has already ended ({now.status}); there is nothing "
+                "to cancel."
+            )
+        handle = self._parts.temporal.get_workflow_handle_for(
+            CoordinatorWorkflow.run, workflow_id(key)
+        )
+        try:
+            await handle.cancel(rpc_timeout=TEMPORAL_CALL_TIMEOUT)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
+            ended = await self.get(given, user)  # it ended a moment ago
+            raise Conflict(
+                f"Coordination {given} has already ended ({ended.status}); there is nothing "
+                "to cancel."
+            ) from None
+        await self._parts.audit.log.append(
+            AuditEntry(
+                tenant_id=user.tenant_id,
+                actor=user.subject,
+                category="run",
+                action="coordination.cancel_requested",
+                subject=key,
+            )
+        )
+        return await self.get(given, user)
+
+    async def _owned(self, given: str, user: Principal) -> tuple[str, Found]:
+        """The key and workflow of the caller's coordination `given`; `NotFound` otherwise,
+        audited when another tenant's holds the id."""
         known_id(given, "coordination")
         for key in (scoped(user.tenant_id, given), given):
             found = await self._describe(key)
             if found is None:
                 continue
             if found.tenant_id == user.tenant_id:
-                return await self._public(key, found)
+                return key, found
             await self._parts.audit.cross_tenant(user, "coordination", given)
             break
         raise NotFound(f"No coordination {given}.")
@@ -177,19 +283,21 @@ class CoordinationService:
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return None
-            raise Unavailable(
-                "Temporal did not answer; ask again shortly.", retry_after_s=RETRY_AFTER_S
-            ) from err
+            raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
 
     async def _public(self, key: str, found: Found) -> CoordinationPublic:
         described = found.description
         status = STATUSES.get(described.status or WorkflowExecutionStatus.RUNNING, "running")
+        extended = described.raw_description.workflow_extended_info
+        if status == "running" and extended.cancel_requested:
+            status = "cancelling"
         public = CoordinationPublic(
             id=in_view(str(found.tenant_id), key),
             status=status,
             requester=str(found.memo.get("requester", "")),
             created_at=described.start_time,
             finished_at=described.close_time,
+            agents=[AgentChoice.model_validate(a) for a in found.memo.get("agents", [])],
         )
         if status == "completed":
             handle = self._parts.temporal.get_workflow_handle(
@@ -198,11 +306,38 @@ class CoordinationService:
             try:
                 result = await handle.result(rpc_timeout=TEMPORAL_CALL_TIMEOUT)
             except RPCError as err:
-                raise Unavailable(
-                    "Temporal did not answer; ask again shortly.", retry_after_s=RETRY_AFTER_S
-                ) from err
+                raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
             public.report, public.outcomes = result.report, result.outcomes
             public.findings = result.findings
-        elif status != "running":
+            if not public.agents:  # started before its agents were in the memo
+                public.agents = [AgentChoice(url=o.url, name=o.agent_name) for o in result.outcomes]
+        elif status == "cancelled":
+            public.error = "The coordination was cancelled; start it again to have its report."
+        elif status not in ("running", "cancelling"):
             public.error = f"The coordination ended {status} in Temporal; start it again."
         return public
+
+
+def _list_query(tenant_id: str, before: tuple[datetime, str] | None) -> str:
+    """The visibility query that narrows a list to the tenant's coordinations (the memo
+    still decides) from the cursor's start time on."""
+    clauses = [f"WorkflowType = '{WORKFLOW_TYPE}'"]
+    if QUOTABLE_TENANT.match(tenant_id):
+        clauses.append(f"({KEEL_TENANT.name} = '{tenant_id}' OR {KEEL_TENANT.name} IS NULL)")
+    if before is not None:
+        # Temporal keeps nanoseconds, a cursor microseconds: the last microsecond's too.
+        stamp = before[0] + timedelta(microseconds=1)
+        clauses.append(f"StartTime <= '{stamp.isoformat()}'")
+    return " AND ".join(clauses)
+
+
+def _aware(stamp: datetime) -> datetime:
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
+def _bad_cursor() -> Invalid:
+    return Invalid(
+        "Malformed cursor; pass back the `next_cursor` of the previous page unchanged.",
+        field="cursor",
+        where="query",
+    )

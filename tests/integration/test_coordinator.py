@@ -297,3 +297,158 @@ async def test_a_card_pointing_at_a_blocked_address_is_refused_in_the_worker_aud
         ("coordination.target_refused", "system", "coordinate-x-0", "169.254.169.254")
     ]
     assert "token=abc" not in str(entries[0].detail)
+
+
+async def _until(
+    read: Callable[[], object], done: Callable[[dict[str, object]], bool], what: str
+) -> dict[str, object]:
+    """Poll `read` (an awaitable JSON getter) until `done` holds of its answer."""
+    answer: dict[str, object] = {}
+    for _ in range(300):
+        answer = await read()  # type: ignore[misc]
+        if done(answer):
+            return answer
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{what}: {answer}")
+
+
+async def test_a_tenant_lists_its_own_coordinations_newest_first_page_by_page(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+    settings_for: Callable[..., Settings],
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="Nothing to report in pkg/core.py.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    tenant, elsewhere = f"coord-{uuid.uuid4().hex[:8]}", f"coord-{uuid.uuid4().hex[:8]}"
+    async with (
+        in_process_worker(temporal_client, store, settings),
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as alice,
+        httpx.AsyncClient(base_url=url, headers=auth_headers(elsewhere, "bob")) as bob,
+    ):
+        agents = [{"url": f"{url}/a2a/review", "name": "Reviewer"}]
+        mine = []
+        for n in range(3):
+            body = {"task": f"Review part {n}", "agents": agents, "timeout_s": 120}
+            started = await alice.post("/v1/coordinations", json=body)
+            assert started.status_code == 201, started.text
+            mine.append(started.json()["id"])
+        # Bob chooses one of Alice's ids: his is his own, under the same id.
+        theirs = await bob.post(
+            "/v1/coordinations",
+            json={"task": "Bob's review", "agents": agents, "id": mine[0], "timeout_s": 120},
+        )
+        assert theirs.status_code == 201, theirs.text
+
+        async def everything() -> dict[str, object]:
+            listed = await alice.get("/v1/coordinations", params={"limit": 100})
+            assert listed.status_code == 200, listed.text
+            return listed.json()  # type: ignore[no-any-return]
+
+        def all_finished(page: dict[str, object]) -> bool:
+            shown = page["coordinations"]
+            assert isinstance(shown, list)
+            return len(shown) == 3 and all(c["status"] == "completed" for c in shown)
+
+        await _until(everything, all_finished, "Alice's three coordinations, finished")
+
+        pages: list[list[dict[str, object]]] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, str | int] = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+            page = await alice.get("/v1/coordinations", params=params)
+            assert page.status_code == 200, page.text
+            pages.append(page.json()["coordinations"])
+            cursor = page.json()["next_cursor"]
+            if cursor is None:
+                break
+        assert [len(p) for p in pages] == [2, 1]
+        listed = [c for p in pages for c in p]
+        assert [c["id"] for c in listed] == mine[::-1]  # newest first
+        first = listed[-1]
+        assert first["agents"] == agents and first["requester"] == "user:alice"
+        assert "Nothing to report in pkg/core.py." in str(first["report"])
+        assert [o["status"] for o in first["outcomes"]] == ["completed"]
+
+        bobs = (await bob.get("/v1/coordinations")).json()
+        assert [c["id"] for c in bobs["coordinations"]] in ([], [mine[0]])  # visibility lag
+        assert all("Review part" not in str(c) for c in bobs["coordinations"])
+
+        bad = await alice.get("/v1/coordinations", params={"cursor": "not-a-cursor"})
+        assert bad.status_code == 422 and "cursor" in bad.text, bad.text
+        nobody = f"coord-{uuid.uuid4().hex[:8]}"
+        async with httpx.AsyncClient(base_url=url, headers=auth_headers(nobody, "eve")) as eve:
+            empty = await eve.get("/v1/coordinations")
+        assert empty.status_code == 200 and empty.json() == {
+            "coordinations": [],
+            "next_cursor": None,
+        }, empty.text
+
+
+async def test_a_running_coordination_is_cancelled_once_a_finished_one_is_a_409(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: Callable[[Script], ScriptedLLMServer],
+    settings_for: Callable[..., Settings],
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="The review, at last.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    tenant, elsewhere = f"coord-{uuid.uuid4().hex[:8]}", f"coord-{uuid.uuid4().hex[:8]}"
+    chosen = f"coord-{uuid.uuid4().hex[:8]}"
+    llm.hold()
+    try:
+        async with (
+            in_process_worker(temporal_client, store, settings),
+            serve_api(settings) as url,
+            httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as alice,
+            httpx.AsyncClient(base_url=url, headers=auth_headers(elsewhere, "mallory")) as other,
+        ):
+            body = {"task": "Review it", "agents": [{"url": f"{url}/a2a/review"}], "id": chosen}
+            started = await alice.post("/v1/coordinations", json=body)
+            assert started.status_code == 201, started.text
+            for _ in range(300):  # the remote agent is in its model call, held there
+                if llm.total_requests:
+                    break
+                await asyncio.sleep(0.1)
+            assert llm.total_requests
+
+            refused = await other.post(f"/v1/coordinations/{chosen}/cancel")
+            assert refused.status_code == 404, refused.text
+            assert (await alice.get(f"/v1/coordinations/{chosen}")).json()["status"] == "running"
+
+            cancelled = await alice.post(f"/v1/coordinations/{chosen}/cancel")
+            assert cancelled.status_code == 200, cancelled.text
+            assert cancelled.json()["id"] == chosen
+            assert cancelled.json()["status"] in ("cancelling", "cancelled"), cancelled.text
+            again = await alice.post(f"/v1/coordinations/{chosen}/cancel")
+            assert again.status_code in (200, 409), again.text
+            if again.status_code == 200:
+                assert again.json()["status"] in ("cancelling", "cancelled"), again.text
+
+            async def read() -> dict[str, object]:
+                return (await alice.get(f"/v1/coordinations/{chosen}")).json()  # type: ignore[no-any-return]
+
+            ended = await _until(read, lambda c: c["status"] != "cancelling", "cancelled")
+            assert ended["status"] == "cancelled" and ended["finished_at"], ended
+            assert "cancelled" in str(ended["error"]) and ended["report"] is None
+            description = await temporal_client.get_workflow_handle(
+                f"coordinate-{chosen}"
+            ).describe()
+            assert description.status is not None and description.status.name == "CANCELED"
+
+            finished = await alice.post(f"/v1/coordinations/{chosen}/cancel")
+            assert finished.status_code == 409, finished.text
+            assert "already ended (cancelled)" in finished.json()["detail"], finished.text
+            llm.release()  # the remote agent's run may end; the worker can stop
+    finally:
+        llm.release()
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT tenant_id, action FROM audit_log WHERE subject = %s ORDER BY id", (chosen,)
+        )
+        actions = [(row["tenant_id"], row["action"]) for row in await cur.fetchall()]
+    assert actions.count((tenant, "coordination.cancel_requested")) == 1
+    assert (elsewhere, "coordination.cross_tenant_denied") in actions
