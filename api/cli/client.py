@@ -8,7 +8,11 @@ import httpx
 
 from activities.store.audit import AuditVerification
 from api.cli.flag_names import error_lines
-from api.core.coordination_schemas import CoordinationCreate, CoordinationPublic
+from api.core.coordination_schemas import (
+    CoordinationCreate,
+    CoordinationList,
+    CoordinationPublic,
+)
 from api.core.schemas import (
     DecisionResult,
     EvalResultCreate,
@@ -78,9 +82,23 @@ class KeelClient:
         """Poll until the coordination has finished, however it ended."""
         while True:
             found = await self.get_coordination(coordination_id)
-            if found.status != "running":
+            if found.status not in ("running", "cancelling"):
                 return found
             await asyncio.sleep(every_s)
+
+    async def list_coordinations(
+        self, limit: int = 20, cursor: str | None = None
+    ) -> CoordinationList:
+        """The tenant's coordinations, newest first; `cursor` is a page's `next_cursor`."""
+        params: dict[str, str | int] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        response = await self._send("GET", "/v1/coordinations", params=params)
+        return CoordinationList.model_validate(response.json())
+
+    async def cancel_coordination(self, coordination_id: str) -> CoordinationPublic:
+        response = await self._send("POST", f"/v1/coordinations/{coordination_id}/cancel")
+        return CoordinationPublic.model_validate(response.json())
 
     async def get_run(self, run_id: str) -> RunPublic:
         return RunPublic.model_validate((await self._send("GET", f"/v1/runs/{run_id}")).json())

@@ -30,6 +30,8 @@ FLAGS: dict[str, str] = {
     "webhook_url": "--webhook",
     "schedule_id": "--id",
     "agents": "--agent",  # `keel coordinate`
+    "cursor": "--cursor",  # list commands
+    "limit": "--limit",
 }
 # FastAPI prefixes a field's location with where it came from.
 _SOURCES = {"body", "query", "path"}

@@ -20,6 +20,7 @@ from rich.tree import Tree
 from api.cli.client import KeelApiError, KeelClient
 from api.cli.connection import keel_api
 from api.cli.console_link import console_link
+from api.cli.coordinations import coordinations_app
 from api.cli.evals import eval_command
 from api.cli.local_stack import StackInfo, local_stack, serve_api
 from api.cli.local_tools import LOCAL_TOOLS, local_executor
@@ -44,6 +45,7 @@ app.add_typer(runs_app, name="runs")
 audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
 app.add_typer(schedules_app, name="schedules")
+app.add_typer(coordinations_app, name="coordinations")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(plugins_app, name="plugins")

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from activities.store.run_store import Store
 from api.cli.local_stack import local_stack, serve_api
 from api.identity.config import cli_token
-from tests.conftest import JWT_SECRET, in_process_worker
+from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from worker.settings import Settings, settings_from
@@ -253,3 +253,55 @@ async def test_coordinate_on_a_running_keel_finds_its_temporal_without_temporal_
     assert "No retry logic in pkg/core.py." in out and "Report saved to" in out
     assert again.count("No retry logic in pkg/core.py.") == 1
     assert llm.total_requests == 1  # the second command started no second run
+
+
+async def test_coordinations_are_listed_and_a_running_one_cancelled_from_the_cli(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    tmp_path: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="The review, at last.")]))
+    settings = settings_for(llm, workspace, api_port=free_port())
+    tenant = f"cli-{uuid.uuid4().hex[:8]}"
+    chosen = f"cli-{uuid.uuid4().hex[:8]}"
+    llm.hold()
+    try:
+        async with (
+            in_process_worker(temporal_client, store, settings),
+            serve_api(settings) as url,
+            httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as alice,
+        ):
+            env = clean_env(
+                KEEL_API_URL=url,
+                KEEL_DATA_DIR=str(tmp_path / "cli"),
+                KEEL_TOKEN=token_for(tenant, "alice"),
+            )
+            body = {"task": "Review it", "agents": [{"url": f"{url}/a2a/review", "name": "R"}]}
+            started = await alice.post("/v1/coordinations", json=body | {"id": chosen})
+            assert started.status_code == 201, started.text
+            listing = ""
+            for _ in range(50):  # Temporal's list is a moment behind
+                code, listing = await keel("coordinations", "list", env=env)
+                if chosen in listing:
+                    break
+            [row] = [line for line in listing.splitlines() if chosen in line]
+            assert code == 0 and " running " in row and " R " in row, listing
+
+            code, out = await keel("coordinations", "cancel", chosen, env=env)
+            assert code == 0 and (
+                f"{chosen}: cancelling" in out or f"{chosen}: cancelled" in out
+            ), out
+            for _ in range(100):
+                if (await alice.get(f"/v1/coordinations/{chosen}")).json()["status"] == "cancelled":
+                    break
+                await asyncio.sleep(0.1)
+            code, out = await keel("coordinations", "cancel", chosen, env=env)
+            assert code == 1 and "409" in out and "already ended (cancelled)" in out, out
+            code, out = await keel("coordinations", "list", "--cursor", "nope", env=env)
+            assert code == 1 and "--cursor: Malformed cursor" in out, out
+            llm.release()
+    finally:
+        llm.release()
