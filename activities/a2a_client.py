@@ -17,7 +17,16 @@ from urllib.parse import urlsplit
 
 import httpx
 from a2a.client import A2AClientError, ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 from temporalio import activity
@@ -40,6 +49,8 @@ from workflows.findings import FINDINGS_LIST, Finding
 
 CARD_PATH = "/.well-known/agent-card.json"
 POLL_S = 1.0
+# How long a cancelled follow waits for the agent to take the task's cancel.
+CANCEL_REMOTE_S = 10.0
 STATE_NAMES = {
     TaskState.TASK_STATE_SUBMITTED: "submitted",
     TaskState.TASK_STATE_WORKING: "working",
@@ -103,16 +114,21 @@ class A2AClientActivities(A2ADelegation):
         subject = f"{activity.info().workflow_id}/{handle.task_id}"
         connection = self._client(handle.url, request.tenant_id, request.requester, subject)
         async with connection as (client, _):
-            while True:
-                activity.heartbeat(handle.task_id)
-                try:
-                    task = await client.get_task(GetTaskRequest(id=handle.task_id))
-                except A2AClientError as exc:
-                    raise ApplicationError(f"{handle.url} could not be asked: {exc}") from exc
-                current = _handle(handle.url, handle.agent_name, handle.rpc_url, task)
-                if current.state in FINISHED or time.monotonic() > deadline:
-                    return current
-                await asyncio.sleep(POLL_S)
+            try:
+                while True:
+                    activity.heartbeat(handle.task_id)
+                    try:
+                        task = await client.get_task(GetTaskRequest(id=handle.task_id))
+                    except A2AClientError as exc:
+                        raise ApplicationError(f"{handle.url} could not be asked: {exc}") from exc
+                    current = _handle(handle.url, handle.agent_name, handle.rpc_url, task)
+                    if current.state in FINISHED or time.monotonic() > deadline:
+                        return current
+                    await asyncio.sleep(POLL_S)
+            except asyncio.CancelledError:
+                # The coordination was cancelled (or has gone): the agent's task need not go on.
+                await _cancel_remote(client, handle)
+                raise
 
     def _client(self, url: str, tenant_id: str, requester: str, subject: str) -> Any:
         """A connection to the agent at `url`; `subject` names the call in the audit log."""
@@ -206,6 +222,16 @@ class _Connection:
         if self._client is not None:
             await self._client.close()
         await self._http.aclose()
+
+
+async def _cancel_remote(client: Any, handle: DelegateHandle) -> None:
+    """Ask the agent to cancel the task; an agent that cannot is left to finish it."""
+    try:
+        await asyncio.wait_for(
+            client.cancel_task(CancelTaskRequest(id=handle.task_id)), CANCEL_REMOTE_S
+        )
+    except (A2AClientError, httpx.HTTPError, TimeoutError) as exc:
+        activity.logger.warning("%s did not cancel task %s: %s", handle.url, handle.task_id, exc)
 
 
 def _rpc_url(card: Any, fallback: str) -> str:

@@ -442,7 +442,18 @@ async def test_a_running_coordination_is_cancelled_once_a_finished_one_is_a_409(
             finished = await alice.post(f"/v1/coordinations/{chosen}/cancel")
             assert finished.status_code == 409, finished.text
             assert "already ended (cancelled)" in finished.json()["detail"], finished.text
-            llm.release()  # the remote agent's run may end; the worker can stop
+
+            # The agent's task is cancelled too: Keel's agent cancels its run (once the
+            # follow's heartbeat has heard of the cancel).
+            remote: list[str] = []
+            for _ in range(600):
+                runs = await store.list_runs(tenant_id=tenant, limit=10, trigger="a2a")
+                remote = [r.status for r in runs]
+                if remote == ["cancelled"]:
+                    break
+                await asyncio.sleep(0.1)
+            assert remote == ["cancelled"], remote
+            llm.release()  # the worker can stop
     finally:
         llm.release()
     async with store.pool.connection() as conn:
