@@ -326,9 +326,15 @@ def _list_query(tenant_id: str, before: tuple[datetime, str] | None) -> str:
         clauses.append(f"({KEEL_TENANT.name} = '{tenant_id}' OR {KEEL_TENANT.name} IS NULL)")
     if before is not None:
         # Temporal keeps nanoseconds, a cursor microseconds: the last microsecond's too.
-        stamp = before[0] + timedelta(microseconds=1)
-        clauses.append(f"StartTime <= '{stamp.isoformat()}'")
+        clauses.append(f"StartTime <= '{_just_after(before[0]).isoformat()}'")
     return " AND ".join(clauses)
+
+
+def _just_after(stamp: datetime) -> datetime:
+    try:
+        return stamp + timedelta(microseconds=1)
+    except OverflowError:  # the end of time: nothing starts after it anyway
+        return stamp
 
 
 def _aware(stamp: datetime) -> datetime:

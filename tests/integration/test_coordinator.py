@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import jsonschema
@@ -463,3 +464,44 @@ async def test_a_running_coordination_is_cancelled_once_a_finished_one_is_a_409(
         actions = [(row["tenant_id"], row["action"]) for row in await cur.fetchall()]
     assert actions.count((tenant, "coordination.cancel_requested")) == 1
     assert (elsewhere, "coordination.cross_tenant_denied") in actions
+
+
+async def test_coordinations_started_before_they_carried_a_tenant_tag_are_listed_by_their_memo(
+    temporal_client: Client, store: Store, workspace: Path, settings_for: Callable[..., Settings]
+) -> None:
+    """As `POST /v1/coordinations` started them before: the tenant in the memo only, no
+    `KeelTenant`, no agents. And a tenant id no query may quote is matched on the memo."""
+    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
+    tenant, elsewhere = f"coord-{uuid.uuid4().hex[:8]}", f"o'brien \\ {uuid.uuid4().hex[:8]}"
+    idle_queue = f"nobody-polls-{uuid.uuid4().hex[:8]}"  # so they stay running
+    started: list[WorkflowHandle[Any, Any]] = []
+    for owner in (tenant, elsewhere):
+        started.append(
+            await temporal_client.start_workflow(
+                CoordinatorWorkflow.run,
+                CoordinatorInput(task="Review it", agents=[RemoteAgent(url="http://a.example")]),
+                id=f"coordinate-old-{uuid.uuid4().hex[:8]}",
+                task_queue=idle_queue,
+                memo={"tenant_id": owner, "requester": "user:alice", "request_hash": "h"},
+            )
+        )
+    try:
+        async with serve_api(settings) as url:
+            for owner, handle in zip((tenant, elsewhere), started, strict=True):
+                async with httpx.AsyncClient(
+                    base_url=url, headers=auth_headers(owner, "alice")
+                ) as http:
+
+                    async def listed() -> dict[str, object]:
+                        return (await http.get("/v1/coordinations")).json()  # type: ignore[no-any-return]
+
+                    page = await _until(
+                        listed, lambda p: bool(p["coordinations"]), f"{owner}'s coordination"
+                    )
+                    listed_ones = page["coordinations"]
+                    assert isinstance(listed_ones, list)
+                    shown = [(c["id"], c["status"], c["agents"]) for c in listed_ones]
+                    assert shown == [(handle.id.removeprefix("coordinate-"), "running", [])]
+    finally:
+        for handle in started:
+            await handle.terminate()
