@@ -172,7 +172,7 @@ class CoordinationService:
         """The caller's tenant's coordinations, newest first, after the cursor's one."""
         if before is not None:
             before = (_aware(before[0]), before[1])
-        places: list[tuple[datetime, str]] = []
+        started: dict[str, datetime] = {}  # by key: an id's runs are one coordination
         try:
             async for execution in self._parts.temporal.list_workflows(
                 _list_query(user.tenant_id, before), rpc_timeout=TEMPORAL_CALL_TIMEOUT
@@ -181,13 +181,13 @@ class CoordinationService:
                     continue
                 if (await execution.memo()).get("tenant_id") != user.tenant_id:
                     continue
-                place = (execution.start_time, execution.id.removeprefix(WORKFLOW_PREFIX))
-                if before is None or place < before:
-                    places.append(place)
+                key = execution.id.removeprefix(WORKFLOW_PREFIX)
+                started[key] = max(execution.start_time, started.get(key, execution.start_time))
         except RPCError as err:
             if err.status == RPCStatusCode.INVALID_ARGUMENT:
                 raise _bad_cursor() from err
             raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
+        places = [(at, key) for key, at in started.items() if before is None or (at, key) < before]
         places.sort(reverse=True)
         shown, more = places[:limit], len(places) > limit
         gate = asyncio.Semaphore(LIST_CONCURRENCY)
