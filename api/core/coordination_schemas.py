@@ -7,8 +7,9 @@ import hashlib
 import json
 from datetime import datetime
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from api.core.errors import invalid_request
 from api.core.schemas import ChosenId, InputText, StoredText
@@ -42,6 +43,17 @@ class AgentChoice(BaseModel):
         pattern=AGENT_NAME_PATTERN,
         description="Section title; default: the card's name.",
     )
+
+    @field_validator("url")
+    @classmethod
+    def _parses(cls, url: str) -> str:
+        try:
+            _ = urlsplit(url).port  # an unclosed `[` or a port that is no number raise here
+        except ValueError:
+            raise ValueError(
+                "Not a URL Keel can read: write it as http(s)://host[:port]/path."
+            ) from None
+        return url
 
     def remote(self) -> RemoteAgent:
         return RemoteAgent(url=self.url, name=self.name)

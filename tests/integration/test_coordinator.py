@@ -266,6 +266,8 @@ async def test_agent_urls_follow_the_webhook_target_policy_and_bad_input_is_a_42
             ({"agents": [{**own, "name": "n" * 101}]}, "name"),
             ({"agents": [{**own, "name": "Two\nlines"}]}, "name"),
             ({"agents": [{"url": "http://host/\x00"}]}, "url"),
+            ({"agents": [{"url": "http://[::1/a2a"}]}, "url"),
+            ({"agents": [{"url": "http://host:port/a2a"}]}, "url"),
         ]:
             body = {"task": "Review it", "agents": [own]} | bad
             answer = await http.post("/v1/coordinations", json=body)
