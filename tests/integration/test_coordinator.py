@@ -375,9 +375,13 @@ async def test_a_tenant_lists_its_own_coordinations_newest_first_page_by_page(
         assert "Nothing to report in pkg/core.py." in str(first["report"])
         assert [o["status"] for o in first["outcomes"]] == ["completed"]
 
-        bobs = (await bob.get("/v1/coordinations")).json()
-        assert [c["id"] for c in bobs["coordinations"]] in ([], [mine[0]])  # visibility lag
-        assert all("Review part" not in str(c) for c in bobs["coordinations"])
+        async def bobs_list() -> dict[str, object]:
+            return (await bob.get("/v1/coordinations")).json()  # type: ignore[no-any-return]
+
+        bobs = await _until(bobs_list, lambda p: bool(p["coordinations"]), "Bob's one")
+        [his] = bobs["coordinations"]  # type: ignore[misc]
+        assert his["id"] == mine[0] and his["requester"] == "user:bob", his
+        assert his["created_at"] == theirs.json()["created_at"] != first["created_at"]
 
         bad = await alice.get("/v1/coordinations", params={"cursor": "not-a-cursor"})
         assert bad.status_code == 422 and "cursor" in bad.text, bad.text
