@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response, status
+from starlette.convertors import Convertor, register_url_convertor
 
 from api.core.memories import MemoriesPurged, MemoryList
 from api.core.schemas import StoredText
@@ -15,6 +16,23 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=AUTHENTIC
 admin_router = APIRouter(
     prefix="/v1/admin/memories", tags=["admin"], responses={**AUTHENTICATED, **documented(403)}
 )
+
+
+class _WholeRest(Convertor[str]):
+    """The rest of the path, whatever it holds: a subject (a JWT `sub`) may contain `/`,
+    which the server decodes before routing. Its type validates it, not the route, so
+    anything unfit is a 422 that says why, never a 404."""
+
+    regex = r"[\s\S]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("subject", _WholeRest())
 
 MemoryId = Annotated[StoredText, Path(min_length=1, max_length=64)]
 Subject = Annotated[StoredText, Path(min_length=1, max_length=256)]
@@ -38,8 +56,7 @@ async def delete_memory(memory_id: MemoryId, user: CurrentUser, service: Service
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-# `:path`: a subject may hold a `/`, which the server decodes before routing.
-@admin_router.delete("/{user_id:path}", response_model=MemoriesPurged)
+@admin_router.delete("/{user_id:subject}", response_model=MemoriesPurged)
 async def purge_memories(
     user_id: Subject,
     user: CurrentUser,
