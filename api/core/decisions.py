@@ -173,6 +173,11 @@ class DecisionService:
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return await self._after_the_run(run_id, decision, user)
+            # Racing requests can keep Temporal from answering this one (too many updates
+            # in flight for one run) while another decides it: then that is the answer.
+            current = await parts.interactions.get(run_id, interaction_id)
+            if current is not None and current.status != "pending":
+                return await self._too_late(run_id, decision, user, current)
             raise Unavailable(
                 "Temporal did not answer, so the decision was not recorded; send it again shortly.",
                 retry_after_s=RETRY_AFTER_S,

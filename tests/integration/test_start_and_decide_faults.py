@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -452,3 +453,39 @@ async def test_a2a_answers_temporal_down_as_a_retryable_503_and_a_resent_answer_
             assert await executions(database_url, task_id) == 1
     finally:
         await server.stop()
+
+
+async def test_a_decision_temporal_cannot_take_while_another_decides_answers_with_that_one(
+    workspace: Path, keel_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Racing requests can keep Temporal from answering one (too many updates in flight
+    for one run) while another decides the interaction: that request is answered as the
+    decision it lost to (409) or repeated (200), not with a 503 that says nothing was
+    recorded. Only while the interaction still waits is the 503 the truth."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from api.core.decisions import DecisionService
+    from tests.integration.test_approvals import ALICE, decide, start, write
+
+    script = Script(turns=[Turn(tool_calls=[write("a.txt", "a")]), Turn(content="Done.")])
+    async with keel_app(script, headers=ALICE) as http:
+        waiting = await start(http, workspace)
+        [ia_waiting] = await pending(http, waiting)
+        decided = await start(http, workspace)
+        [ia] = await pending(http, decided)
+        assert (await decide(http, decided, ia, "approve")).status_code == 200
+
+        async def exhausted(self: DecisionService, run_id: str, decision: object) -> None:
+            raise RPCError("too many updates in flight", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+
+        monkeypatch.setattr(DecisionService, "_send", exhausted)
+        lost = await decide(http, decided, ia, "reject")
+        assert lost.status_code == 409 and "already" in lost.text, lost.text
+        again = await decide(http, decided, ia, "approve")
+        assert again.status_code == 200, again.text
+        assert again.json()["interaction"]["decision"] == "approve"
+        still = await decide(http, waiting, ia_waiting, "approve")
+        assert still.status_code == 503 and "not recorded" in still.text, still.text
+        monkeypatch.undo()
+        assert (await decide(http, waiting, ia_waiting, "approve")).status_code == 200
+        assert (await finished(http, decided))["status"] == "completed"
