@@ -4,6 +4,8 @@ parent agent wrote), and an admin purges a subject whose name holds a `/`."""
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from activities.store.run_store import Store
 from tests.conftest import auth_headers
 from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, finished, keel_api
 from tests.integration.test_memory import AGENT, memories, memory_note
+from tests.integration.test_replay import HISTORIES, replayer
 from worker.dev_stack import free_port
 from worker.scripted_llm import Script, Turn
 
@@ -61,6 +64,15 @@ async def test_a_routed_agent_with_memory_recalls_and_remembers_for_the_user(
         await routed(bob, "Which indentation should the new module use?")
         assert memory_note(llm) is None
         assert await memories(http, bob) == []
+
+        # The routed child's path (recall, the step, the facts kept) and its router's
+        # replay; KEEL_RECORD_HISTORY=1 adds them to the histories future code must replay.
+        for name, run_id in (("router", first["id"]), ("child", child["id"])):
+            history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+            assert (await replayer().replay_workflow(history)).replay_failure is None
+            if os.environ.get("KEEL_RECORD_HISTORY"):
+                target = HISTORIES / f"agent_run_routed_memory_{name}.json"
+                target.write_text(json.dumps(history.to_json_dict(), indent=1))
 
 
 async def test_an_admin_purges_a_subject_that_holds_a_slash(keel_app: LaunchKeel) -> None:
