@@ -32,10 +32,10 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.pinned_transport import PinnedAddresses, pinned_transport
-from activities.store.audit import AuditEntry, AuditLog
-from activities.url_prefix import url_within
-from activities.webhook_targets import (
+from keel.activities.pinned_transport import PinnedAddresses, pinned_transport
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.activities.url_prefix import url_within
+from keel.activities.webhook_targets import (
     Resolve,
     WebhookHostUnresolved,
     WebhookTargetPolicy,
@@ -43,9 +43,9 @@ from activities.webhook_targets import (
     check_webhook_target,
     resolve_host,
 )
-from workflows.activity_refs import A2ADelegation
-from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
-from workflows.findings import FINDINGS_LIST, Finding
+from keel.workflows.activity_refs import A2ADelegation
+from keel.workflows.coordination import DelegateHandle, DelegateInput, FollowInput
+from keel.workflows.findings import FINDINGS_LIST, Finding
 
 CARD_PATH = "/.well-known/agent-card.json"
 POLL_S = 1.0

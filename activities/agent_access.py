@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from temporalio import activity
 
-from activities.store.audit import AuditEntry, AuditLog
-from workflows.activity_refs import AgentRoles
-from workflows.agent_roles import AgentRolesCheck, AgentRolesInput, roles_admit
-from workflows.models import AgentSpec
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.workflows.activity_refs import AgentRoles
+from keel.workflows.agent_roles import AgentRolesCheck, AgentRolesInput, roles_admit
+from keel.workflows.models import AgentSpec
 
 AgentLookup = Callable[[str], AgentSpec | None]
 

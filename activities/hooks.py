@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.plugin_api import (
+from keel.activities.plugin_api import (
     AfterDecision,
     BeforeDecision,
     PluginCode,
@@ -25,12 +25,12 @@ from activities.plugin_api import (
     ToolOutputView,
     call_plugin,
 )
-from activities.store.audit import AuditEntry, AuditLog, AuditSeverity
-from activities.tools.file_tools import ToolOutput
-from activities.tools.tool_activities import ToolActivities
-from workflows import timeouts
-from workflows.activity_refs import PluginHooks
-from workflows.models import (
+from keel.activities.store.audit import AuditEntry, AuditLog, AuditSeverity
+from keel.activities.tools.file_tools import ToolOutput
+from keel.activities.tools.tool_activities import ToolActivities
+from keel.workflows import timeouts
+from keel.workflows.activity_refs import PluginHooks
+from keel.workflows.models import (
     AfterHooksInput,
     BeforeHooksInput,
     BeforeHooksResult,
@@ -39,7 +39,7 @@ from workflows.models import (
     RunEndInput,
     ToolDigest,
 )
-from workflows.plugin_refs import HookRef
+from keel.workflows.plugin_refs import HookRef
 
 # What the audit keeps of a hook's reason or note.
 MAX_AUDIT_TEXT = 500

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.store.audit import AuditEntry, AuditLog
-from activities.store.interaction_store import InteractionStore
-from workflows.activity_refs import InteractionRecords
-from workflows.models import (
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.activities.store.interaction_store import InteractionStore
+from keel.workflows.activity_refs import InteractionRecords
+from keel.workflows.models import (
     Interaction,
     OpenInteractionsInput,
     ResolveInteractionInput,

@@ -19,27 +19,32 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import (
+from keel.activities.context.budget import (
     ContextBudget,
     ContextLengthExceeded,
     openai_message,
 )
-from activities.genai_spans import note_finish, note_messages, note_provider, note_response_model
-from activities.heartbeats import with_heartbeats
-from activities.plugin_api import PluginCode
-from activities.prices import ModelPrice
-from activities.provider_api import ProviderRef
-from activities.providers import anthropic_messages, openai_errors, plugin_models
-from activities.providers.anthropic_messages import AnthropicMessages
-from activities.run_records import open_run
-from activities.store.audit import AuditLog, policy_entry
-from activities.store.mcp_tool_store import McpToolStore
-from activities.store.run_store import Store
-from activities.store.run_tree import RunTreeStore
-from activities.tool_events import PREVIEW_CHARS, tool_events
-from activities.tool_schemas import plugin_tool_definition, tool_definitions
-from workflows.activity_refs import LlmCalls
-from workflows.models import (
+from keel.activities.genai_spans import (
+    note_finish,
+    note_messages,
+    note_provider,
+    note_response_model,
+)
+from keel.activities.heartbeats import with_heartbeats
+from keel.activities.plugin_api import PluginCode
+from keel.activities.prices import ModelPrice
+from keel.activities.provider_api import ProviderRef
+from keel.activities.providers import anthropic_messages, openai_errors, plugin_models
+from keel.activities.providers.anthropic_messages import AnthropicMessages
+from keel.activities.run_records import open_run
+from keel.activities.store.audit import AuditLog, policy_entry
+from keel.activities.store.mcp_tool_store import McpToolStore
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_tree import RunTreeStore
+from keel.activities.tool_events import PREVIEW_CHARS, tool_events
+from keel.activities.tool_schemas import plugin_tool_definition, tool_definitions
+from keel.workflows.activity_refs import LlmCalls
+from keel.workflows.models import (
     CompactionNeed,
     GateResult,
     LlmStepInput,

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from activities.tools.workspace import Workspace
-from workflows.plugin_refs import HookEvent
-from workflows.tool_specs import Risk
+from keel.activities.tools.workspace import Workspace
+from keel.workflows.plugin_refs import HookEvent
+from keel.workflows.tool_specs import Risk
 
 if TYPE_CHECKING:
-    from activities.provider_api import ProviderRef
+    from keel.activities.provider_api import ProviderRef
 
 __all__ = [
     "AfterDecision",

@@ -6,9 +6,9 @@ import logging
 
 from temporalio import activity
 
-from activities.store.retention_store import RetentionStore
-from workflows.activity_refs import RetentionPurges
-from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
+from keel.activities.store.retention_store import RetentionStore
+from keel.workflows.activity_refs import RetentionPurges
+from keel.workflows.retention_models import PurgeBatchInput, PurgeBatchResult
 
 log = logging.getLogger("keel.retention")
 

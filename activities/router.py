@@ -19,18 +19,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.plugin_api import PluginCode
-from activities.prices import ModelPrice
-from activities.providers.anthropic_messages import AnthropicMessages
-from activities.providers.one_shot import OneShotModel
-from activities.store.router_store import RouterStore
-from activities.store.run_store import Store
-from activities.store.run_tree import RunTreeStore
-from activities.tool_events import PREVIEW_CHARS
-from workflows.activity_refs import Routing
-from workflows.agent_roles import roles_admit
-from workflows.models import AgentSpec
-from workflows.router_models import (
+from keel.activities.plugin_api import PluginCode
+from keel.activities.prices import ModelPrice
+from keel.activities.providers.anthropic_messages import AnthropicMessages
+from keel.activities.providers.one_shot import OneShotModel
+from keel.activities.store.router_store import RouterStore
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_tree import RunTreeStore
+from keel.activities.tool_events import PREVIEW_CHARS
+from keel.workflows.activity_refs import Routing
+from keel.workflows.agent_roles import roles_admit
+from keel.workflows.models import AgentSpec
+from keel.workflows.router_models import (
     AdoptChildInput,
     AdoptedChild,
     CandidatesInput,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.store.run_store import MissingRunTexts, Store
-from workflows.activity_refs import RunRecords
-from workflows.models import FinishRunInput, FinishRunResult, StartRunInput
+from keel.activities.store.run_store import MissingRunTexts, Store
+from keel.workflows.activity_refs import RunRecords
+from keel.workflows.models import FinishRunInput, FinishRunResult, StartRunInput
 
 REPORT_PREVIEW_CHARS = 200
 TERMINAL_EVENT = {"completed": "done", "failed": "error", "cancelled": "cancelled"}

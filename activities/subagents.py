@@ -13,10 +13,10 @@ from collections.abc import Callable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.store.records import NewRun
-from activities.store.run_store import Store
-from workflows.activity_refs import Subagents
-from workflows.models import AgentSpec, ChildEventInput, OpenSubagentInput, SubagentPlan
+from keel.activities.store.records import NewRun
+from keel.activities.store.run_store import Store
+from keel.workflows.activity_refs import Subagents
+from keel.workflows.models import AgentSpec, ChildEventInput, OpenSubagentInput, SubagentPlan
 
 AgentLookup = Callable[[str], AgentSpec | None]
 # Tool results of a step start at this ordinal, in the order of the assistant's calls.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from activities.plugin_api import PluginTool
-from workflows.tool_specs import TOOL_SPECS
+from keel.activities.plugin_api import PluginTool
+from keel.workflows.tool_specs import TOOL_SPECS
 
 
 @functools.lru_cache(maxsize=64)

@@ -15,18 +15,18 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.a2a_push import A2A_TOKEN_HEADER, a2a_push_body
-from activities.pinned_transport import PinnedAddresses, pinned_transport
-from activities.providers.retry_status import retry_after, status_is_retryable
-from activities.store.audit import AuditEntry, AuditLog
-from activities.store.push_config_store import PushConfigRecord, PushConfigStore
-from activities.webhook_signature import (
+from keel.activities.a2a_push import A2A_TOKEN_HEADER, a2a_push_body
+from keel.activities.pinned_transport import PinnedAddresses, pinned_transport
+from keel.activities.providers.retry_status import retry_after, status_is_retryable
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.activities.store.push_config_store import PushConfigRecord, PushConfigStore
+from keel.activities.webhook_signature import (
     SIGNATURE_HEADER,
     signature_header,
     standard_webhook_headers,
     tenant_signing_secret,
 )
-from activities.webhook_targets import (
+from keel.activities.webhook_targets import (
     Resolve,
     WebhookHostUnresolved,
     WebhookTargetPolicy,
@@ -34,8 +34,8 @@ from activities.webhook_targets import (
     check_webhook_target,
     resolve_host,
 )
-from workflows.activity_refs import WebhookDeliveries
-from workflows.models import (
+from keel.workflows.activity_refs import WebhookDeliveries
+from keel.workflows.models import (
     PushTarget,
     PushTargets,
     PushTargetsInput,
@@ -43,7 +43,7 @@ from workflows.models import (
     WebhookNotice,
     WebhookReceipt,
 )
-from workflows.tenant_keys import in_view
+from keel.workflows.tenant_keys import in_view
 
 MAX_RETRY_AFTER_S = 600
 

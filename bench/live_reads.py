@@ -27,8 +27,6 @@ from pathlib import Path
 
 import httpx
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
 from bench.step_overhead import (
     DEFAULT_ADMIN_URL,
     MODEL,
@@ -37,12 +35,14 @@ from bench.step_overhead import (
     scratch_workspace,
     script,
 )
-from worker.dev_stack import TemporalDevServer, free_port
-from worker.scripted_llm import ScriptedLLMServer
-from worker.settings import Settings, environment_of, settings_from
-from worker.temporal_client import connect
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RunInput
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import TemporalDevServer, free_port
+from keel.worker.scripted_llm import ScriptedLLMServer
+from keel.worker.settings import Settings, environment_of, settings_from
+from keel.worker.temporal_client import connect
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import RunInput
 
 WORKER_FIELDS = (
     "temporal_address",
@@ -116,7 +116,7 @@ async def measure(
     worker = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "api.cli.main",
+        "keel.api.cli.main",
         "worker",
         env={**os.environ, **environment_of(settings, *WORKER_FIELDS)},
         stdout=subprocess.DEVNULL,

@@ -35,21 +35,21 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.store.run_store import Store, StoreUnavailable
-from activities.store.run_tree import RunTreeStore
-from api.core.runs import as_started
 from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database
 from bench.workspaces import generate_workspace
-from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import StackError, TemporalDevServer, free_port
-from worker.runtime import build_worker
-from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.scripted_reviewer import CHARS_PER_TOKEN
-from worker.settings import Settings, settings_from
-from worker.temporal_client import connect
-from workflows import context_budget
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Limits, RunInput
+from keel.activities.store.run_store import Store, StoreUnavailable
+from keel.activities.store.run_tree import RunTreeStore
+from keel.api.core.runs import as_started
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
+from keel.worker.runtime import build_worker
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.scripted_reviewer import CHARS_PER_TOKEN
+from keel.worker.settings import Settings, settings_from
+from keel.worker.temporal_client import connect
+from keel.workflows import context_budget
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec, Limits, RunInput
 
 MODEL = "scripted"
 PROMPT = "Review this project."

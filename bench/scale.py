@@ -45,14 +45,14 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-from activities.store.run_store import Store, StoreUnavailable
-from api.cli.local_stack import serve_api
-from api.identity.auth import dev_token
 from bench.step_overhead import BenchError, fresh_database
-from worker.dev_stack import StackError, TemporalDevServer, free_port, temporal_binary
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings, environment_of, settings_from
-from worker.temporal_client import connect
+from keel.activities.store.run_store import Store, StoreUnavailable
+from keel.api.cli.local_stack import serve_api
+from keel.api.identity.auth import dev_token
+from keel.worker.dev_stack import StackError, TemporalDevServer, free_port, temporal_binary
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings, environment_of, settings_from
+from keel.worker.temporal_client import connect
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 JWT_SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
@@ -418,7 +418,7 @@ def worker_process(settings: Settings, log_file: Path) -> Iterator[subprocess.Po
     """`python -m api.cli.main worker`, logging to `log_file`, stopped on exit."""
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli.main", "worker"],
+            [sys.executable, "-m", "keel.api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=out,
             stderr=subprocess.STDOUT,

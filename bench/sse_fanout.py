@@ -29,10 +29,6 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.store.records import NewRun
-from activities.store.run_store import Store, StoreUnavailable
-from api.cli.local_stack import serve_api
-from api.identity.auth import dev_token
 from bench.step_overhead import (
     DEFAULT_ADMIN_URL,
     MODEL,
@@ -43,13 +39,17 @@ from bench.step_overhead import (
     scratch_workspace,
     script,
 )
-from worker.dev_stack import StackError, TemporalDevServer, free_port
-from worker.runtime import build_worker
-from worker.scripted_llm import ScriptedLLMServer
-from worker.settings import Settings, settings_from
-from worker.temporal_client import connect
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, RunInput
+from keel.activities.store.records import NewRun
+from keel.activities.store.run_store import Store, StoreUnavailable
+from keel.api.cli.local_stack import serve_api
+from keel.api.identity.auth import dev_token
+from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
+from keel.worker.runtime import build_worker
+from keel.worker.scripted_llm import ScriptedLLMServer
+from keel.worker.settings import Settings, settings_from
+from keel.worker.temporal_client import connect
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec, RunInput
 
 MAX_SUBSCRIBERS = 1000
 MAX_STEPS = 500

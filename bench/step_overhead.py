@@ -35,20 +35,20 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from temporalio.client import Client
 
-from activities.store.run_store import Store, StoreUnavailable
-from activities.tools.file_tools import read_file
-from activities.tools.workspace import Workspace
-from api.core.runs import as_started
-from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import StackError, TemporalDevServer, free_port
-from worker.payload_codec import data_converter, new_key
-from worker.runtime import build_worker, openai_client
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings, settings_from
-from worker.temporal_client import connect
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Limits, RunInput, RunResult
-from workflows.tool_specs import TOOL_SPECS, ReadFileArgs
+from keel.activities.store.run_store import Store, StoreUnavailable
+from keel.activities.tools.file_tools import read_file
+from keel.activities.tools.workspace import Workspace
+from keel.api.core.runs import as_started
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
+from keel.worker.payload_codec import data_converter, new_key
+from keel.worker.runtime import build_worker, openai_client
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings, settings_from
+from keel.worker.temporal_client import connect
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec, Limits, RunInput, RunResult
+from keel.workflows.tool_specs import TOOL_SPECS, ReadFileArgs
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODEL = "scripted"

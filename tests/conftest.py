@@ -13,13 +13,13 @@ import psycopg.conninfo
 import pytest
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.identity.auth import dev_token
-from worker.dev_stack import EmbeddedPostgres, TemporalDevServer, free_port
-from worker.runtime import build_worker
-from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.settings import Settings, settings_from
-from worker.temporal_client import connect
+from keel.activities.store.run_store import Store
+from keel.api.identity.auth import dev_token
+from keel.worker.dev_stack import EmbeddedPostgres, TemporalDevServer, free_port
+from keel.worker.runtime import build_worker
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.settings import Settings, settings_from
+from keel.worker.temporal_client import connect
 
 JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 ADMIN_URL = os.environ.get("KEEL_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

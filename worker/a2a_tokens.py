@@ -6,9 +6,9 @@ import time
 
 import jwt
 
-from activities.url_prefix import longest_prefix, url_within
-from worker.local_secrets import local_secret
-from worker.settings import Settings
+from keel.activities.url_prefix import longest_prefix, url_within
+from keel.worker.local_secrets import local_secret
+from keel.worker.settings import Settings
 
 TOKEN_TTL_S = 3600
 

@@ -21,12 +21,12 @@ from pydantic import (
     model_validator,
 )
 
-from worker.plugins.registry import PluginRegistry
-from workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
-from workflows.permissions import PermissionRule
-from workflows.plugin_refs import PluginToolRef
-from workflows.router_models import ROUTER_AGENT
-from workflows.tool_specs import TOOL_SPECS
+from keel.worker.plugins.registry import PluginRegistry
+from keel.workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
+from keel.workflows.permissions import PermissionRule
+from keel.workflows.plugin_refs import PluginToolRef
+from keel.workflows.router_models import ROUTER_AGENT
+from keel.workflows.tool_specs import TOOL_SPECS
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?(.*)\Z", re.DOTALL | re.MULTILINE)
 
@@ -214,7 +214,7 @@ class AgentCatalog:
         sources: dict[str, str] = {}
         _load_plugin_agents(plugins, agents, sources)
         tools = plugins.tool_refs()
-        for file in sorted(resources.files("worker.agents").iterdir(), key=lambda f: f.name):
+        for file in sorted(resources.files("keel.worker.agents").iterdir(), key=lambda f: f.name):
             if file.name.endswith(".md"):
                 spec = parse_agent(file.read_text(), f"built-in {file.name}", tools)
                 agents[spec.name] = spec
@@ -255,7 +255,7 @@ def _load_plugin_agents(
     """
     builtin = {
         f.name.removesuffix(".md")
-        for f in resources.files("worker.agents").iterdir()
+        for f in resources.files("keel.worker.agents").iterdir()
         if f.name.endswith(".md")
     }
     for plugin, directory in plugins.agent_dirs():

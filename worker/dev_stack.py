@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from worker.settings import Settings
-from worker.temporal_client import connect
-from workflows.run_visibility import SEARCH_ATTRIBUTES
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import connect
+from keel.workflows.run_visibility import SEARCH_ATTRIBUTES
 
 log = logging.getLogger("keel.stack")
 

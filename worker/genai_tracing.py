@@ -36,8 +36,8 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from activities.genai_spans import CAPTURE_CONTENT
-from workflows.models import (
+from keel.activities.genai_spans import CAPTURE_CONTENT
+from keel.workflows.models import (
     LlmStepInput,
     LlmStepResult,
     RunInput,

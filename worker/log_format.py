@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from worker.settings import Settings
+from keel.worker.settings import Settings
 
 __all__ = ["LOG_CONTEXT", "JsonLogFormatter", "LogContext", "configure_logging", "mask_secrets"]
 

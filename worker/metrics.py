@@ -35,9 +35,9 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from activities.prices import ModelPrice
-from worker.settings import Settings
-from workflows.models import (
+from keel.activities.prices import ModelPrice
+from keel.worker.settings import Settings
+from keel.workflows.models import (
     CompactionInput,
     CompactionResult,
     LlmStepInput,

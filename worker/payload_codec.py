@@ -30,8 +30,8 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
-from worker.settings import Settings
-from worker.temporal_client import DATA_CONVERTER
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import DATA_CONVERTER
 
 __all__ = [
     "ENCRYPTED_ENCODING",

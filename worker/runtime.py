@@ -14,48 +14,48 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.a2a_client import A2AClientActivities
-from activities.agent_access import AgentAccessActivities
-from activities.context import CompactionActivities, ContextBudget
-from activities.hooks import HookActivities
-from activities.interactions import InteractionActivities
-from activities.llm import LlmActivities
-from activities.memory.activities import MemoryActivities
-from activities.providers.anthropic_messages import AnthropicMessages
-from activities.retention import RetentionActivities
-from activities.router import RouterActivities, sandbox_tool_problem
-from activities.run_records import RunRecordActivities
-from activities.store.audit import AuditLog
-from activities.store.context_store import ContextStore
-from activities.store.interaction_store import InteractionStore
-from activities.store.mcp_tool_store import McpToolStore
-from activities.store.memory_store import MemoryStore
-from activities.store.outage import StoreOutageInterceptor
-from activities.store.push_config_store import PushConfigStore
-from activities.store.retention_store import RetentionStore
-from activities.store.run_store import Store
-from activities.subagents import SubagentActivities
-from activities.tools.mcp_client import McpClient
-from activities.tools.mcp_discovery import McpDiscoveryActivities
-from activities.tools.sandbox import Sandbox
-from activities.tools.tool_activities import ToolActivities
-from activities.webhook_targets import WebhookTargetPolicy
-from activities.webhooks import WebhookActivities
-from worker.a2a_tokens import A2ATokens, keel_urls
-from worker.agent_catalog import AgentCatalog
-from worker.log_format import LogContext
-from worker.metrics import worker_runtime
-from worker.payload_codec import data_converter
-from worker.plugins import PluginRegistry
-from worker.settings import Settings
-from worker.temporal_client import connect
-from worker.tracing import install_tracing, temporal_plugins, tracing_on
-from worker.webhook_secret import webhook_server_secret
-from workflows.agent_run import AgentRunWorkflow
-from workflows.coordinator import CoordinatorWorkflow
-from workflows.retention import RetentionWorkflow
-from workflows.session import SessionWorkflow
-from workflows.webhook_delivery import WebhookDeliveryWorkflow
+from keel.activities.a2a_client import A2AClientActivities
+from keel.activities.agent_access import AgentAccessActivities
+from keel.activities.context import CompactionActivities, ContextBudget
+from keel.activities.hooks import HookActivities
+from keel.activities.interactions import InteractionActivities
+from keel.activities.llm import LlmActivities
+from keel.activities.memory.activities import MemoryActivities
+from keel.activities.providers.anthropic_messages import AnthropicMessages
+from keel.activities.retention import RetentionActivities
+from keel.activities.router import RouterActivities, sandbox_tool_problem
+from keel.activities.run_records import RunRecordActivities
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.context_store import ContextStore
+from keel.activities.store.interaction_store import InteractionStore
+from keel.activities.store.mcp_tool_store import McpToolStore
+from keel.activities.store.memory_store import MemoryStore
+from keel.activities.store.outage import StoreOutageInterceptor
+from keel.activities.store.push_config_store import PushConfigStore
+from keel.activities.store.retention_store import RetentionStore
+from keel.activities.store.run_store import Store
+from keel.activities.subagents import SubagentActivities
+from keel.activities.tools.mcp_client import McpClient
+from keel.activities.tools.mcp_discovery import McpDiscoveryActivities
+from keel.activities.tools.sandbox import Sandbox
+from keel.activities.tools.tool_activities import ToolActivities
+from keel.activities.webhook_targets import WebhookTargetPolicy
+from keel.activities.webhooks import WebhookActivities
+from keel.worker.a2a_tokens import A2ATokens, keel_urls
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.log_format import LogContext
+from keel.worker.metrics import worker_runtime
+from keel.worker.payload_codec import data_converter
+from keel.worker.plugins import PluginRegistry
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import connect
+from keel.worker.tracing import install_tracing, temporal_plugins, tracing_on
+from keel.worker.webhook_secret import webhook_server_secret
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.coordinator import CoordinatorWorkflow
+from keel.workflows.retention import RetentionWorkflow
+from keel.workflows.session import SessionWorkflow
+from keel.workflows.webhook_delivery import WebhookDeliveryWorkflow
 
 log = logging.getLogger("keel.worker")
 
@@ -97,11 +97,11 @@ def worker_interceptors(settings: Settings) -> list[Interceptor]:
     if settings.log_format == "json":
         interceptors.append(LogContext())
     if settings.worker_metrics_port is not None:
-        from worker.metrics import KeelMetrics
+        from keel.worker.metrics import KeelMetrics
 
         interceptors.append(KeelMetrics(settings.prices))
     if tracing_on(settings):
-        from worker.genai_tracing import GenAiSpans
+        from keel.worker.genai_tracing import GenAiSpans
 
         install_tracing(settings, "keel-worker")  # Temporal's plugin needs its provider first
         interceptors.append(GenAiSpans(capture_content=settings.otel_capture_message_content))

@@ -58,15 +58,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from worker import scripted_anthropic as anthropic_api
-from worker import scripted_memory
-from worker.scripted_reviewer import (
+from keel.worker import scripted_anthropic as anthropic_api
+from keel.worker import scripted_memory
+from keel.worker.scripted_reviewer import (
     asks_for_summary,
     message_tokens,
     reviewer_reply,
     tools_tokens,
 )
-from worker.scripted_router import asks_for_route, route_reply
+from keel.worker.scripted_router import asks_for_route, route_reply
 
 __all__ = ["Conversation", "RequestSize", "Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
 

@@ -25,8 +25,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from activities.memory.dedupe import content_words
-from activities.memory.extraction import EXTRACTION_MARKER
+from keel.activities.memory.dedupe import content_words
+from keel.activities.memory.extraction import EXTRACTION_MARKER
 
 __all__ = ["EMBEDDING_DIMENSIONS", "asks_for_facts", "embed", "embeddings", "facts_reply"]
 

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
 
 __all__ = ["ScriptedModelServer"]
 

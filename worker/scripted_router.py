@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 
-from activities.router import ROUTER_SYSTEM_PROMPT
+from keel.activities.router import ROUTER_SYSTEM_PROMPT
 
 __all__ = ["MALFORMED_MARK", "NUL_MARK", "asks_for_route", "route_reply"]
 

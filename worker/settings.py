@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from activities.prices import DEFAULT_PRICES, ModelPrice
+from keel.activities.prices import DEFAULT_PRICES, ModelPrice
 
 
 def _env(*names: str) -> AliasChoices:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from worker.settings import Settings
+from keel.worker.settings import Settings
 
 if TYPE_CHECKING:
     from temporalio.client import Plugin

@@ -6,7 +6,7 @@ import contextlib
 import os
 import secrets
 
-from worker.settings import Settings
+from keel.worker.settings import Settings
 
 SECRET_FILE = "webhook-secret"
 

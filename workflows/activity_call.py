@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.timeouts import LOCAL_RETRY_THRESHOLD, ActivityOptions
+    from keel.workflows.timeouts import LOCAL_RETRY_THRESHOLD, ActivityOptions
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")

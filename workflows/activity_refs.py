@@ -18,10 +18,10 @@ from typing import Protocol
 
 from temporalio import activity
 
-from workflows.agent_roles import AgentRolesCheck, AgentRolesInput
-from workflows.coordination import DelegateHandle, DelegateInput, FollowInput
-from workflows.memory_models import RecallInput, RecallResult, RememberInput, RememberResult
-from workflows.models import (
+from keel.workflows.agent_roles import AgentRolesCheck, AgentRolesInput
+from keel.workflows.coordination import DelegateHandle, DelegateInput, FollowInput
+from keel.workflows.memory_models import RecallInput, RecallResult, RememberInput, RememberResult
+from keel.workflows.models import (
     AfterHooksInput,
     BeforeHooksInput,
     BeforeHooksResult,
@@ -50,8 +50,8 @@ from workflows.models import (
     WebhookDelivery,
     WebhookReceipt,
 )
-from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
-from workflows.router_models import (
+from keel.workflows.retention_models import PurgeBatchInput, PurgeBatchResult
+from keel.workflows.router_models import (
     AdoptChildInput,
     AdoptedChild,
     CandidatesInput,

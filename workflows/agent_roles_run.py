@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import AgentRoles
-    from workflows.agent_roles import AgentRolesInput
-    from workflows.models import RunInput, RunResult
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import AgentRoles
+    from keel.workflows.agent_roles import AgentRolesInput
+    from keel.workflows.models import RunInput, RunResult
 
 if TYPE_CHECKING:
-    from workflows.run_host import RunHost
+    from keel.workflows.run_host import RunHost
 else:
     RunHost = object
 

@@ -29,9 +29,9 @@ from temporalio.exceptions import (
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import convergence, run_memory, subagents, timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import (
+    from keel.workflows import convergence, run_memory, subagents, timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import (
         ContextCompaction,
         InteractionRecords,
         LlmCalls,
@@ -42,10 +42,10 @@ with workflow.unsafe.imports_passed_through():
         ToolCalls,
         WebhookDeliveries,
     )
-    from workflows.agent_roles_run import AgentRolesSteps
-    from workflows.gate import GateDecision, ToolGate
-    from workflows.mcp_tools import McpToolset
-    from workflows.models import (
+    from keel.workflows.agent_roles_run import AgentRolesSteps
+    from keel.workflows.gate import GateDecision, ToolGate
+    from keel.workflows.mcp_tools import McpToolset
+    from keel.workflows.models import (
         MAX_ANSWER_CHARS,
         AfterHooksInput,
         BeforeHooksInput,
@@ -84,11 +84,11 @@ with workflow.unsafe.imports_passed_through():
         WebhookInteraction,
         WebhookNotice,
     )
-    from workflows.permissions import PermissionRule
-    from workflows.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
-    from workflows.router_run import RouterSteps
-    from workflows.tool_specs import Risk, ToolSpec
-    from workflows.webhook_delivery import WebhookDeliveryWorkflow
+    from keel.workflows.permissions import PermissionRule
+    from keel.workflows.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
+    from keel.workflows.router_run import RouterSteps
+    from keel.workflows.tool_specs import Risk, ToolSpec
+    from keel.workflows.webhook_delivery import WebhookDeliveryWorkflow
 
 T = TypeVar("T")
 

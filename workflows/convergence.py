@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workflows.models import Limits, RunState, StopReason
+from keel.workflows.models import Limits, RunState, StopReason
 
 FORCE_ANSWER = (
     "You have reached the limit of this run ({reason}). Do not call any more tools: "

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.findings import Finding, MergedFinding
+from keel.workflows.findings import Finding, MergedFinding
 
 
 class RemoteAgent(BaseModel):

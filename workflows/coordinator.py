@@ -14,10 +14,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import A2ADelegation
-    from workflows.coordination import (
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import A2ADelegation
+    from keel.workflows.coordination import (
         AgentOutcome,
         CoordinatorInput,
         CoordinatorResult,
@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
         FollowInput,
         RemoteAgent,
     )
-    from workflows.findings import MergedFinding, merge_findings
+    from keel.workflows.findings import MergedFinding, merge_findings
 
 
 @workflow.defn(name="CoordinatorWorkflow")

@@ -14,11 +14,11 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from workflows.mcp_tools import McpToolset
-from workflows.models import MessageRef, ToolCallRequest
-from workflows.permissions import PermissionRule, decide, network_allowed
-from workflows.plugin_refs import PluginToolset, argument_problems
-from workflows.tool_specs import TOOL_SPECS, TaskArgs, ToolSpec
+from keel.workflows.mcp_tools import McpToolset
+from keel.workflows.models import MessageRef, ToolCallRequest
+from keel.workflows.permissions import PermissionRule, decide, network_allowed
+from keel.workflows.plugin_refs import PluginToolset, argument_problems
+from keel.workflows.tool_specs import TOOL_SPECS, TaskArgs, ToolSpec
 
 Verdict = Literal["run", "ask", "deny", "error", "cached"]
 

@@ -12,8 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from workflows.models import McpServerSpec
-from workflows.tool_specs import McpToolArgs, ToolArgs, ToolSpec
+from keel.workflows.models import McpServerSpec
+from keel.workflows.tool_specs import McpToolArgs, ToolArgs, ToolSpec
 
 MCP_PREFIX = "mcp__"
 MCP_SEPARATOR = "__"

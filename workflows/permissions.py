@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.tool_specs import ToolSpec
+from keel.workflows.tool_specs import ToolSpec
 
 Action = Literal["allow", "ask", "deny"]
 

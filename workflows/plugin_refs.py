@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.tool_specs import Risk, ToolArgs, ToolSpec
+from keel.workflows.tool_specs import Risk, ToolArgs, ToolSpec
 
 HookEvent = Literal["tool.before", "tool.after", "run.end"]
 JsonType = Literal["string", "integer", "number", "boolean", "array", "object", "null", "any"]

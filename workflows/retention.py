@@ -11,10 +11,10 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import RetentionPurges
-    from workflows.retention_models import (
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import RetentionPurges
+    from keel.workflows.retention_models import (
         PurgeBatchInput,
         RetentionSweep,
         RetentionSweepResult,

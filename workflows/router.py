@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from workflows.router_models import (
+from keel.workflows.router_models import (
     Classification,
     Dispatchability,
     ExcludedAgent,

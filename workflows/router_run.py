@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, get_args
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import router, subagents, timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import InteractionRecords, Routing
-    from workflows.gate import canonical_json
-    from workflows.models import (
+    from keel.workflows import router, subagents, timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import InteractionRecords, Routing
+    from keel.workflows.gate import canonical_json
+    from keel.workflows.models import (
         Interaction,
         OpenInteractionsInput,
         RunInput,
@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         SubagentTask,
         Usage,
     )
-    from workflows.router_models import (
+    from keel.workflows.router_models import (
         AdoptChildInput,
         CandidatesInput,
         CandidatesResult,
@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 if TYPE_CHECKING:
-    from workflows.run_host import RunHost
+    from keel.workflows.run_host import RunHost
 else:
     RunHost = object
 

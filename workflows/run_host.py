@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol, TypeVar
 
-from workflows.models import (
+from keel.workflows.models import (
     GateResult,
     Interaction,
     RunInput,

@@ -14,16 +14,16 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import AgentMemory
-    from workflows.memory_models import (
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import AgentMemory
+    from keel.workflows.memory_models import (
         MEMORY_PATCH,
         RecallInput,
         RememberInput,
         memory_owner,
     )
-    from workflows.models import RunInput, StartRunInput, Usage
+    from keel.workflows.models import RunInput, StartRunInput, Usage
 
 
 def remembers(run: RunInput) -> bool:

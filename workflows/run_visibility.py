@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from workflows.models import RunInput
+from keel.workflows.models import RunInput
 
 __all__ = ["SEARCH_ATTRIBUTES", "run_memo", "run_search_attributes"]
 

@@ -13,11 +13,11 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import InteractionRecords, RunRecords
-    from workflows.agent_run import AgentRunWorkflow
-    from workflows.models import (
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import InteractionRecords, RunRecords
+    from keel.workflows.agent_run import AgentRunWorkflow
+    from keel.workflows.models import (
         FinishRunInput,
         RunResult,
         SessionRulesInput,
@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         Withdrawal,
         WithdrawOutcome,
     )
-    from workflows.run_visibility import run_memo, run_search_attributes
+    from keel.workflows.run_visibility import run_memo, run_search_attributes
 
 RUNS_BEFORE_CONTINUE_AS_NEW = 200
 

@@ -6,7 +6,7 @@ must find a child from its parent's call.
 
 from __future__ import annotations
 
-from workflows.models import (
+from keel.workflows.models import (
     AgentSpec,
     ChildRun,
     ChildStatus,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import timeouts
-    from workflows.activity_call import run_activity
-    from workflows.activity_refs import WebhookDeliveries
-    from workflows.models import WebhookDelivery, WebhookReceipt
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import WebhookDeliveries
+    from keel.workflows.models import WebhookDelivery, WebhookReceipt
 
 
 @workflow.defn(name="WebhookDeliveryWorkflow")

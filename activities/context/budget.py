@@ -9,16 +9,16 @@ from typing import Any
 import openai
 from temporalio.exceptions import ApplicationError
 
-from activities.store.context_store import BudgetInputs, ContextStore
-from activities.store.records import MessageRecord
-from workflows.context_budget import (
+from keel.activities.store.context_store import BudgetInputs, ContextStore
+from keel.activities.store.records import MessageRecord
+from keel.workflows.context_budget import (
     MAX_LEVEL,
     ContextItem,
     ContextPlan,
     estimate_tools,
     plan_context,
 )
-from workflows.model_windows import ModelWindow, window_for
+from keel.workflows.model_windows import ModelWindow, window_for
 
 # How providers say a request is too long, and where they name the limit.
 _LIMITS = (

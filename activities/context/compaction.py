@@ -17,22 +17,22 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import ContextBudget, ContextLengthExceeded, context_items
-from activities.context.fallback_summary import fallback_summary
-from activities.plugin_api import PluginCode
-from activities.providers import anthropic_messages, one_shot
-from activities.store.context_store import StoredSummary
-from activities.store.run_store import Store
-from activities.tool_schemas import tool_definitions
-from workflows.activity_refs import ContextCompaction
-from workflows.context_budget import (
+from keel.activities.context.budget import ContextBudget, ContextLengthExceeded, context_items
+from keel.activities.context.fallback_summary import fallback_summary
+from keel.activities.plugin_api import PluginCode
+from keel.activities.providers import anthropic_messages, one_shot
+from keel.activities.store.context_store import StoredSummary
+from keel.activities.store.run_store import Store
+from keel.activities.tool_schemas import tool_definitions
+from keel.workflows.activity_refs import ContextCompaction
+from keel.workflows.context_budget import (
     MAX_LEVEL,
     Summary,
     estimate_message,
     estimate_tools,
     plan_context,
 )
-from workflows.models import CompactionInput, CompactionResult
+from keel.workflows.models import CompactionInput, CompactionResult
 
 # Says "summarise the conversation so far": the scripted reviewer keys on that phrase.
 COMPACTION_PROMPT = (

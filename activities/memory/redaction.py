@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from activities.store.audit import redact
+from keel.activities.store.audit import redact
 
 __all__ = ["withhold_secrets"]
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import ContextLengthExceeded
-from activities.providers.retry_status import error_detail, provider_error, retry_after
-from workflows.models import Usage
+from keel.activities.context.budget import ContextLengthExceeded
+from keel.activities.providers.retry_status import error_detail, provider_error, retry_after
+from keel.workflows.models import Usage
 
 if TYPE_CHECKING:
     # Imported where a client exists: the package costs a worker about 40 MB, which

@@ -19,11 +19,11 @@ from typing import Any
 import openai
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import ContextLengthExceeded
-from activities.genai_spans import note_provider
-from activities.plugin_api import PluginCode
-from activities.providers import anthropic_messages, openai_errors, plugin_models
-from workflows.context_budget import estimate_message
+from keel.activities.context.budget import ContextLengthExceeded
+from keel.activities.genai_spans import note_provider
+from keel.activities.plugin_api import PluginCode
+from keel.activities.providers import anthropic_messages, openai_errors, plugin_models
+from keel.workflows.context_budget import estimate_message
 
 __all__ = ["OneShotModel", "OneShotReply"]
 

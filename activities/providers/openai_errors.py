@@ -11,8 +11,8 @@ from __future__ import annotations
 import openai
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import exceeded_limit
-from activities.providers.retry_status import error_detail, provider_error, retry_after
+from keel.activities.context.budget import exceeded_limit
+from keel.activities.providers.retry_status import error_detail, provider_error, retry_after
 
 __all__ = ["status_error", "unreachable"]
 

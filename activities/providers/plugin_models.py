@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import ContextLengthExceeded
-from activities.genai_spans import note_response_model
-from activities.provider_api import (
+from keel.activities.context.budget import ContextLengthExceeded
+from keel.activities.genai_spans import note_response_model
+from keel.activities.provider_api import (
     ModelContextTooLong,
     ModelProviderError,
     ModelReply,
@@ -27,9 +27,9 @@ from activities.provider_api import (
     ModelToolCall,
     ProviderRef,
 )
-from activities.providers.retry_status import retry_delay
-from workflows.context_budget import estimate_message, estimate_text, estimate_tools
-from workflows.models import Usage
+from keel.activities.providers.retry_status import retry_delay
+from keel.workflows.context_budget import estimate_message, estimate_text, estimate_tools
+from keel.workflows.models import Usage
 
 
 async def complete(

@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field, JsonValue
 
-from activities.store.postgres_text import storable, storable_json
+from keel.activities.store.postgres_text import storable, storable_json
 
 __all__ = [
     "GENESIS_HASH",

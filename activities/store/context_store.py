@@ -9,8 +9,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from activities.store.audit import redact
-from workflows.context_budget import Summary
+from keel.activities.store.audit import redact
+from keel.workflows.context_budget import Summary
 
 # One round trip before each call: the learnt window, the latest calibration pair
 # and the latest summary of the run.

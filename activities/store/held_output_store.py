@@ -7,7 +7,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from activities.store.postgres_text import storable
+from keel.activities.store.postgres_text import storable
 
 HOLD_SQL = (
     "INSERT INTO held_tool_outputs (run_id, step, ord, content, is_error)"

@@ -15,9 +15,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from activities.store.audit import AuditEntry, AuditLog
-from activities.store.interaction_rows import COLUMNS, row_to_interaction
-from workflows.models import Interaction
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.activities.store.interaction_rows import COLUMNS, row_to_interaction
+from keel.workflows.models import Interaction
 
 __all__ = ["CLOSED_STATUS", "close_pending_in", "closed_sentence"]
 

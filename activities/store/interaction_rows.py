@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows.gate import canonical_json
-from workflows.models import Interaction
+from keel.workflows.gate import canonical_json
+from keel.workflows.models import Interaction
 
 __all__ = ["COLUMNS", "event_data", "row_to_interaction"]
 

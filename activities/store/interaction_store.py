@@ -8,10 +8,10 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from activities.store.interaction_rows import COLUMNS, event_data, row_to_interaction
-from activities.store.run_store import Store
-from workflows.models import Interaction
-from workflows.permissions import PermissionRule
+from keel.activities.store.interaction_rows import COLUMNS, event_data, row_to_interaction
+from keel.activities.store.run_store import Store
+from keel.workflows.models import Interaction
+from keel.workflows.permissions import PermissionRule
 
 # A run that ends closes what it waited on (interaction_closing), so `pending` is live.
 PENDING_FOR_TENANT_SQL = (

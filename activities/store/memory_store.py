@@ -17,10 +17,10 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from activities.memory.dedupe import KnownMemory, fact_hash
-from activities.store.audit import AuditEntry, AuditLog
-from activities.store.postgres_text import storable
-from activities.store.run_store import Store, sha256_text
+from keel.activities.memory.dedupe import KnownMemory, fact_hash
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.activities.store.postgres_text import storable
+from keel.activities.store.run_store import Store, sha256_text
 
 __all__ = ["Memory", "MemoryStore", "SearchMode", "StoredFact"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from workflows.findings import FindingsRecord
-from workflows.models import RunInput
+from keel.workflows.findings import FindingsRecord
+from keel.workflows.models import RunInput
 
 
 class RunRecord(BaseModel):

@@ -34,7 +34,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field
 
-from activities.store.audit import AuditEntry, AuditLog
+from keel.activities.store.audit import AuditEntry, AuditLog
 
 __all__ = ["PurgedBatch", "RetentionPolicy", "RetentionStore"]
 

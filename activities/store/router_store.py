@@ -16,10 +16,10 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from activities.store.audit import AuditEntry, AuditLog
-from activities.store.postgres_text import storable, storable_json
-from activities.store.run_store import RECORD_LLM_CALL_SQL, Store, sha256_text
-from workflows.router_models import RecordRouteInput
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.activities.store.postgres_text import storable, storable_json
+from keel.activities.store.run_store import RECORD_LLM_CALL_SQL, Store, sha256_text
+from keel.workflows.router_models import RecordRouteInput
 
 TENANT_AGENTS_SQL = (
     "SELECT agents, updated_by, updated_at FROM router_tenant_agents WHERE tenant_id = %s"

@@ -20,19 +20,19 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import JsonValue
 
-from activities.store.audit import AuditEntry, AuditLog, redact
-from activities.store.interaction_closing import close_pending_in
-from activities.store.interaction_rows import event_data
-from activities.store.postgres_text import storable, storable_json
-from activities.store.records import (
+from keel.activities.store.audit import AuditEntry, AuditLog, redact
+from keel.activities.store.interaction_closing import close_pending_in
+from keel.activities.store.interaction_rows import event_data
+from keel.activities.store.postgres_text import storable, storable_json
+from keel.activities.store.records import (
     EventRecord,
     MessageRecord,
     NewRun,
     RecordedCall,
     RunRecord,
 )
-from workflows import findings
-from workflows.models import StartRunInput
+from keel.workflows import findings
+from keel.workflows.models import StartRunInput
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
 MIGRATION_LOCK_ID = 7_411_203
@@ -187,7 +187,7 @@ class Store:
         files = sorted(
             (
                 f
-                for f in resources.files("activities.store.migrations").iterdir()
+                for f in resources.files("keel.activities.store.migrations").iterdir()
                 if f.name.endswith(".sql")
             ),
             key=lambda f: f.name,

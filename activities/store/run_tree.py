@@ -8,7 +8,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from activities.store.records import RunRecord
+from keel.activities.store.records import RunRecord
 
 # A tree deeper than sub-agents may nest is a loop in the data: stop there.
 MAX_TREE_DEPTH = 16

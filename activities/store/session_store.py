@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from activities.store.records import RunRecord
+from keel.activities.store.records import RunRecord
 
 
 class SessionRecord(BaseModel):

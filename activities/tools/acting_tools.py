@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from activities.tools.file_tools import ToolOutput
-from activities.tools.sandbox import LaunchReport, Sandbox
-from activities.tools.workspace import PathEscapeError, Workspace
-from workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
+from keel.activities.tools.file_tools import ToolOutput
+from keel.activities.tools.sandbox import LaunchReport, Sandbox
+from keel.activities.tools.workspace import PathEscapeError, Workspace
+from keel.workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
 
 __all__ = ["SAFE_PATH", "Begin", "bash", "command_env", "edit_file", "write_file"]
 

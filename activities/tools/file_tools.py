@@ -17,8 +17,8 @@ from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 
-from activities.tools.workspace import PathEscapeError, Workspace
-from workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
+from keel.activities.tools.workspace import PathEscapeError, Workspace
+from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
 __all__ = [
     "SKIP_DIRS",

@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from activities.tools import acting_tools
-from activities.tools.acting_tools import Begin
-from activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
-from activities.tools.sandbox import Sandbox
-from activities.tools.workspace import Workspace
-from workflows.tool_specs import (
+from keel.activities.tools import acting_tools
+from keel.activities.tools.acting_tools import Begin
+from keel.activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
+from keel.activities.tools.sandbox import Sandbox
+from keel.activities.tools.workspace import Workspace
+from keel.workflows.tool_specs import (
     TOOL_SPECS,
     BashArgs,
     EditFileArgs,

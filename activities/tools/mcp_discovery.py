@@ -14,12 +14,12 @@ from mcp_types import Tool
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.store.mcp_tool_store import McpToolRecord, McpToolStore
-from activities.tools.mcp_client import McpClient, McpUnavailable
-from workflows.activity_refs import McpDiscovery
-from workflows.mcp_tools import mcp_tool_name
-from workflows.models import McpDiscoveryInput, McpDiscoveryResult, McpServerSpec
-from workflows.timeouts import MCP_DISCOVERY_ATTEMPTS
+from keel.activities.store.mcp_tool_store import McpToolRecord, McpToolStore
+from keel.activities.tools.mcp_client import McpClient, McpUnavailable
+from keel.workflows.activity_refs import McpDiscovery
+from keel.workflows.mcp_tools import mcp_tool_name
+from keel.workflows.models import McpDiscoveryInput, McpDiscoveryResult, McpServerSpec
+from keel.workflows.timeouts import MCP_DISCOVERY_ATTEMPTS
 
 log = logging.getLogger("keel.mcp")
 

@@ -14,24 +14,24 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeats import with_heartbeats
-from activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
-from activities.store.audit import AuditLog, policy_entry
-from activities.store.held_output_store import HeldOutputStore
-from activities.store.interaction_store import InteractionStore
-from activities.store.mcp_tool_store import McpToolStore
-from activities.store.run_store import Store
-from activities.tool_events import tool_events
-from activities.tools.acting_tools import Begin
-from activities.tools.file_tools import ToolOutput
-from activities.tools.implementations import ToolContext as BuiltinContext
-from activities.tools.implementations import implementation_of
-from activities.tools.mcp_client import McpClient
-from activities.tools.sandbox import Sandbox
-from activities.tools.workspace import Workspace
-from workflows.activity_refs import ToolCalls
-from workflows.models import ToolCallInput, ToolDigest
-from workflows.tool_specs import TOOL_SPECS
+from keel.activities.heartbeats import with_heartbeats
+from keel.activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
+from keel.activities.store.audit import AuditLog, policy_entry
+from keel.activities.store.held_output_store import HeldOutputStore
+from keel.activities.store.interaction_store import InteractionStore
+from keel.activities.store.mcp_tool_store import McpToolStore
+from keel.activities.store.run_store import Store
+from keel.activities.tool_events import tool_events
+from keel.activities.tools.acting_tools import Begin
+from keel.activities.tools.file_tools import ToolOutput
+from keel.activities.tools.implementations import ToolContext as BuiltinContext
+from keel.activities.tools.implementations import implementation_of
+from keel.activities.tools.mcp_client import McpClient
+from keel.activities.tools.sandbox import Sandbox
+from keel.activities.tools.workspace import Workspace
+from keel.workflows.activity_refs import ToolCalls
+from keel.workflows.models import ToolCallInput, ToolDigest
+from keel.workflows.tool_specs import TOOL_SPECS
 
 log = logging.getLogger("keel.tools")
 

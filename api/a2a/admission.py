@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from api.core.router import routable
-from api.core.service import KeelService
-from api.identity.auth import Principal
+from keel.api.core.router import routable
+from keel.api.core.service import KeelService
+from keel.api.identity.auth import Principal
 
 __all__ = ["UnknownAgent", "admit"]
 

@@ -25,9 +25,9 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from activities.store.outage import is_store_outage
-from api.core.decisions import InteractionClosed
-from api.core.errors import (
+from keel.activities.store.outage import is_store_outage
+from keel.api.core.decisions import InteractionClosed
+from keel.api.core.errors import (
     Conflict,
     Invalid,
     KeelError,

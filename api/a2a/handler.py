@@ -48,10 +48,10 @@ from a2a.utils.errors import ExtendedAgentCardNotConfiguredError
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
-from activities.store.push_config_store import PushConfigRecord
-from activities.store.records import RunRecord
-from api.a2a.errors import a2a_error, store_outages_refused
-from api.a2a.tasks import (
+from keel.activities.store.push_config_store import PushConfigRecord
+from keel.activities.store.records import RunRecord
+from keel.api.a2a.errors import a2a_error, store_outages_refused
+from keel.api.a2a.tasks import (
     INPUT_MODES,
     INTERRUPTED_STATES,
     STATE_RUNS,
@@ -59,14 +59,14 @@ from api.a2a.tasks import (
     report_artifact,
     task_of,
 )
-from api.core.errors import Invalid, KeelError, NotFound
-from api.core.push_configs import PushConfigOrder
-from api.core.run_tree import subtree
-from api.core.runs import RunOrder, new_run_id
-from api.core.schemas import InteractionDecisionCreate
-from api.core.service import KeelService
-from api.core.tenant_ids import in_view
-from api.identity.auth import Principal
+from keel.api.core.errors import Invalid, KeelError, NotFound
+from keel.api.core.push_configs import PushConfigOrder
+from keel.api.core.run_tree import subtree
+from keel.api.core.runs import RunOrder, new_run_id
+from keel.api.core.schemas import InteractionDecisionCreate
+from keel.api.core.service import KeelService
+from keel.api.core.tenant_ids import in_view
+from keel.api.identity.auth import Principal
 
 POLL_S = 0.5
 BLOCKING_LIMIT_S = 600.0

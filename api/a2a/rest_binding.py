@@ -19,12 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from api.a2a.admission import UnknownAgent, admit
-from api.a2a.errors import watch_unavailable
-from api.core.errors import Unauthenticated, Unavailable
-from api.core.service import KeelService
-from api.events.line_safe import LineSafeStream
-from api.http.errors import headers_of
+from keel.api.a2a.admission import UnknownAgent, admit
+from keel.api.a2a.errors import watch_unavailable
+from keel.api.core.errors import Unauthenticated, Unavailable
+from keel.api.core.service import KeelService
+from keel.api.events.line_safe import LineSafeStream
+from keel.api.http.errors import headers_of
 
 __all__ = ["REST_SUFFIX", "rest_routes"]
 

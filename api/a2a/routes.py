@@ -31,20 +31,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from api.a2a.admission import UnknownAgent, admit
-from api.a2a.errors import UNAVAILABLE_CODE, watch_unavailable
-from api.a2a.handler import KeelA2AHandler
-from api.a2a.rest_binding import REST_SUFFIX, rest_routes
-from api.a2a.tasks import INPUT_MODES
-from api.core.errors import Unauthenticated, Unavailable
-from api.core.router import routable, router_agent
-from api.core.service import KeelService
-from api.events.line_safe import LineSafeStream
-from api.http.conditional import conditional_json
-from api.http.errors import headers_of
-from api.identity.auth import Principal
-from worker.agent_catalog import AgentCatalog
-from workflows.models import AgentSpec
+from keel.api.a2a.admission import UnknownAgent, admit
+from keel.api.a2a.errors import UNAVAILABLE_CODE, watch_unavailable
+from keel.api.a2a.handler import KeelA2AHandler
+from keel.api.a2a.rest_binding import REST_SUFFIX, rest_routes
+from keel.api.a2a.tasks import INPUT_MODES
+from keel.api.core.errors import Unauthenticated, Unavailable
+from keel.api.core.router import routable, router_agent
+from keel.api.core.service import KeelService
+from keel.api.events.line_safe import LineSafeStream
+from keel.api.http.conditional import conditional_json
+from keel.api.http.errors import headers_of
+from keel.api.identity.auth import Principal
+from keel.worker.agent_catalog import AgentCatalog
+from keel.workflows.models import AgentSpec
 
 log = logging.getLogger("keel.api.a2a")
 

@@ -11,10 +11,10 @@ from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Value
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from activities.store.records import RunRecord
-from api.core.schemas import InteractionPublic
-from api.core.tenant_ids import in_view
-from workflows.models import Interaction
+from keel.activities.store.records import RunRecord
+from keel.api.core.schemas import InteractionPublic
+from keel.api.core.tenant_ids import in_view
+from keel.workflows.models import Interaction
 
 TERMINAL_STATES = {
     TaskState.TASK_STATE_COMPLETED,

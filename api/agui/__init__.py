@@ -1,5 +1,5 @@
 """AG-UI over Keel's service: `POST /ag-ui/{agent}` (see docs/ag-ui.md)."""
 
-from api.agui.routes import PREFIX, router
+from keel.api.agui.routes import PREFIX, router
 
 __all__ = ["PREFIX", "router"]

@@ -16,14 +16,14 @@ from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from api.agui.translate import AgUiTranslator
-from api.core.errors import Invalid, known_id
-from api.core.runs import RunOrder
-from api.core.schemas import InteractionPublic
-from api.core.service import KeelService
-from api.http.deps import CurrentUser, ServiceDep
-from api.identity.auth import Principal
-from api.langgraph.adapter import LangGraphAdapter, StartedLangGraphRun
+from keel.api.agui.translate import AgUiTranslator
+from keel.api.core.errors import Invalid, known_id
+from keel.api.core.runs import RunOrder
+from keel.api.core.schemas import InteractionPublic
+from keel.api.core.service import KeelService
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.identity.auth import Principal
+from keel.api.langgraph.adapter import LangGraphAdapter, StartedLangGraphRun
 
 __all__ = ["PREFIX", "router"]
 

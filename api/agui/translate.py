@@ -32,10 +32,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from api.core.schemas import InteractionPublic
-from api.events.hub import DeltaNotice
-from api.events.resume_point import ResumePoint
-from api.events.stream import Outgoing
+from keel.api.core.schemas import InteractionPublic
+from keel.api.events.hub import DeltaNotice
+from keel.api.events.resume_point import ResumePoint
+from keel.api.events.stream import Outgoing
 
 __all__ = ["AgUiTranslator"]
 

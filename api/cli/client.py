@@ -6,14 +6,14 @@ import asyncio
 
 import httpx
 
-from activities.store.audit import AuditVerification
-from api.cli.flag_names import error_lines
-from api.core.coordination_schemas import (
+from keel.activities.store.audit import AuditVerification
+from keel.api.cli.flag_names import error_lines
+from keel.api.core.coordination_schemas import (
     CoordinationCreate,
     CoordinationList,
     CoordinationPublic,
 )
-from api.core.schemas import (
+from keel.api.core.schemas import (
     DecisionResult,
     EvalResultCreate,
     EvalResultPublic,

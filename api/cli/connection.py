@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-from api.cli.client import KeelClient
-from api.cli.local_stack import StackInfo, local_stack
-from api.identity.config import cli_token
-from worker.settings import Settings
+from keel.api.cli.client import KeelClient
+from keel.api.cli.local_stack import StackInfo, local_stack
+from keel.api.identity.config import cli_token
+from keel.worker.settings import Settings
 
 ClientT = TypeVar("ClientT", bound=KeelClient)
 

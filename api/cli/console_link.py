@@ -4,10 +4,10 @@ and is short-lived: the console exchanges it at once for a session cookie."""
 
 from __future__ import annotations
 
-from api.identity.config import LOCAL_SUBJECT, LOCAL_TENANT
-from api.identity.console_session import console_link_token
-from worker.local_secrets import local_secret
-from worker.settings import Settings
+from keel.api.identity.config import LOCAL_SUBJECT, LOCAL_TENANT
+from keel.api.identity.console_session import console_link_token
+from keel.worker.local_secrets import local_secret
+from keel.worker.settings import Settings
 
 LINK_TTL_S = 900
 

@@ -11,11 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from api.cli.client import KeelApiError, KeelClient
-from api.cli.connection import keel_api
-from api.cli.tables import id_column
-from api.core.coordination_schemas import CoordinationPublic
-from worker.dev_stack import StackError
+from keel.api.cli.client import KeelApiError, KeelClient
+from keel.api.cli.connection import keel_api
+from keel.api.cli.tables import id_column
+from keel.api.core.coordination_schemas import CoordinationPublic
+from keel.worker.dev_stack import StackError
 
 coordinations_app = typer.Typer(
     help="Coordinations (`keel coordinate`): list them, cancel one.", no_args_is_help=True

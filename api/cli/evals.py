@@ -15,16 +15,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from api.cli.client import KeelApiError, KeelClient
-from api.cli.tables import id_column
-from api.core.schemas import EvalResultCreate
-from api.evals.reports import junit_xml, markdown_report
-from api.evals.results import AttemptResult, Change, EvalReport, compare
-from api.evals.runner import EvalRunner, model_names
-from api.evals.scenario import Scenario, ScenarioError, bundled_scenarios, load_scenarios
-from api.evals.stack import eval_stack
-from worker.dev_stack import StackError
-from worker.settings import Settings
+from keel.api.cli.client import KeelApiError, KeelClient
+from keel.api.cli.tables import id_column
+from keel.api.core.schemas import EvalResultCreate
+from keel.api.evals.reports import junit_xml, markdown_report
+from keel.api.evals.results import AttemptResult, Change, EvalReport, compare
+from keel.api.evals.runner import EvalRunner, model_names
+from keel.api.evals.scenario import Scenario, ScenarioError, bundled_scenarios, load_scenarios
+from keel.api.evals.stack import eval_stack
+from keel.worker.dev_stack import StackError
+from keel.worker.settings import Settings
 
 __all__ = ["eval_command"]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
-from worker.dev_stack import EmbeddedStack, StackError, port_in_use
-from worker.settings import Settings
+from keel.worker.dev_stack import EmbeddedStack, StackError, port_in_use
+from keel.worker.settings import Settings
 
 log = logging.getLogger("keel.stack")
 
@@ -40,7 +40,7 @@ async def api_is_up(url: str) -> bool:
 async def serve_api(settings: Settings) -> AsyncIterator[str]:
     """Serve the API in this process until the context exits."""
     # Imported here: a CLI command that reaches a running API never loads the app.
-    from api.http.app import create_app
+    from keel.api.http.app import create_app
 
     if port_in_use(settings.api_port):
         raise StackError(
@@ -81,7 +81,7 @@ async def local_stack(
     if reuse_running and await api_is_up(settings.resolved_api_url):
         yield StackInfo(api_url=settings.resolved_api_url, settings=settings, started_here=False)
         return
-    from worker.runtime import running_worker  # only a stack started here runs a worker
+    from keel.worker.runtime import running_worker  # only a stack started here runs a worker
 
     async with AsyncExitStack() as stack:
         embedded = await stack.enter_async_context(EmbeddedStack(settings, ui=ui))

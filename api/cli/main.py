@@ -17,27 +17,27 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.tree import Tree
 
-from api.cli.client import KeelApiError, KeelClient
-from api.cli.connection import keel_api
-from api.cli.console_link import console_link
-from api.cli.coordinations import coordinations_app
-from api.cli.evals import eval_command
-from api.cli.local_stack import StackInfo, local_stack, serve_api
-from api.cli.local_tools import LOCAL_TOOLS, local_executor
-from api.cli.memories import memories_app
-from api.cli.payload_keys import keys_app
-from api.cli.plugins import plugins_app
-from api.cli.progress import Decider, follow_run, terminal_decider
-from api.cli.request_body import ignored_model, request_body
-from api.cli.retention import retention_app
-from api.cli.schedules import schedules_app
-from api.cli.tables import id_column
-from api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
-from api.identity.auth import dev_token
-from api.identity.config import local_secret
-from worker.dev_stack import StackError, free_port
-from worker.log_format import configure_logging
-from worker.settings import Settings
+from keel.api.cli.client import KeelApiError, KeelClient
+from keel.api.cli.connection import keel_api
+from keel.api.cli.console_link import console_link
+from keel.api.cli.coordinations import coordinations_app
+from keel.api.cli.evals import eval_command
+from keel.api.cli.local_stack import StackInfo, local_stack, serve_api
+from keel.api.cli.local_tools import LOCAL_TOOLS, local_executor
+from keel.api.cli.memories import memories_app
+from keel.api.cli.payload_keys import keys_app
+from keel.api.cli.plugins import plugins_app
+from keel.api.cli.progress import Decider, follow_run, terminal_decider
+from keel.api.cli.request_body import ignored_model, request_body
+from keel.api.cli.retention import retention_app
+from keel.api.cli.schedules import schedules_app
+from keel.api.cli.tables import id_column
+from keel.api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
+from keel.api.identity.auth import dev_token
+from keel.api.identity.config import local_secret
+from keel.worker.dev_stack import StackError, free_port
+from keel.worker.log_format import configure_logging
+from keel.worker.settings import Settings
 
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
 runs_app = typer.Typer(help="Inspect runs.", no_args_is_help=True)
@@ -130,7 +130,7 @@ def worker() -> None:
         )
     configure_logging(settings)
     # Imported here, as in `mcp`: the commands that only call the API start faster.
-    from worker.runtime import run_worker_forever
+    from keel.worker.runtime import run_worker_forever
 
     try:
         asyncio.run(run_worker_forever(settings))
@@ -163,7 +163,7 @@ def mcp_command() -> None:
     tools, resources and prompts, through the running Keel (or an embedded stack)."""
     settings = Settings()
     configure_logging(settings, level=logging.WARNING)
-    from api.cli.mcp_stdio import serve_stdio
+    from keel.api.cli.mcp_stdio import serve_stdio
 
     try:
         _run(serve_stdio(settings))
@@ -409,7 +409,7 @@ def coordinate(
     ] = None,
 ) -> None:
     """Send one task to several A2A agents and merge their answers into one report."""
-    from api.core.coordination_schemas import CoordinationCreate
+    from keel.api.core.coordination_schemas import CoordinationCreate
 
     body = request_body(
         CoordinationCreate,
@@ -548,7 +548,7 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Keep the demo's data directory.")] = True,
 ) -> None:
     """Review a bundled sample project with a scripted model: offline, end to end."""
-    from worker.scripted_llm import Script, ScriptedLLMServer
+    from keel.worker.scripted_llm import Script, ScriptedLLMServer
 
     base = Settings()
     data_dir = base.data_dir.expanduser().resolve() / "demo"

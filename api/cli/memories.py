@@ -9,10 +9,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from api.cli.client import KeelClient
-from api.cli.connection import keel_api
-from api.cli.schedules import _run as run_command  # one error rendering for every subcommand
-from api.core.memories import MemoriesPurged, MemoryList
+from keel.api.cli.client import KeelClient
+from keel.api.cli.connection import keel_api
+from keel.api.cli.schedules import _run as run_command  # one error rendering for every subcommand
+from keel.api.core.memories import MemoriesPurged, MemoryList
 
 memories_app = typer.Typer(
     help="What agents with `memory: true` remember of you (list, delete).",

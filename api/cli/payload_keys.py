@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from worker.payload_codec import PayloadKeyError, check_key_id, new_key
+from keel.worker.payload_codec import PayloadKeyError, check_key_id, new_key
 
 keys_app = typer.Typer(help="Keys that encrypt what Keel stores in Temporal.", no_args_is_help=True)
 

@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from worker.agent_catalog import AgentCatalog, AgentDefinitionError
-from worker.settings import Settings
+from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError
+from keel.worker.settings import Settings
 
 plugins_app = typer.Typer(
     help="Installed plugins (tools, hooks, agents, model providers).", no_args_is_help=True

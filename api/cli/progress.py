@@ -13,8 +13,13 @@ from rich.prompt import Prompt
 from rich.spinner import Spinner
 from rich.text import Text
 
-from api.cli.client import KeelApiError, KeelClient
-from api.core.schemas import EventPublic, InteractionDecisionCreate, InteractionPublic, RunPublic
+from keel.api.cli.client import KeelApiError, KeelClient
+from keel.api.core.schemas import (
+    EventPublic,
+    InteractionDecisionCreate,
+    InteractionPublic,
+    RunPublic,
+)
 
 TERMINAL_EVENTS = {"done", "error", "cancelled"}
 POLL_INTERVAL_S = 0.25

@@ -10,9 +10,9 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from api.cli.flag_names import error_lines
-from api.core.schemas import RunCreate
-from worker.settings import Settings
+from keel.api.cli.flag_names import error_lines
+from keel.api.core.schemas import RunCreate
+from keel.worker.settings import Settings
 
 err_console = Console(stderr=True)
 M = TypeVar("M", bound=BaseModel)

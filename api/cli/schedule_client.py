@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from api.cli.client import KeelClient
-from api.core.schemas import (
+from keel.api.cli.client import KeelClient
+from keel.api.core.schemas import (
     BackfillOverlap,
     RunList,
     ScheduleBackfillAccepted,

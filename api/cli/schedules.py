@@ -17,20 +17,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from api.cli.client import KeelApiError
-from api.cli.connection import keel_api
-from api.cli.flag_names import error_lines
-from api.cli.schedule_client import ScheduleClient
-from api.cli.tables import id_column
-from api.core.schedule_specs import fire_times
-from api.core.schemas import (
+from keel.api.cli.client import KeelApiError
+from keel.api.cli.connection import keel_api
+from keel.api.cli.flag_names import error_lines
+from keel.api.cli.schedule_client import ScheduleClient
+from keel.api.cli.tables import id_column
+from keel.api.core.schedule_specs import fire_times
+from keel.api.core.schemas import (
     BackfillOverlap,
     OverlapPolicy,
     ScheduleBackfillCreate,
     ScheduleCreate,
     SchedulePublic,
 )
-from worker.dev_stack import StackError
+from keel.worker.dev_stack import StackError
 
 schedules_app = typer.Typer(
     help="Scheduled agent runs on Temporal Schedules: they fire while a worker runs.",

@@ -15,7 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 
 router = APIRouter(include_in_schema=False)
 
-ASSETS = resources.files("api.console") / "assets"
+ASSETS = resources.files("keel.api.console") / "assets"
 CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",

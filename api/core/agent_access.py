@@ -12,12 +12,12 @@ audited once (category `auth`, action `agent.refused`).
 
 from __future__ import annotations
 
-from activities.store.audit import AuditEntry
-from api.core.context import CoreParts
-from api.core.errors import Forbidden
-from api.identity.auth import Principal
-from workflows.agent_roles import roles_admit
-from workflows.models import AgentSpec
+from keel.activities.store.audit import AuditEntry
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Forbidden
+from keel.api.identity.auth import Principal
+from keel.workflows.agent_roles import roles_admit
+from keel.workflows.models import AgentSpec
 
 
 def refusal_text(agent: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from activities.store.audit import AuditEntry, AuditLog
-from api.identity.auth import Principal
+from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.api.identity.auth import Principal
 
 AUTH_REFUSALS_PER_MINUTE = 30
 

@@ -13,10 +13,10 @@ from typing import Literal
 
 from temporalio.api.common.v1 import Payload
 
-from api.core.context import CoreParts
-from api.core.errors import Forbidden, Invalid, NotFound
-from api.identity.auth import Principal
-from worker.payload_codec import EncryptionCodec, PayloadKeyError
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Forbidden, Invalid, NotFound
+from keel.api.identity.auth import Principal
+from keel.worker.payload_codec import EncryptionCodec, PayloadKeyError
 
 CodecOperation = Literal["encode", "decode"]
 # The UI sends a page of history events at once; a request never needs more.

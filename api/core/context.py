@@ -7,12 +7,12 @@ from datetime import timedelta
 
 from temporalio.client import Client
 
-from activities.store.interaction_store import InteractionStore
-from activities.store.run_store import Store
-from activities.store.session_store import SessionStore
-from api.core.audit_trail import ApiAudit
-from worker.agent_catalog import AgentCatalog
-from worker.settings import Settings
+from keel.activities.store.interaction_store import InteractionStore
+from keel.activities.store.run_store import Store
+from keel.activities.store.session_store import SessionStore
+from keel.api.core.audit_trail import ApiAudit
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.settings import Settings
 
 # How long a call to Temporal that a user waits on may take before the answer is a 503;
 # the Temporal client retries an unreachable server within it.

@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from api.core.errors import invalid_request
-from api.core.schemas import ChosenId, InputText, StoredText
-from api.identity.auth import Principal
-from workflows.coordination import AgentOutcome, RemoteAgent
-from workflows.findings import MergedFinding
+from keel.api.core.errors import invalid_request
+from keel.api.core.schemas import ChosenId, InputText, StoredText
+from keel.api.identity.auth import Principal
+from keel.workflows.coordination import AgentOutcome, RemoteAgent
+from keel.workflows.findings import MergedFinding
 
 CoordinationStatus = Literal[
     "running", "cancelling", "completed", "failed", "cancelled", "timed_out"

@@ -32,26 +32,26 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.store.audit import AuditEntry
-from activities.url_prefix import url_within
-from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
-from api.core.coordination_schemas import (
+from keel.activities.store.audit import AuditEntry
+from keel.activities.url_prefix import url_within
+from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
+from keel.api.core.coordination_schemas import (
     AgentChoice,
     CoordinationCreate,
     CoordinationList,
     CoordinationPublic,
     CoordinationStatus,
 )
-from api.core.errors import Conflict, Invalid, NotFound, Unavailable, known_id
-from api.core.page_cursor import encode_cursor
-from api.core.tenant_ids import in_view, scoped
-from api.core.webhook_guard import check_webhook
-from api.identity.auth import Principal
-from api.identity.config import user_ref
-from worker.a2a_tokens import keel_urls
-from workflows.coordination import CoordinatorInput, CoordinatorResult
-from workflows.coordinator import CoordinatorWorkflow
-from workflows.run_visibility import KEEL_TENANT
+from keel.api.core.errors import Conflict, Invalid, NotFound, Unavailable, known_id
+from keel.api.core.page_cursor import encode_cursor
+from keel.api.core.tenant_ids import in_view, scoped
+from keel.api.core.webhook_guard import check_webhook
+from keel.api.identity.auth import Principal
+from keel.api.identity.config import user_ref
+from keel.worker.a2a_tokens import keel_urls
+from keel.workflows.coordination import CoordinatorInput, CoordinatorResult
+from keel.workflows.coordinator import CoordinatorWorkflow
+from keel.workflows.run_visibility import KEEL_TENANT
 
 WORKFLOW_PREFIX = "coordinate-"
 WORKFLOW_TYPE = "CoordinatorWorkflow"  # the name in its @workflow.defn

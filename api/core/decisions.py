@@ -20,10 +20,10 @@ from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeou
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.store.interaction_closing import closed_sentence
-from activities.store.records import RunRecord
-from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
-from api.core.errors import (
+from keel.activities.store.interaction_closing import closed_sentence
+from keel.activities.store.records import RunRecord
+from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
+from keel.api.core.errors import (
     Conflict,
     Forbidden,
     Invalid,
@@ -32,15 +32,15 @@ from api.core.errors import (
     Unavailable,
     known_id,
 )
-from api.core.local_results import local_result_refusal
-from api.core.run_tree import child_owning
-from api.core.runs import RunService
-from api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
-from api.core.tenant_ids import in_view, interaction_key
-from api.identity.auth import Principal
-from api.identity.config import user_ref
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import DecisionOutcome, Interaction, InteractionDecision
+from keel.api.core.local_results import local_result_refusal
+from keel.api.core.run_tree import child_owning
+from keel.api.core.runs import RunService
+from keel.api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
+from keel.api.core.tenant_ids import in_view, interaction_key
+from keel.api.identity.auth import Principal
+from keel.api.identity.config import user_ref
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import DecisionOutcome, Interaction, InteractionDecision
 
 # A worker runs the update in milliseconds; this long without an answer means none is
 # polling, and the decision is queued as a signal instead.

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 
-from activities.store.eval_store import EvalRow, EvalStore
-from api.core.context import CoreParts
-from api.core.errors import Conflict, NotFound, known_id
-from api.core.schemas import EvalResultCreate, EvalResultPublic, EvalResultSummary
-from api.evals.results import EvalReport
-from api.identity.auth import Principal
+from keel.activities.store.eval_store import EvalRow, EvalStore
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Conflict, NotFound, known_id
+from keel.api.core.schemas import EvalResultCreate, EvalResultPublic, EvalResultSummary
+from keel.api.evals.results import EvalReport
+from keel.api.identity.auth import Principal
 
 __all__ = ["EvalService"]
 

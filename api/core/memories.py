@@ -15,12 +15,12 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from activities.store.audit import AuditEntry
-from activities.store.memory_store import Memory, MemoryStore, SearchMode
-from api.core.context import CoreParts
-from api.core.errors import Forbidden, NotFound
-from api.core.tenant_ids import in_view
-from api.identity.auth import Principal
+from keel.activities.store.audit import AuditEntry
+from keel.activities.store.memory_store import Memory, MemoryStore, SearchMode
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Forbidden, NotFound
+from keel.api.core.tenant_ids import in_view
+from keel.api.identity.auth import Principal
 
 __all__ = ["MemoriesPurged", "MemoryList", "MemoryPublic", "MemoryService"]
 

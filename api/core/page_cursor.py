@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 from datetime import datetime
 
-from api.core.errors import Invalid
-from api.core.schemas import storable
+from keel.api.core.errors import Invalid
+from keel.api.core.schemas import storable
 
 
 def encode_cursor(created_at: datetime, row_id: str) -> str:

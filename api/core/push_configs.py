@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, ValidationError
 
-from activities.store.push_config_store import (
+from keel.activities.store.push_config_store import (
     MAX_CONFIGS_PER_TASK,
     NewPushConfig,
     PushConfigRecord,
     PushConfigStore,
 )
-from api.core.context import CoreParts
-from api.core.errors import Conflict, NotFound, invalid_request, known_id
-from api.core.runs import RunService
-from api.core.schedule_fields import WebhookUrl
-from api.core.webhook_guard import check_webhook
-from api.identity.auth import Principal
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Conflict, NotFound, invalid_request, known_id
+from keel.api.core.runs import RunService
+from keel.api.core.schedule_fields import WebhookUrl
+from keel.api.core.webhook_guard import check_webhook
+from keel.api.identity.auth import Principal
 
 # A scheme is one HTTP auth-scheme token (`Bearer`, `Basic`); credentials stay on one line.
 AUTH_SCHEME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"

@@ -22,13 +22,13 @@ from temporalio.client import (
     ScheduleUpdate,
 )
 
-from activities.store.retention_store import RetentionPolicy, RetentionStore
-from api.core.context import CoreParts
-from api.core.errors import Forbidden, NotFound
-from api.identity.auth import Principal
-from api.identity.config import user_ref
-from workflows.retention import RetentionWorkflow
-from workflows.retention_models import RetentionSweep
+from keel.activities.store.retention_store import RetentionPolicy, RetentionStore
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Forbidden, NotFound
+from keel.api.identity.auth import Principal
+from keel.api.identity.config import user_ref
+from keel.workflows.retention import RetentionWorkflow
+from keel.workflows.retention_models import RetentionSweep
 
 RETENTION_SCHEDULE_ID = "keel-retention"
 SWEEP_WORKFLOW_ID = "keel-retention-sweep"

@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from activities.store.router_store import RouterStore, StoredRouteDecision
-from api.core.context import CoreParts
-from api.core.errors import Forbidden, Invalid, NotFound
-from api.core.tenant_ids import in_view
-from api.identity.auth import Principal
-from api.identity.config import user_ref
-from worker.agent_catalog import AgentCatalog
-from workflows.models import AgentSpec, RunInput
-from workflows.router_models import ROUTER_AGENT, RouteRequest
+from keel.activities.store.router_store import RouterStore, StoredRouteDecision
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Forbidden, Invalid, NotFound
+from keel.api.core.tenant_ids import in_view
+from keel.api.identity.auth import Principal
+from keel.api.identity.config import user_ref
+from keel.worker.agent_catalog import AgentCatalog
+from keel.workflows.models import AgentSpec, RunInput
+from keel.workflows.router_models import ROUTER_AGENT, RouteRequest
 
 if TYPE_CHECKING:  # runs.py imports this module for the `auto` agent
-    from api.core.runs import RunService
+    from keel.api.core.runs import RunService
 
 ROUTER_DESCRIPTION = (
     "Picks the agent for a request: filters the agents by tenant and role, asks the model "

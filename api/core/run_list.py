@@ -14,11 +14,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from activities.store.records import RunRecord
-from activities.store.run_tree import RunTreeStore
-from api.core.context import CoreParts
-from api.core.runs import RunService
-from api.identity.auth import Principal
+from keel.activities.store.records import RunRecord
+from keel.activities.store.run_tree import RunTreeStore
+from keel.api.core.context import CoreParts
+from keel.api.core.runs import RunService
+from keel.api.identity.auth import Principal
 
 ChildScope = Literal["exclude", "include"]
 """`exclude`: top-level runs only (the default); `include`: sub-agent runs too."""

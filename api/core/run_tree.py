@@ -7,11 +7,11 @@ the child's decision, taken with exactly the checks of the child's own endpoint.
 
 from __future__ import annotations
 
-from activities.store.interaction_store import InteractionStore
-from activities.store.records import RunRecord
-from activities.store.run_store import Store
-from activities.store.run_tree import RunTreeStore
-from api.core.schemas import InteractionPublic, RunChildPublic, RunPublic, UsagePublic
+from keel.activities.store.interaction_store import InteractionStore
+from keel.activities.store.records import RunRecord
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_tree import RunTreeStore
+from keel.api.core.schemas import InteractionPublic, RunChildPublic, RunPublic, UsagePublic
 
 
 async def subtree(store: Store, run: RunRecord) -> list[RunRecord]:

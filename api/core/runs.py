@@ -30,14 +30,14 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from activities.store.records import EventRecord, NewRun, RunRecord
-from activities.store.run_store import Store, texts_key
-from api.core.agent_access import AgentAccess
-from api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
-from api.core.errors import Conflict, Invalid, NotFound, Unavailable, invalid_request, known_id
-from api.core.router import router_agent, with_route
-from api.core.run_tree import child_owning, subtree, tree_interactions, with_tree
-from api.core.schemas import (
+from keel.activities.store.records import EventRecord, NewRun, RunRecord
+from keel.activities.store.run_store import Store, texts_key
+from keel.api.core.agent_access import AgentAccess
+from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
+from keel.api.core.errors import Conflict, Invalid, NotFound, Unavailable, invalid_request, known_id
+from keel.api.core.router import router_agent, with_route
+from keel.api.core.run_tree import child_owning, subtree, tree_interactions, with_tree
+from keel.api.core.schemas import (
     ChosenId,
     InputText,
     InteractionPublic,
@@ -46,14 +46,14 @@ from api.core.schemas import (
     RunPublic,
     StoredText,
 )
-from api.core.session_home import on_our_queue
-from api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
-from api.core.webhook_guard import check_webhook
-from api.identity.auth import Principal
-from api.identity.config import user_ref
-from workflows import timeouts
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import (
+from keel.api.core.session_home import on_our_queue
+from keel.api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
+from keel.api.core.webhook_guard import check_webhook
+from keel.api.identity.auth import Principal
+from keel.api.identity.config import user_ref
+from keel.workflows import timeouts
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import (
     AgentSpec,
     Interaction,
     RunInput,
@@ -65,9 +65,9 @@ from workflows.models import (
     Withdrawal,
     WithdrawOutcome,
 )
-from workflows.router_models import ROUTER_AGENT
-from workflows.run_visibility import run_memo, run_search_attributes
-from workflows.session import SessionWorkflow
+from keel.workflows.router_models import ROUTER_AGENT
+from keel.workflows.run_visibility import run_memo, run_search_attributes
+from keel.workflows.session import SessionWorkflow
 
 OnBusy = Literal["reject", "enqueue", "interrupt"]
 CLOSED_ELSEWHERE = {

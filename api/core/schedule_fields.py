@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from api.core.cron import CronError, CronExpression
+from keel.api.core.cron import CronError, CronExpression
 
 __all__ = ["CronText", "TimeZoneName", "WebhookUrl", "check_cron", "check_time_zone"]
 

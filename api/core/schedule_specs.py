@@ -29,18 +29,18 @@ from temporalio.client import (
     ScheduleState,
 )
 
-from api.core.cron import CronExpression, interval_fire_times
-from api.core.schemas import (
+from keel.api.core.cron import CronExpression, interval_fire_times
+from keel.api.core.schemas import (
     BackfillOverlap,
     OverlapPolicy,
     ScheduleCreate,
     ScheduledRunPublic,
     SchedulePublic,
 )
-from api.core.tenant_ids import SCOPE, in_view
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RunInput
-from workflows.run_visibility import run_memo, run_search_attributes
+from keel.api.core.tenant_ids import SCOPE, in_view
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import RunInput
+from keel.workflows.run_visibility import run_memo, run_search_attributes
 
 MEMO_KEY = "keel"
 OVERLAP_POLICIES: dict[BackfillOverlap, ScheduleOverlapPolicy] = {

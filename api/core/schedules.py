@@ -25,12 +25,12 @@ from temporalio.client import (
 from temporalio.client import ScheduleUpdate as TemporalScheduleUpdate
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.store.audit import AuditEntry
-from activities.store.records import RunRecord
-from api.core.context import CoreParts
-from api.core.errors import Conflict, Invalid, NotFound, known_id
-from api.core.runs import RunOrder, RunService
-from api.core.schedule_specs import (
+from keel.activities.store.audit import AuditEntry
+from keel.activities.store.records import RunRecord
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Conflict, Invalid, NotFound, known_id
+from keel.api.core.runs import RunOrder, RunService
+from keel.api.core.schedule_specs import (
     MEMO_KEY,
     OVERLAP_POLICIES,
     ScheduleOwner,
@@ -41,7 +41,7 @@ from api.core.schedule_specs import (
     read_schedule,
     temporal_schedule,
 )
-from api.core.schemas import (
+from keel.api.core.schemas import (
     BackfillOverlap,
     ScheduleBackfillAccepted,
     ScheduleBackfillCreate,
@@ -51,11 +51,11 @@ from api.core.schemas import (
     ScheduleTriggered,
     ScheduleUpdate,
 )
-from api.core.tenant_ids import in_view, scoped
-from api.core.webhook_guard import check_webhook
-from api.identity.auth import Principal
-from api.identity.config import user_ref
-from workflows.models import RunInput
+from keel.api.core.tenant_ids import in_view, scoped
+from keel.api.core.webhook_guard import check_webhook
+from keel.api.identity.auth import Principal
+from keel.api.identity.config import user_ref
+from keel.workflows.models import RunInput
 
 MAX_BACKFILL_RUNS = 500
 # How long `trigger` waits to learn the id of the run it started.

@@ -8,12 +8,12 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
-from activities.store.records import EventRecord, RunRecord
-from api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
-from api.core.tenant_ids import in_view, in_view_data
-from api.evals.results import EvalReport
-from workflows.findings import Finding
-from workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
+from keel.activities.store.records import EventRecord, RunRecord
+from keel.api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
+from keel.api.core.tenant_ids import in_view, in_view_data
+from keel.api.evals.results import EvalReport
+from keel.workflows.findings import Finding
+from keel.workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
 
 
 def storable(value: str) -> str:

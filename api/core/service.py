@@ -8,22 +8,22 @@ in by. Its parts raise the domain errors of `api.core.errors`; each surface rend
 
 from __future__ import annotations
 
-from api.core.codec import CodecService
-from api.core.context import CoreParts
-from api.core.coordinations import CoordinationService
-from api.core.decisions import DecisionService
-from api.core.evals import EvalService
-from api.core.memories import MemoryService
-from api.core.push_configs import PushConfigService
-from api.core.retention import RetentionService
-from api.core.router import RouterService
-from api.core.run_list import RunListing
-from api.core.runs import RunService
-from api.core.schedules import ScheduleService
-from api.core.sessions import SessionService
-from api.core.workspace_reads import WorkspaceReads
-from api.identity.auth import Principal
-from api.identity.authenticate import Authenticator
+from keel.api.core.codec import CodecService
+from keel.api.core.context import CoreParts
+from keel.api.core.coordinations import CoordinationService
+from keel.api.core.decisions import DecisionService
+from keel.api.core.evals import EvalService
+from keel.api.core.memories import MemoryService
+from keel.api.core.push_configs import PushConfigService
+from keel.api.core.retention import RetentionService
+from keel.api.core.router import RouterService
+from keel.api.core.run_list import RunListing
+from keel.api.core.runs import RunService
+from keel.api.core.schedules import ScheduleService
+from keel.api.core.sessions import SessionService
+from keel.api.core.workspace_reads import WorkspaceReads
+from keel.api.identity.auth import Principal
+from keel.api.identity.authenticate import Authenticator
 
 
 class KeelService:

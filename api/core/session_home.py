@@ -19,8 +19,8 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
-from activities.store.audit import AuditEntry
-from api.core.context import TEMPORAL_CALL_TIMEOUT, CoreParts
+from keel.activities.store.audit import AuditEntry
+from keel.api.core.context import TEMPORAL_CALL_TIMEOUT, CoreParts
 
 __all__ = ["on_our_queue"]
 

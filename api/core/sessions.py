@@ -7,15 +7,15 @@ from datetime import datetime
 
 from temporalio.service import RPCError
 
-from activities.store.session_store import SessionRecord
-from api.core.context import CoreParts
-from api.core.errors import NotFound, known_id
-from api.core.runs import RunOrder, RunService, StartedRun, session_workflow_id
-from api.core.schemas import SessionCreate, SessionMessage, SessionMessageCreate
-from api.core.tenant_ids import in_view
-from api.identity.auth import Principal
-from workflows.models import SessionState
-from workflows.session import SessionWorkflow
+from keel.activities.store.session_store import SessionRecord
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import NotFound, known_id
+from keel.api.core.runs import RunOrder, RunService, StartedRun, session_workflow_id
+from keel.api.core.schemas import SessionCreate, SessionMessage, SessionMessageCreate
+from keel.api.core.tenant_ids import in_view
+from keel.api.identity.auth import Principal
+from keel.workflows.models import SessionState
+from keel.workflows.session import SessionWorkflow
 
 
 class SessionService:

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from api.identity.auth import Principal
-from api.identity.config import user_ref
-from workflows.tenant_keys import SCOPE, in_view, in_view_data, scoped
+from keel.api.identity.auth import Principal
+from keel.api.identity.config import user_ref
+from keel.workflows.tenant_keys import SCOPE, in_view, in_view_data, scoped
 
 if TYPE_CHECKING:
-    from activities.store.records import RunRecord
-    from activities.store.session_store import SessionRecord
-    from api.core.context import CoreParts
+    from keel.activities.store.records import RunRecord
+    from keel.activities.store.session_store import SessionRecord
+    from keel.api.core.context import CoreParts
 
 __all__ = ["SCOPE", "TenantIds", "in_view", "in_view_data", "interaction_key", "scoped"]
 

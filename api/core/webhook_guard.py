@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from activities.store.audit import AuditEntry
-from activities.webhook_targets import (
+from keel.activities.store.audit import AuditEntry
+from keel.activities.webhook_targets import (
     TargetKind,
     WebhookHostUnresolved,
     WebhookTargetPolicy,
     WebhookTargetRefused,
     check_webhook_target,
 )
-from api.core.context import CoreParts
-from api.core.errors import Invalid
-from api.identity.auth import Principal
+from keel.api.core.context import CoreParts
+from keel.api.core.errors import Invalid
+from keel.api.identity.auth import Principal
 
 REFUSED_ACTIONS: dict[TargetKind, str] = {
     "webhook": "webhook.target_refused",

@@ -13,11 +13,11 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
-from activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
-from activities.tools.workspace import Workspace
-from api.core.context import CoreParts
-from api.core.runs import resolve_workspace
-from workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs, ToolArgs
+from keel.activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
+from keel.activities.tools.workspace import Workspace
+from keel.api.core.context import CoreParts
+from keel.api.core.runs import resolve_workspace
+from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs, ToolArgs
 
 ArgsT = TypeVar("ArgsT", bound=ToolArgs)
 

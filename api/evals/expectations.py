@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from api.evals.scenario import Expectations, ToolExpectation
+from keel.api.evals.scenario import Expectations, ToolExpectation
 
 __all__ = ["Finding", "Observation", "ToolCallSeen", "check", "report_findings"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from api.evals.results import Change, EvalReport, ScenarioResult
+from keel.api.evals.results import Change, EvalReport, ScenarioResult
 
 __all__ = ["junit_xml", "markdown_report"]
 

@@ -19,17 +19,17 @@ from pathlib import Path
 
 import httpx
 
-from api.cli.client import KeelApiError, KeelClient
-from api.core.schemas import (
+from keel.api.cli.client import KeelApiError, KeelClient
+from keel.api.core.schemas import (
     InteractionDecisionCreate,
     InteractionPublic,
     RunChildPublic,
     RunCreate,
     RunPublic,
 )
-from api.evals.expectations import Finding, Observation, ToolCallSeen, check
-from api.evals.results import AttemptResult, EvalReport, ScenarioResult
-from api.evals.scenario import Decision, Scenario
+from keel.api.evals.expectations import Finding, Observation, ToolCallSeen, check
+from keel.api.evals.results import AttemptResult, EvalReport, ScenarioResult
+from keel.api.evals.scenario import Decision, Scenario
 
 __all__ = ["EvalRunner", "OnResult", "match_decision", "model_names"]
 

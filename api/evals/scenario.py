@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from activities.prices import ModelPrice
-from worker.scripted_llm import Script
+from keel.activities.prices import ModelPrice
+from keel.worker.scripted_llm import Script
 
 __all__ = [
     "BUNDLED",
@@ -320,4 +320,4 @@ def load_scenarios(paths: list[Path]) -> list[Scenario]:
 
 def bundled_scenarios() -> Path:
     """The directory of Keel's built-in scenarios."""
-    return Path(str(resources.files("api.evals") / "scenarios"))
+    return Path(str(resources.files("keel.api.evals") / "scenarios"))

@@ -14,14 +14,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
-from activities.prices import ModelPrice
-from api.cli.client import KeelClient
-from api.cli.connection import keel_api
-from api.cli.local_stack import StackInfo
-from api.evals.scenario import Scenario, ScenarioError
-from worker.dev_stack import free_port
-from worker.scripted_models import ScriptedModelServer
-from worker.settings import Settings
+from keel.activities.prices import ModelPrice
+from keel.api.cli.client import KeelClient
+from keel.api.cli.connection import keel_api
+from keel.api.cli.local_stack import StackInfo
+from keel.api.evals.scenario import Scenario, ScenarioError
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_models import ScriptedModelServer
+from keel.worker.settings import Settings
 
 __all__ = ["eval_stack", "scripted_models", "split_by_model"]
 

@@ -7,7 +7,7 @@ what the client holds, but sends only what comes after that point.
 
 from __future__ import annotations
 
-from api.events.stream import Outgoing
+from keel.api.events.stream import Outgoing
 
 __all__ = ["ResumePoint"]
 

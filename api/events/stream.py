@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from activities.store.records import EventRecord
-from activities.store.run_store import Store
-from api.core.schemas import EventPublic
-from api.core.tenant_ids import in_view
-from api.events.hub import DeltaNotice, EventHub, Notice, Resync, Subscription
-from api.events.line_safe import line_safe
+from keel.activities.store.records import EventRecord
+from keel.activities.store.run_store import Store
+from keel.api.core.schemas import EventPublic
+from keel.api.core.tenant_ids import in_view
+from keel.api.events.hub import DeltaNotice, EventHub, Notice, Resync, Subscription
+from keel.api.events.line_safe import line_safe
 
 __all__ = ["EventReads", "Outgoing", "RunEventStream"]
 

@@ -8,26 +8,26 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from activities.store.audit import AuditLog
-from activities.store.console_reads import ConsoleReads
-from activities.store.interaction_store import InteractionStore
-from activities.store.run_store import Store
-from activities.store.session_store import SessionStore
-from api.a2a.routes import a2a_routes
-from api.agui import router as agui_router
-from api.console import console_sessions, pages_router, sign_in_router
-from api.core.audit_trail import ApiAudit
-from api.core.context import CoreParts
-from api.core.service import KeelService
-from api.events.hub import EventHub
-from api.events.stream import EventReads
-from api.http.body_limit import BodySizeLimit
-from api.http.client_errors import ClientErrorLog, quiet_a2a_client_errors
-from api.http.codec_cors import CodecCors, codec_origins
-from api.http.errors import install_error_handlers
-from api.http.metrics import ApiMetrics, RequestMetrics, serving_metrics
-from api.http.request_tracing import trace_requests
-from api.http.routers import (
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.console_reads import ConsoleReads
+from keel.activities.store.interaction_store import InteractionStore
+from keel.activities.store.run_store import Store
+from keel.activities.store.session_store import SessionStore
+from keel.api.a2a.routes import a2a_routes
+from keel.api.agui import router as agui_router
+from keel.api.console import console_sessions, pages_router, sign_in_router
+from keel.api.core.audit_trail import ApiAudit
+from keel.api.core.context import CoreParts
+from keel.api.core.service import KeelService
+from keel.api.events.hub import EventHub
+from keel.api.events.stream import EventReads
+from keel.api.http.body_limit import BodySizeLimit
+from keel.api.http.client_errors import ClientErrorLog, quiet_a2a_client_errors
+from keel.api.http.codec_cors import CodecCors, codec_origins
+from keel.api.http.errors import install_error_handlers
+from keel.api.http.metrics import ApiMetrics, RequestMetrics, serving_metrics
+from keel.api.http.request_tracing import trace_requests
+from keel.api.http.routers import (
     admin,
     codec,
     evals,
@@ -44,19 +44,19 @@ from api.http.routers import (
     usage,
     webhooks,
 )
-from api.http.routers.coordinations import router as coordinations_router
-from api.http.routers.memories import admin_router as memories_admin_router
-from api.http.routers.memories import router as memories_router
-from api.identity.authenticate import Authenticator
-from api.identity.config import auth_config, build_verifier
-from api.langgraph import router as langgraph_router
-from api.mcp_server import McpEndpoint
-from api.mcp_server.auth_discovery import discovery_routes
-from worker.agent_catalog import AgentCatalog
-from worker.payload_codec import data_converter
-from worker.settings import Settings
-from worker.temporal_client import connect
-from worker.tracing import temporal_plugins
+from keel.api.http.routers.coordinations import router as coordinations_router
+from keel.api.http.routers.memories import admin_router as memories_admin_router
+from keel.api.http.routers.memories import router as memories_router
+from keel.api.identity.authenticate import Authenticator
+from keel.api.identity.config import auth_config, build_verifier
+from keel.api.langgraph import router as langgraph_router
+from keel.api.mcp_server import McpEndpoint
+from keel.api.mcp_server.auth_discovery import discovery_routes
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.payload_codec import data_converter
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import connect
+from keel.worker.tracing import temporal_plugins
 
 # A request waits at most this long for a database connection: while Postgres is
 # away it is answered 503 in seconds instead of hanging.

@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from activities.store.console_reads import ConsoleReads
-from api.core.errors import Forbidden, Unauthenticated
-from api.core.service import KeelService
-from api.identity.auth import AuthError, Principal
-from api.identity.console_session import COOKIE_NAME, CSRF_HEADER, ConsoleSessions
-from worker.log_format import set_log_context
+from keel.activities.store.console_reads import ConsoleReads
+from keel.api.core.errors import Forbidden, Unauthenticated
+from keel.api.core.service import KeelService
+from keel.api.identity.auth import AuthError, Principal
+from keel.api.identity.console_session import COOKIE_NAME, CSRF_HEADER, ConsoleSessions
+from keel.worker.log_format import set_log_context
 
 
 def _service(request: Request) -> KeelService:

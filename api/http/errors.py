@@ -14,9 +14,9 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from activities.store.outage import STORE_OUTAGES, is_store_outage
-from api.core.errors import STORE_RETRY_AFTER_S as STORE_RETRY_AFTER_S
-from api.core.errors import (
+from keel.activities.store.outage import STORE_OUTAGES, is_store_outage
+from keel.api.core.errors import STORE_RETRY_AFTER_S as STORE_RETRY_AFTER_S
+from keel.api.core.errors import (
     STORE_UNAVAILABLE_DETAIL,
     Conflict,
     Forbidden,
@@ -26,7 +26,7 @@ from api.core.errors import (
     Unauthenticated,
     Unavailable,
 )
-from api.core.schemas import Problem
+from keel.api.core.schemas import Problem
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 ERROR_DESCRIPTIONS = {

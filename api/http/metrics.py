@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from activities.store.interaction_store import InteractionStore
+from keel.activities.store.interaction_store import InteractionStore
 
 __all__ = ["ApiMetrics", "RequestMetrics", "serving_metrics"]
 

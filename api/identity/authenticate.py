@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from api.core.audit_trail import ApiAudit
-from api.core.errors import Unauthenticated, Unavailable
-from api.identity.auth import (
+from keel.api.core.audit_trail import ApiAudit
+from keel.api.core.errors import Unauthenticated, Unavailable
+from keel.api.identity.auth import (
     AuthConfig,
     AuthError,
     KeySetUnavailable,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from api.identity.auth import AuthConfig, Principal, TokenVerifier, dev_token
-from worker.local_secrets import local_secret
-from worker.settings import Settings
+from keel.api.identity.auth import AuthConfig, Principal, TokenVerifier, dev_token
+from keel.worker.local_secrets import local_secret
+from keel.worker.settings import Settings
 
 log = logging.getLogger("keel.auth")
 

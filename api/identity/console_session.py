@@ -23,7 +23,7 @@ from typing import Any
 import jwt
 from pydantic import BaseModel, SecretStr
 
-from api.identity.auth import AuthError, Principal, TokenVerifier
+from keel.api.identity.auth import AuthError, Principal, TokenVerifier
 
 __all__ = [
     "COOKIE_NAME",

@@ -1,5 +1,5 @@
 """A LangGraph Agent Server API subset over Keel's service (see docs/langgraph.md)."""
 
-from api.langgraph.routes import PREFIX, router
+from keel.api.langgraph.routes import PREFIX, router
 
 __all__ = ["PREFIX", "router"]

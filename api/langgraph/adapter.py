@@ -17,24 +17,24 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from activities.store.records import RunRecord
-from activities.store.session_store import SessionRecord
-from api.core.errors import Conflict, Invalid, NotFound, invalid_request
-from api.core.runs import OnBusy, RunOrder
-from api.core.schemas import (
+from keel.activities.store.records import RunRecord
+from keel.activities.store.session_store import SessionRecord
+from keel.api.core.errors import Conflict, Invalid, NotFound, invalid_request
+from keel.api.core.runs import OnBusy, RunOrder
+from keel.api.core.schemas import (
     InteractionPublic,
     ScheduleCreate,
     SessionCreate,
     SessionMessage,
 )
-from api.core.service import KeelService
-from api.core.tenant_ids import in_view
-from api.events.hub import DeltaNotice, EventHub
-from api.events.stream import FINISHED_STATUSES, EventReads, Outgoing, RunEventStream
-from api.identity.auth import Principal
-from api.langgraph import wire
-from api.langgraph.resume import decisions_for
-from api.langgraph.stream import RunStreamTranslator, StreamPart
+from keel.api.core.service import KeelService
+from keel.api.core.tenant_ids import in_view
+from keel.api.events.hub import DeltaNotice, EventHub
+from keel.api.events.stream import FINISHED_STATUSES, EventReads, Outgoing, RunEventStream
+from keel.api.identity.auth import Principal
+from keel.api.langgraph import wire
+from keel.api.langgraph.resume import decisions_for
+from keel.api.langgraph.stream import RunStreamTranslator, StreamPart
 
 __all__ = ["LangGraphAdapter", "StartedLangGraphRun"]
 

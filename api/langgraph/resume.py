@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from api.core.errors import Invalid, invalid_request
-from api.core.schemas import InteractionDecisionCreate, InteractionPublic
+from keel.api.core.errors import Invalid, invalid_request
+from keel.api.core.schemas import InteractionDecisionCreate, InteractionPublic
 
 __all__ = ["decisions_for"]
 

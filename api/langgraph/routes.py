@@ -13,12 +13,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from api.core.errors import Invalid, known_id
-from api.core.service import KeelService
-from api.http.deps import current_user
-from api.identity.auth import Principal
-from api.langgraph import wire
-from api.langgraph.adapter import LangGraphAdapter, StartedLangGraphRun, stream_modes
+from keel.api.core.errors import Invalid, known_id
+from keel.api.core.service import KeelService
+from keel.api.http.deps import current_user
+from keel.api.identity.auth import Principal
+from keel.api.langgraph import wire
+from keel.api.langgraph.adapter import LangGraphAdapter, StartedLangGraphRun, stream_modes
 
 __all__ = ["PREFIX", "router"]
 

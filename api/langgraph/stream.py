@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.core.schemas import InteractionPublic
-from api.events.hub import DeltaNotice
-from api.events.resume_point import ResumePoint
-from api.events.stream import Outgoing
-from api.langgraph.wire import (
+from keel.api.core.schemas import InteractionPublic
+from keel.api.events.hub import DeltaNotice
+from keel.api.events.resume_point import ResumePoint
+from keel.api.events.stream import Outgoing
+from keel.api.langgraph.wire import (
     GRAPH_NODE,
     TOOLS_NODE,
     ai_chunk,

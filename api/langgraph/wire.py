@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.store.records import RunRecord
-from activities.store.session_store import SessionRecord
-from api.core.schedule_fields import WebhookUrl
-from api.core.schemas import InteractionPublic, SchedulePublic, SessionMessage
-from api.core.tenant_ids import in_view
-from workflows.models import AgentSpec
+from keel.activities.store.records import RunRecord
+from keel.activities.store.session_store import SessionRecord
+from keel.api.core.schedule_fields import WebhookUrl
+from keel.api.core.schemas import InteractionPublic, SchedulePublic, SessionMessage
+from keel.api.core.tenant_ids import in_view
+from keel.workflows.models import AgentSpec
 
 __all__ = [
     "MULTITASK_KEY",

@@ -15,12 +15,12 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field, ValidationError
 
-from activities.tools.file_tools import ToolOutput
-from api.core.errors import KeelError
-from api.core.service import KeelService
-from api.mcp_server.tool_errors import invalid_arguments, refusal
-from api.mcp_server.tools import caller
-from workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
+from keel.activities.tools.file_tools import ToolOutput
+from keel.api.core.errors import KeelError
+from keel.api.core.service import KeelService
+from keel.api.mcp_server.tool_errors import invalid_arguments, refusal
+from keel.api.mcp_server.tools import caller
+from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
 WorkspaceArg = Annotated[
     str,

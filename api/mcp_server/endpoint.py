@@ -19,13 +19,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from api.core.errors import KeelError
-from api.core.service import KeelService
-from api.events.hub import EventHub
-from api.http.errors import headers_of, status_of
-from api.mcp_server.auth_discovery import challenge
-from api.mcp_server.server import keel_mcp_server
-from worker.settings import Settings
+from keel.api.core.errors import KeelError
+from keel.api.core.service import KeelService
+from keel.api.events.hub import EventHub
+from keel.api.http.errors import headers_of, status_of
+from keel.api.mcp_server.auth_discovery import challenge
+from keel.api.mcp_server.server import keel_mcp_server
+from keel.worker.settings import Settings
 
 PATH = "/mcp"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -34,11 +34,11 @@ from mcp_types import (
     SubscriptionsListenResult,
 )
 
-from api.core.errors import KeelError, Unavailable
-from api.core.service import KeelService
-from api.mcp_server.run_changes import HubOf, changes_of
-from api.mcp_server.tool_errors import refusal
-from api.mcp_server.tools import principal_of
+from keel.api.core.errors import KeelError, Unavailable
+from keel.api.core.service import KeelService
+from keel.api.mcp_server.run_changes import HubOf, changes_of
+from keel.api.mcp_server.tool_errors import refusal
+from keel.api.mcp_server.tools import principal_of
 
 MAX_URIS = 100
 """Resources one stream may watch; a client wanting more opens another stream."""

@@ -15,14 +15,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import Resource
 
-from activities.store.records import RunRecord
-from api.core.errors import KeelError, NotFound
-from api.core.runs import FINISHED
-from api.core.schemas import AgentPublic
-from api.core.service import KeelService
-from api.identity.auth import Principal
-from api.mcp_server.tool_errors import refusal
-from api.mcp_server.tools import caller
+from keel.activities.store.records import RunRecord
+from keel.api.core.errors import KeelError, NotFound
+from keel.api.core.runs import FINISHED
+from keel.api.core.schemas import AgentPublic
+from keel.api.core.service import KeelService
+from keel.api.identity.auth import Principal
+from keel.api.mcp_server.tool_errors import refusal
+from keel.api.mcp_server.tools import caller
 
 AGENT_URI = "keel://agents/{name}"
 RUN_URI = "keel://runs/{run_id}"

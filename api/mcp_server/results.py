@@ -6,9 +6,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from activities.store.records import RunRecord
-from api.core.schemas import InteractionPublic, RunPublic
-from api.core.tenant_ids import in_view
+from keel.activities.store.records import RunRecord
+from keel.api.core.schemas import InteractionPublic, RunPublic
+from keel.api.core.tenant_ids import in_view
 
 
 class AgentInfo(BaseModel):

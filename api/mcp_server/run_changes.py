@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack
 
-from api.events.hub import DeltaNotice, EventHub, EventNotice, Resync, Subscription
+from keel.api.events.hub import DeltaNotice, EventHub, EventNotice, Resync, Subscription
 
 __all__ = ["FINAL_EVENTS", "NEEDS_YOU_EVENTS", "HubOf", "RunChange", "changes_of"]
 

@@ -20,13 +20,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import LoggingLevel
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from activities.store.records import RunRecord
-from api.core.runs import FINISHED
-from api.core.schemas import RunPublic
-from api.core.service import KeelService
-from api.core.tenant_ids import in_view
-from api.identity.auth import Principal
-from api.mcp_server.run_changes import HubOf, changes_of
+from keel.activities.store.records import RunRecord
+from keel.api.core.runs import FINISHED
+from keel.api.core.schemas import RunPublic
+from keel.api.core.service import KeelService
+from keel.api.core.tenant_ids import in_view
+from keel.api.identity.auth import Principal
+from keel.api.mcp_server.run_changes import HubOf, changes_of
 
 MAX_WAIT_S = 300
 """The longest `start_run` waits; `keel mcp`'s upstream timeout is longer."""

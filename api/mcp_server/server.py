@@ -27,15 +27,15 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from api.core.service import KeelService
-from api.mcp_server.code_tools import CodeTools
-from api.mcp_server.listen import RunListen
-from api.mcp_server.prompts import agent_prompt, code_review_prompt
-from api.mcp_server.resources import KeelResources
-from api.mcp_server.run_changes import HubOf
-from api.mcp_server.run_wait import RunWait
-from api.mcp_server.tool_errors import invalid_arguments
-from api.mcp_server.tools import KeelTools, principal_of
+from keel.api.core.service import KeelService
+from keel.api.mcp_server.code_tools import CodeTools
+from keel.api.mcp_server.listen import RunListen
+from keel.api.mcp_server.prompts import agent_prompt, code_review_prompt
+from keel.api.mcp_server.resources import KeelResources
+from keel.api.mcp_server.run_changes import HubOf
+from keel.api.mcp_server.run_wait import RunWait
+from keel.api.mcp_server.tool_errors import invalid_arguments
+from keel.api.mcp_server.tools import KeelTools, principal_of
 
 INSTRUCTIONS = (
     "Keel runs LLM agents durably. Call list_agents to see them, start_run to start one on a "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from api.core.errors import KeelError
-from api.http.errors import detail_of
+from keel.api.core.errors import KeelError
+from keel.api.http.errors import detail_of
 
 
 def invalid_arguments(tool: str, exc: ValidationError) -> str:

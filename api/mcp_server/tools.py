@@ -13,19 +13,19 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from api.core.errors import KeelError
-from api.core.router import router_agent
-from api.core.runs import RunOrder
-from api.core.schemas import (
+from keel.api.core.errors import KeelError
+from keel.api.core.router import router_agent
+from keel.api.core.runs import RunOrder
+from keel.api.core.schemas import (
     DecisionResult,
     InteractionDecisionCreate,
     RunCreate,
     RunPublic,
     StoredText,
 )
-from api.core.service import KeelService
-from api.identity.auth import Principal
-from api.mcp_server.results import (
+from keel.api.core.service import KeelService
+from keel.api.identity.auth import Principal
+from keel.api.mcp_server.results import (
     AgentInfo,
     AgentList,
     RunDetail,
@@ -33,8 +33,8 @@ from api.mcp_server.results import (
     RunSummary,
     StartedRun,
 )
-from api.mcp_server.run_wait import MAX_WAIT_S, RunWait
-from api.mcp_server.tool_errors import invalid_arguments, refusal
+from keel.api.mcp_server.run_wait import MAX_WAIT_S, RunWait
+from keel.api.mcp_server.tool_errors import invalid_arguments, refusal
 
 RunId = Annotated[StoredText, Field(min_length=1, max_length=200, description="The run's id.")]
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.peers.measure import MARKER, Figures, Outcome
 from bench.peers.script import LlmUrls, scripted_llm
-from worker.dev_stack import StackError, TemporalDevServer, free_port
+from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
 
 MAX_STEPS = 500
 MAX_REPEAT = 50

@@ -19,8 +19,6 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from activities.store.run_store import Store
-from api.core.runs import as_started
 from bench.peers.agent import (
     API_KEY,
     INSTRUCTIONS,
@@ -32,12 +30,14 @@ from bench.peers.agent import (
 )
 from bench.peers.measure import Peer, PeerArgs, PeerError, WorkflowRef, check_answer, serve
 from bench.step_overhead import DEFAULT_ADMIN_URL, fresh_database
-from worker.agent_catalog import AgentCatalog
-from worker.runtime import build_worker
-from worker.settings import Settings, settings_from
-from worker.temporal_client import connect
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Limits, RunInput
+from keel.activities.store.run_store import Store
+from keel.api.core.runs import as_started
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.runtime import build_worker
+from keel.worker.settings import Settings, settings_from
+from keel.worker.temporal_client import connect
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec, Limits, RunInput
 
 BASE_AGENT = "review"
 TOOL = "read_file"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import uvicorn
 
-from api.http.app import create_app
+from keel.api.http.app import create_app
+from keel.worker.dev_stack import EmbeddedStack, free_port
+from keel.worker.runtime import running_worker
+from keel.worker.settings import Settings
 from tests.a2a_conformance.model import ConformanceModel, MessageIdBook, MessageIdRecorder
-from worker.dev_stack import EmbeddedStack, free_port
-from worker.runtime import running_worker
-from worker.settings import Settings
 
 AGENTS_DIR = Path(__file__).parent / "agents"
 AGENT = "conformance"

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.console_link import console_link
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.console_link import console_link
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.settings import Settings
 from tests.conftest import in_process_worker, token_for
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
 # No internet here: without these Chromium's background connections fail noisily.

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, expect
 
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.settings import Settings
 from tests.browser.conftest import screenshot
 from tests.integration.test_durability import worker_env
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
 
 LINK = re.compile(r"Console\s+(http://\S+/console/#signin=\S+)")
 
@@ -39,7 +39,7 @@ async def test_keel_dev_prints_a_link_that_signs_the_browser_in(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "api.cli.main",
+        "keel.api.cli.main",
         "dev",
         "--no-ui",
         env={**env, "COLUMNS": "80"},

@@ -8,13 +8,13 @@ from typing import Any
 
 from playwright.async_api import Page, expect
 
-from api.cli.client import KeelClient
-from api.core.schemas import EvalResultCreate
-from api.evals.runner import EvalRunner
-from api.evals.scenario import Scenario
+from keel.api.cli.client import KeelClient
+from keel.api.core.schemas import EvalResultCreate
+from keel.api.evals.runner import EvalRunner
+from keel.api.evals.scenario import Scenario
+from keel.worker.scripted_llm import Script, Turn
 from tests.browser.conftest import screenshot
 from tests.browser.test_console_runs import sign_in_with_link
-from worker.scripted_llm import Script, Turn
 
 HOSTILE = '<img src=x onerror="window.__pwned = 1">'
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from playwright.async_api import Page
 
+from keel.worker.scripted_llm import Script, Turn
 from tests.browser.test_console_runs import sign_in_with_link
-from worker.scripted_llm import Script, Turn
 
 HOSTILE = [
     "<script>window.__pwned = 1</script>",

@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 from playwright.async_api import Page, expect
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.scripted_llm import Script, Turn
 from tests.browser.conftest import finished, screenshot
 from tests.browser.test_console_runs import sign_in_with_link
 from tests.conftest import auth_headers
-from worker.scripted_llm import Script, Turn
 
 ANSWER = "## Answer\n\nThe retry policy is set in `activities/llm.py`; see **max_retries**."
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from playwright.async_api import Page, expect
 
+from keel.worker.scripted_llm import Script, Turn
 from tests.browser.conftest import screenshot
 from tests.browser.test_console_runs import sign_in_with_link
-from worker.scripted_llm import Script, Turn
 
 HOSTILE_REQUEST = "Investigate the parser <img src=x onerror=\"window.__pwned='route'\">"
 

@@ -11,9 +11,9 @@ import httpx
 import jwt
 from playwright.async_api import Page, expect
 
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
 from tests.browser.conftest import screenshot
 from tests.conftest import JWT_SECRET, auth_headers
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 HOSTILE = (
     "# Findings\n\n"

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
 from tests.integration.keel_http import ALICE, LaunchKeel, MakeSettings, StartLLM, keel_api
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 import httpx
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.settings import Settings
 from tests.conftest import auth_headers, in_process_worker
-from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

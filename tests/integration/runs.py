@@ -7,10 +7,10 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
 
-from worker.agent_catalog import AgentCatalog
-from worker.settings import Settings
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Limits, RunInput, RunResult
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.settings import Settings
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec, Limits, RunInput, RunResult
 
 READ_TOOLS = ["list_files", "read_file", "search_code"]
 

@@ -32,14 +32,14 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotFoundError
 from temporalio.client import Client as TemporalClient
 
-from activities.store.run_store import Store
-from activities.webhook_signature import verify_signature
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.activities.webhook_signature import verify_signature
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.test_schedules import Receiver, eventually
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -487,7 +487,7 @@ async def test_get_task_answers_while_the_worker_is_down_and_after_it_returns(
 
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "api.cli.main", "worker"],
+            [sys.executable, "-m", "keel.api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

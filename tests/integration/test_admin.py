@@ -12,13 +12,13 @@ import httpx
 import psycopg
 from temporalio.client import Client
 
-from activities.prices import ModelPrice
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.prices import ModelPrice
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.settings import Settings
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -30,7 +30,7 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "api.cli.main",
+        "keel.api.cli.main",
         *args,
         env=env,
         stdout=asyncio.subprocess.PIPE,
@@ -161,7 +161,7 @@ async def test_oversized_bodies_and_bad_tokens_are_refused(
             assert response.status_code == 401
             assert response.headers["www-authenticate"] == "Bearer"
         expired = auth_headers("default", "alice")
-        from api.identity.auth import dev_token
+        from keel.api.identity.auth import dev_token
 
         old = dev_token(JWT_SECRET, "default", "alice", ttl_s=-120)
         assert (

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.store.records import NewRun
-from activities.store.run_store import Store
+from keel.activities.store.records import NewRun
+from keel.activities.store.run_store import Store
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import RunInput
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -268,7 +268,7 @@ async def test_unreachable_llm_is_retried_then_fails_the_run(
     workspace: Path,
     settings_for: MakeSettings,
 ) -> None:
-    from worker.dev_stack import free_port
+    from keel.worker.dev_stack import free_port
 
     settings = settings_for(f"http://127.0.0.1:{free_port()}/v1", workspace, llm_max_attempts=2)
     async with in_process_worker(temporal_client, store, settings):

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.settings import Settings
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_llm_errors import ArrivalClock, flaky, llm_step_attempts
 from tests.integration.test_mcp_tools import tool_messages
-from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

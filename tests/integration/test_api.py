@@ -6,9 +6,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
 from tests.integration.keel_http import LaunchKeel, StartLLM, run_reaches
-from worker.agent_catalog import AgentCatalog
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 
 async def test_post_a_run_follow_its_events_and_read_the_report(

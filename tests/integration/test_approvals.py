@@ -14,10 +14,13 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
-from activities.store.audit import AuditLog
-from activities.store.interaction_store import InteractionStore
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.interaction_store import InteractionStore
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.workflows.models import DecisionOutcome, InteractionDecision
 from tests.conftest import in_process_worker
 from tests.integration.keel_http import (
     ALICE,
@@ -31,9 +34,6 @@ from tests.integration.keel_http import (
 )
 from tests.integration.runs import agent, start_run
 from tests.integration.test_durability import wait_until, worker_env
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
-from workflows.models import DecisionOutcome, InteractionDecision
 
 
 def write(path: str, content: str) -> ScriptedToolCall:
@@ -306,7 +306,7 @@ async def test_an_approval_after_a_worker_restart_is_honoured_once(
     )
     settings = settings_for(llm, workspace, api_port=free_port())
     worker = subprocess.Popen(
-        [sys.executable, "-m", "api.cli.main", "worker"],
+        [sys.executable, "-m", "keel.api.cli.main", "worker"],
         env=worker_env(settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -319,7 +319,7 @@ async def test_an_approval_after_a_worker_restart_is_honoured_once(
             worker.send_signal(signal.SIGKILL)
             worker.wait()
             replacement = subprocess.Popen(
-                [sys.executable, "-m", "api.cli.main", "worker"],
+                [sys.executable, "-m", "keel.api.cli.main", "worker"],
                 env=worker_env(settings),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -14,8 +14,8 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from activities.store.audit import GENESIS_HASH, AuditEntry, AuditLog, AuditRecord
-from activities.store.run_store import Store
+from keel.activities.store.audit import GENESIS_HASH, AuditEntry, AuditLog, AuditRecord
+from keel.activities.store.run_store import Store
 
 Pool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import local_stack, serve_api
-from api.identity.config import cli_token
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import local_stack, serve_api
+from keel.api.identity.config import cli_token
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings, settings_from
+from keel.worker.temporal_client import connect
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings, settings_from
-from worker.temporal_client import connect
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -31,7 +31,7 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "api.cli.main",
+        "keel.api.cli.main",
         *args,
         env={"COLUMNS": "120", **env},
         stdout=asyncio.subprocess.PIPE,
@@ -191,7 +191,7 @@ async def test_a_run_that_asks_is_approved_from_another_terminal(
         run = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "api.cli.main",
+            "keel.api.cli.main",
             "run",
             "build",
             "Add a changelog.",

@@ -6,8 +6,8 @@ import itertools
 from datetime import datetime
 from pathlib import Path
 
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
 from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel, finished
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 
 async def test_tool_outputs_usage_filters_and_previews(

@@ -16,18 +16,18 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
-from activities.store.context_store import ContextStore
-from activities.store.run_store import Store
-from activities.store.run_tree import RunTreeStore
 from bench.workspaces import generate_workspace
+from keel.activities.store.context_store import ContextStore
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_tree import RunTreeStore
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import DATA_CONVERTER
+from keel.workflows import timeouts
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
-from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.settings import Settings
-from worker.temporal_client import DATA_CONVERTER
-from workflows import timeouts
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 StartLLM = Callable[[Script], ScriptedLLMServer]

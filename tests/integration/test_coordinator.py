@@ -18,18 +18,18 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
-from activities.a2a_client import A2AClientActivities
-from activities.store.audit import AuditLog
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.a2a_client import A2AClientActivities
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.workflows.coordination import CoordinatorInput, DelegateInput, RemoteAgent
+from keel.workflows.coordinator import CoordinatorWorkflow
+from keel.workflows.findings import findings_schema
 from tests.conftest import auth_headers, in_process_worker
 from tests.unit.test_a2a_client_targets import agent as fake_agent
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from workflows.coordination import CoordinatorInput, DelegateInput, RemoteAgent
-from workflows.coordinator import CoordinatorWorkflow
-from workflows.findings import findings_schema
 
 
 async def test_two_agents_merged_and_an_unreachable_one_marked(

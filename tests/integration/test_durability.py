@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.dev_stack import TemporalDevServer, free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings, environment_of
+from keel.worker.temporal_client import connect
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
-from worker.dev_stack import TemporalDevServer, free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings, environment_of
-from worker.temporal_client import connect
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -55,7 +55,7 @@ def spawn_worker() -> Iterator[Callable[[Settings], subprocess.Popen[bytes]]]:
 
     def spawn(settings: Settings) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli.main", "worker"],
+            [sys.executable, "-m", "keel.api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -8,11 +8,11 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from activities.store.audit import AuditLog
-from activities.store.run_store import Store
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.run_store import Store
+from keel.worker.scripted_llm import Script, Turn
 from tests.integration.keel_http import ALICE, LaunchKeel, finished, pending, run_reaches
 from tests.integration.test_approvals import decide, start, write
-from worker.scripted_llm import Script, Turn
 
 
 async def a2a_task(http: httpx.AsyncClient, task_id: str) -> dict[str, Any]:

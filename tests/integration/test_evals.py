@@ -15,21 +15,21 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.store.audit import AuditLog
-from activities.store.eval_store import EvalStore
-from activities.store.interaction_store import InteractionStore
-from activities.store.run_store import Store
-from api.cli.client import KeelClient
-from api.cli.local_stack import serve_api
-from api.evals.results import EvalReport
-from api.evals.runner import EvalRunner, model_names
-from api.evals.scenario import Decision, Scenario, bundled_scenarios, load_scenarios
-from api.evals.stack import scripted_models
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.eval_store import EvalStore
+from keel.activities.store.interaction_store import InteractionStore
+from keel.activities.store.run_store import Store
+from keel.api.cli.client import KeelClient
+from keel.api.cli.local_stack import serve_api
+from keel.api.evals.results import EvalReport
+from keel.api.evals.runner import EvalRunner, model_names
+from keel.api.evals.scenario import Decision, Scenario, bundled_scenarios, load_scenarios
+from keel.api.evals.stack import scripted_models
+from keel.worker.dev_stack import TemporalDevServer, free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.settings import Settings
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
-from worker.dev_stack import TemporalDevServer, free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
 
 MakeSettings = Callable[..., Settings]
 RunEvals = Callable[..., Awaitable[EvalReport]]

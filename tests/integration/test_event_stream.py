@@ -14,13 +14,13 @@ import httpx
 import psycopg
 import pytest
 
-from activities.store.records import NewRun
-from activities.store.run_store import Store
-from api.events import stream as event_stream
-from api.events.hub import APPLICATION_NAME, EventNotice, Resync, Subscription
+from keel.activities.store.records import NewRun
+from keel.activities.store.run_store import Store
+from keel.api.events import stream as event_stream
+from keel.api.events.hub import APPLICATION_NAME, EventNotice, Resync, Subscription
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
 from tests.conftest import auth_headers
 from tests.integration.keel_http import LaunchKeel, StartLLM, eventually, run_reaches
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 STREAM_TIMEOUT = httpx.Timeout(60.0)
 READS = ["pkg/core.py", "pkg/__init__.py", "README.md"]

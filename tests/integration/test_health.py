@@ -7,9 +7,9 @@ from pathlib import Path
 
 import httpx
 
-from api.cli.local_stack import serve_api
-from worker.dev_stack import TemporalDevServer, free_port
-from worker.settings import Settings
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import TemporalDevServer, free_port
+from keel.worker.settings import Settings
 
 MakeSettings = Callable[..., Settings]
 

@@ -22,14 +22,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from temporalio.client import Client
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.settings import Settings
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_mcp_tools import call, history_text, tool_messages
-from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

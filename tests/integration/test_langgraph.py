@@ -17,8 +17,11 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 from langgraph_sdk.schema import Command
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
 from tests.conftest import token_for
 from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, base_url, eventually
 from tests.integration.test_approvals import executions, write
@@ -26,9 +29,6 @@ from tests.integration.test_durability import (  # noqa: F401 (spawn_worker is a
     spawn_worker,
     wait_until,
 )
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
-from worker.settings import Settings
 
 HUMAN = {"role": "user", "content": "What does the project do?"}
 

@@ -19,18 +19,18 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import ActivityEnvironment
 
-from activities.llm import LlmActivities
-from activities.store.audit import AuditLog
-from activities.store.run_store import Store
-from api.core.runs import as_started
+from keel.activities.llm import LlmActivities
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.run_store import Store
+from keel.api.core.runs import as_started
+from keel.worker.runtime import openai_client
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.workflows import timeouts
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import LlmStepInput, RunInput, RunResult, StartRunInput
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
-from worker.runtime import openai_client
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from workflows import timeouts
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import LlmStepInput, RunInput, RunResult, StartRunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

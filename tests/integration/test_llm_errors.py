@@ -12,11 +12,11 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

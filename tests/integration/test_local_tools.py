@@ -13,15 +13,15 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.settings import Settings
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.test_approvals import ALICE, BOB, finished, pending
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp_tools import call, history_text, tool_messages
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

@@ -24,18 +24,18 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import LoggingLevel, TextContent
 from temporalio.client import Client as TemporalClient
 
-from activities.store.audit import AuditLog
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from api.core.router import router_agent
-from api.identity.auth import dev_token
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.api.core.router import router_agent
+from keel.api.identity.auth import dev_token
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.keel_http import LaunchKeel, base_url
 from tests.integration.test_subagents import delegating_review
-from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

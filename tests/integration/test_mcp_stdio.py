@@ -23,14 +23,14 @@ from mcp_types import (
 )
 from temporalio.client import Client as TemporalClient
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
 from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.test_cli import clean_env
 from tests.integration.test_mcp import FINISHED, TOOLS, call, mcp_client, refused
-from worker.dev_stack import free_port
-from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -41,7 +41,7 @@ def keel_mcp(api_url: str, data_dir: Path) -> StdioServerParameters:
     """`keel mcp` as a client's configuration starts it, with the local secret."""
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "api.cli.main", "mcp"],
+        args=["-m", "keel.api.cli.main", "mcp"],
         env=clean_env(
             KEEL_API_URL=api_url, KEEL_DATA_DIR=str(data_dir), KEEL_JWT_SECRET=JWT_SECRET
         ),
@@ -184,7 +184,7 @@ async def test_keel_mcp_starts_the_embedded_stack_when_no_keel_answers(
     )
     env.pop("KEEL_JWT_SECRET", None)
     server = StdioServerParameters(
-        command=sys.executable, args=["-m", "api.cli.main", "mcp"], env=env
+        command=sys.executable, args=["-m", "keel.api.cli.main", "mcp"], env=env
     )
     async with Client(stdio_client(server), cache=None, read_timeout_seconds=180) as client:
         read = await client.call_tool("read_file", {"workspace": ".", "path": "README.md"})

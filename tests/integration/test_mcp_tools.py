@@ -18,16 +18,16 @@ from mcp.server.mcpserver.exceptions import ToolError
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowHandle
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec, Interaction, InteractionDecision, RunResult
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.runs import start_run
-from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Interaction, InteractionDecision, RunResult
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

@@ -23,27 +23,27 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from activities.memory.activities import NOTE_HEAD
-from activities.retention import RetentionActivities
-from activities.store.audit import AuditLog
-from activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
-from activities.store.records import NewRun
-from activities.store.retention_store import RetentionStore
-from activities.store.run_store import Store
-from api.core.memories import MemoryPublic
-from api.core.tenant_ids import scoped
+from keel.activities.memory.activities import NOTE_HEAD
+from keel.activities.retention import RetentionActivities
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
+from keel.activities.store.records import NewRun
+from keel.activities.store.retention_store import RetentionStore
+from keel.activities.store.run_store import Store
+from keel.api.core.memories import MemoryPublic
+from keel.api.core.tenant_ids import scoped
+from keel.worker.dev_stack import EmbeddedPostgres, free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.temporal_client import DATA_CONVERTER
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import RunInput
+from keel.workflows.retention_models import PurgeBatchInput
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
 from tests.integration.runs import agent
 from tests.integration.test_cli import clean_env
 from tests.integration.test_cli import keel as cli
 from tests.integration.test_replay import HISTORIES
-from worker.dev_stack import EmbeddedPostgres, free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.temporal_client import DATA_CONVERTER
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import RunInput
-from workflows.retention_models import PurgeBatchInput
 
 AGENT = """---
 name: helper

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, Turn
 from tests.conftest import auth_headers
 from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, finished, keel_api
 from tests.integration.test_memory import AGENT, memories, memory_note
 from tests.integration.test_replay import HISTORIES, replayer
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, Turn
 
 
 async def test_a_routed_agent_with_memory_recalls_and_remembers_for_the_user(

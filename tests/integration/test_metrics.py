@@ -9,17 +9,17 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
 from bench.workspaces import generate_workspace
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import TemporalDevServer, free_port
+from keel.worker.metrics import worker_runtime
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import connect
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import ALICE, decide, finished, pending, start, write
-from worker.dev_stack import TemporalDevServer, free_port
-from worker.metrics import worker_runtime
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from worker.temporal_client import connect
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

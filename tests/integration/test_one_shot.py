@@ -22,17 +22,17 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.providers.anthropic_messages import AnthropicMessages
-from activities.providers.one_shot import OneShotModel
-from activities.store.run_store import Store
+from keel.activities.providers.anthropic_messages import AnthropicMessages
+from keel.activities.providers.one_shot import OneShotModel
+from keel.activities.store.run_store import Store
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import auth_headers
 from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
 from tests.integration.test_anthropic import on_anthropic
 from tests.integration.test_llm_errors import ArrivalClock
 from tests.integration.test_memory import AGENT, ask
 from tests.integration.test_router import routed
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
 
 ANSWER = "## Answer\nDone on Anthropic."
 

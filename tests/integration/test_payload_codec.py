@@ -19,7 +19,18 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.dev_stack import TemporalDevServer, free_port, temporal_binary
+from keel.worker.payload_codec import (
+    ENCRYPTED_ENCODING,
+    KEY_ID_METADATA,
+    data_converter,
+    new_key,
+)
+from keel.worker.scripted_llm import Script, Turn
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import DATA_CONVERTER, connect
+from keel.workflows.agent_run import AgentRunWorkflow
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import (
     ALICE,
@@ -31,17 +42,6 @@ from tests.integration.keel_http import (
     pending,
 )
 from tests.integration.test_approvals import decide, start, write
-from worker.dev_stack import TemporalDevServer, free_port, temporal_binary
-from worker.payload_codec import (
-    ENCRYPTED_ENCODING,
-    KEY_ID_METADATA,
-    data_converter,
-    new_key,
-)
-from worker.scripted_llm import Script, Turn
-from worker.settings import Settings
-from worker.temporal_client import DATA_CONVERTER, connect
-from workflows.agent_run import AgentRunWorkflow
 
 MARKER = "contents-only-the-run-may-read-7f3a"
 ADMIN = auth_headers("default", "root", "keel:admin")

@@ -17,13 +17,13 @@ import psycopg
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.settings import Settings
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_llm_errors import llm_step_attempts
 from tests.plugin_dists import example_and
-from worker.agent_catalog import AgentCatalog
-from worker.settings import Settings
 
 MakeSettings = Callable[..., Settings]
 NOWHERE = "http://127.0.0.1:9/v1"
@@ -31,7 +31,7 @@ NOWHERE = "http://127.0.0.1:9/v1"
 # A provider whose models fail as their names say; it notes when each call arrived.
 FLAKY = """
 import time
-from worker.plugins import ModelProviderError, ModelReply, Plugin, PluginProvider
+from keel.worker.plugins import ModelProviderError, ModelReply, Plugin, PluginProvider
 
 CALLS = []
 
@@ -50,7 +50,7 @@ plugin = Plugin(
 """
 # Claims Anthropic's names: refused, whatever it would do.
 GRABBY = """
-from worker.plugins import ModelReply, Plugin, PluginProvider
+from keel.worker.plugins import ModelReply, Plugin, PluginProvider
 
 plugin = Plugin(
     manifest={"name": "grabby", "version": "1.0.0", "kinds": ["provider"]},

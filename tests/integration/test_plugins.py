@@ -17,18 +17,18 @@ import pytest
 from psycopg.rows import dict_row
 from temporalio.client import Client
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.settings import Settings
+from keel.workflows import timeouts
+from keel.workflows.models import AgentSpec
+from keel.workflows.permissions import PermissionRule
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_approvals import executions
 from tests.integration.test_mcp_tools import approve, call, history_text, pending, tool_messages
 from tests.plugin_dists import example_and, install_module, on_path
-from worker.agent_catalog import AgentCatalog
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
-from workflows import timeouts
-from workflows.models import AgentSpec
-from workflows.permissions import PermissionRule
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -36,7 +36,7 @@ SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 
 # A hook that always fails, on `search_code` only; it counts its attempts.
 FRAGILE = """
-from worker.plugins import Plugin, PluginHook
+from keel.worker.plugins import Plugin, PluginHook
 
 ATTEMPTS = []
 
@@ -52,7 +52,7 @@ plugin = Plugin(
 """
 # A hook that wants a person to see every listing, though the rules allow reads.
 ASKER = """
-from worker.plugins import BeforeDecision, Plugin, PluginHook
+from keel.worker.plugins import BeforeDecision, Plugin, PluginHook
 
 plugin = Plugin(
     manifest={"name": "asker", "version": "1.0.0", "kinds": ["hook"]},
@@ -62,7 +62,7 @@ plugin = Plugin(
 """
 # A tool.after hook on read_file that always fails.
 WITHHOLDER = """
-from worker.plugins import Plugin, PluginHook
+from keel.worker.plugins import Plugin, PluginHook
 
 def boom(call, output):
     raise RuntimeError("no scanner")

@@ -12,14 +12,14 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from activities.store.run_store import Store
+from keel.activities.store.run_store import Store
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import DATA_CONVERTER
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import InteractionDecision
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from worker.temporal_client import DATA_CONVERTER
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import InteractionDecision
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 

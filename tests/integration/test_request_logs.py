@@ -10,11 +10,11 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.settings import Settings
 from tests.conftest import auth_headers, token_for
-from worker.dev_stack import free_port
-from worker.settings import Settings
 
 MakeSettings = Callable[..., Settings]
 

@@ -20,16 +20,16 @@ from temporalio.client import (
     ScheduleSpec,
 )
 
-from activities.store.retention_store import RUN_CONTENT_TABLES, RetentionStore
-from activities.store.run_store import Store
-from api.core.retention import RETENTION_SCHEDULE_ID
+from keel.activities.store.retention_store import RUN_CONTENT_TABLES, RetentionStore
+from keel.activities.store.run_store import Store
+from keel.api.core.retention import RETENTION_SCHEDULE_ID
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.workflows.retention import RetentionWorkflow
+from keel.workflows.retention_models import RetentionSweep, RetentionSweepResult
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import LaunchKeel, base_url, eventually, pending, run_reaches
 from tests.integration.test_approvals import write
 from tests.integration.test_cli import clean_env, keel
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
-from workflows.retention import RetentionWorkflow
-from workflows.retention_models import RetentionSweep, RetentionSweepResult
 
 ADMIN_TOKEN = token_for("ops", "root", "keel:admin")
 ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}

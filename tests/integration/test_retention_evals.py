@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from activities.store.audit import AuditLog
-from activities.store.eval_store import EvalRow, EvalStore
-from activities.store.retention_store import RetentionStore
-from activities.store.run_store import Store
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.eval_store import EvalRow, EvalStore
+from keel.activities.store.retention_store import RetentionStore
+from keel.activities.store.run_store import Store
 
 
 def result(tenant: str, eval_id: str, when: datetime) -> EvalRow:

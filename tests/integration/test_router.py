@@ -18,22 +18,27 @@ import httpx
 from a2a.types import GetTaskRequest, TaskState
 from temporalio.client import Client
 
-from activities.store.audit import AuditLog
-from activities.store.records import NewRun
-from activities.store.router_store import RouterStore
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from api.identity.auth import dev_token
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.records import NewRun
+from keel.activities.store.router_store import RouterStore
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.api.identity.auth import dev_token
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.scripted_router import MALFORMED_MARK, NUL_MARK
+from keel.worker.settings import Settings
+from keel.workflows.router_models import (
+    Classification,
+    ExcludedAgent,
+    RecordRouteInput,
+    RouteDecision,
+)
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.test_a2a import a2a_client, user_message
 from tests.integration.test_a2a_rest import rest_client
 from tests.integration.test_approvals import ALICE
 from tests.integration.test_replay import HISTORIES, replayer
-from worker.dev_stack import free_port
-from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.scripted_router import MALFORMED_MARK, NUL_MARK
-from worker.settings import Settings
-from workflows.router_models import Classification, ExcludedAgent, RecordRouteInput, RouteDecision
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

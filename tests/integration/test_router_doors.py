@@ -13,18 +13,18 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client, ScheduleActionExecutionStartWorkflow
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
-from api.core.retention import RETENTION_SCHEDULE_ID
-from api.identity.auth import dev_token
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.api.core.retention import RETENTION_SCHEDULE_ID
+from keel.api.identity.auth import dev_token
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.settings import Settings
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client
 from tests.integration.test_retention import ADMIN, age, stale_schedule, swept
 from tests.integration.test_router import ANSWER, GUARDED_BUILD, finished
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from worker.settings import Settings
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

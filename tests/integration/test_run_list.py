@@ -13,14 +13,14 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
 from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.keel_http import ALICE, MALLORY, MakeSettings, StartLLM
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client
 from tests.integration.test_subagents import delegating_review
-from worker.dev_stack import free_port
 
 
 async def audited(store: Store, tenant_id: str, action: str, subject: str) -> bool:

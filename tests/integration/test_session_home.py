@@ -7,12 +7,12 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.store.run_store import Store
-from api.core.runs import session_workflow_id
+from keel.activities.store.run_store import Store
+from keel.api.core.runs import session_workflow_id
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, Turn
 from tests.integration.keel_http import ALICE, MakeSettings, StartLLM, keel_api, run_reaches
 from tests.integration.test_sessions import new_session, post
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, Turn
 
 
 async def test_a_message_to_a_session_of_another_task_queue_is_answered_here(

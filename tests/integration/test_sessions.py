@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 
+from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
 from tests.integration.keel_http import MALLORY, LaunchKeel, StartLLM, eventually, run_reaches
 from tests.integration.test_durability import wait_until
-from worker.scripted_llm import Script, ScriptedToolCall, Turn
 
 
 async def new_session(http: httpx.AsyncClient, workspace: Path, agent: str = "review") -> str:

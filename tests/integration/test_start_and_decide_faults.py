@@ -29,16 +29,16 @@ import httpx
 import pytest
 from temporalio.client import Client as TemporalClient
 
-from activities.store.run_store import Store, texts_key
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store, texts_key
+from keel.api.cli.local_stack import serve_api
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.dev_stack import TemporalDevServer, free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import connect
+from keel.workflows.models import RunInput
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.test_approvals import executions, finished, pending
-from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import TemporalDevServer, free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from worker.temporal_client import connect
-from workflows.models import RunInput
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -464,7 +464,7 @@ async def test_a_decision_temporal_cannot_take_while_another_decides_answers_wit
     recorded. Only while the interaction still waits is the 503 the truth."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    from api.core.decisions import DecisionService
+    from keel.api.core.decisions import DecisionService
     from tests.integration.test_approvals import ALICE, decide, start, write
 
     script = Script(turns=[Turn(tool_calls=[write("a.txt", "a")]), Turn(content="Done.")])

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.store.audit import AuditLog
-from activities.store.run_store import Store
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.run_store import Store
+from keel.worker.scripted_llm import Script, Turn
+from keel.workflows.tenant_keys import scoped
 from tests.conftest import auth_headers
 from tests.integration.keel_http import LaunchKeel
-from worker.scripted_llm import Script, Turn
-from workflows.tenant_keys import scoped
 
 
 async def test_ones_own_run_not_yet_recorded_is_not_another_tenants(

@@ -16,10 +16,17 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
-from activities.store.run_store import Store
-from activities.store.run_tree import RunTreeStore
-from api.cli.local_stack import serve_api
-from api.core.tenant_ids import scoped
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_tree import RunTreeStore
+from keel.api.cli.local_stack import serve_api
+from keel.api.core.tenant_ids import scoped
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.workflows import timeouts
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import AgentSpec, Interaction, InteractionDecision
+from keel.workflows.permissions import PermissionRule
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import (
@@ -39,13 +46,6 @@ from tests.integration.test_durability import (  # noqa: F401 (spawn_worker is a
 )
 from tests.integration.test_event_stream import bare_run
 from tests.integration.test_replay import HISTORIES, replayer
-from worker.dev_stack import free_port
-from worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from workflows import timeouts
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import AgentSpec, Interaction, InteractionDecision
-from workflows.permissions import PermissionRule
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

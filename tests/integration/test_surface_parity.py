@@ -24,10 +24,13 @@ from langgraph_sdk.errors import PermissionDeniedError, UnprocessableEntityError
 from langgraph_sdk.schema import Command
 from temporalio.client import Client as TemporalClient
 
-from activities.store.audit import AuditLog, AuditRecord
-from activities.store.run_store import Store, texts_key
-from api.core.tenant_ids import scoped
-from api.identity.auth import dev_token
+from keel.activities.store.audit import AuditLog, AuditRecord
+from keel.activities.store.run_store import Store, texts_key
+from keel.api.core.tenant_ids import scoped
+from keel.api.identity.auth import dev_token
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, Turn
 from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.keel_http import (
     ALICE,
@@ -45,9 +48,6 @@ from tests.integration.keel_http import (
 from tests.integration.test_approvals import write
 from tests.integration.test_langgraph import langgraph
 from tests.integration.test_mcp import call, mcp_client, refused
-from worker.agent_catalog import AgentCatalog
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, Turn
 
 DONE = Script(turns=[Turn(content="done")])
 WRITES_N = Script(turns=[Turn(tool_calls=[write("n.txt", "x")]), Turn(content="Wrote it.")])

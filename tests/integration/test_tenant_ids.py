@@ -15,9 +15,10 @@ from typing import Any
 from ag_ui.core import EventType, RunAgentInput, UserMessage
 from langgraph_sdk.schema import Command
 
-from activities.store.audit import AuditLog
-from activities.store.run_store import Store
-from api.core.tenant_ids import scoped
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.run_store import Store
+from keel.api.core.tenant_ids import scoped
+from keel.worker.scripted_llm import Conversation, Script, Turn
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import ENDED, LaunchKeel, base_url, eventually, run_reaches
 from tests.integration.test_agui import run_agent
@@ -25,7 +26,6 @@ from tests.integration.test_approvals import write
 from tests.integration.test_langgraph import client_for
 from tests.integration.test_mcp import call, mcp_client, until_run
 from tests.integration.test_surface_parity import a2a, text_message
-from worker.scripted_llm import Conversation, Script, Turn
 
 
 def tenants() -> dict[str, dict[str, str]]:

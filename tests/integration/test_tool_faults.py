@@ -22,19 +22,19 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.workflows.models import RunResult
+from keel.workflows.permissions import PermissionRule
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import decide, finished, pending, start
 from tests.integration.test_durability import worker_env
 from tests.integration.test_mcp_tools import approve
 from tests.integration.test_mcp_tools import pending as pending_in
-from worker.dev_stack import free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from workflows.models import RunResult
-from workflows.permissions import PermissionRule
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -185,7 +185,7 @@ async def test_a_worker_killed_right_after_the_approval_runs_the_command_once(
 
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "api.cli.main", "worker"],
+            [sys.executable, "-m", "keel.api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -258,7 +258,7 @@ async def test_a_command_dies_with_its_killed_worker_and_the_model_is_told(
 
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "api.cli.main", "worker"],
+            [sys.executable, "-m", "keel.api.cli.main", "worker"],
             env=worker_env(settings),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

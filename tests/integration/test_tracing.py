@@ -13,19 +13,19 @@ from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
-from activities.store.run_store import Store
-from api.cli.local_stack import serve_api
+from keel.activities.store.run_store import Store
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import TemporalDevServer, free_port
+from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import connect
+from keel.worker.tracing import install_tracing, temporal_plugins
+from keel.workflows.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import decide, finished, pending, start, write
 from tests.plugin_dists import EXAMPLE_PLUGIN, install_project, on_path
-from worker.dev_stack import TemporalDevServer, free_port
-from worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from worker.settings import Settings
-from worker.temporal_client import connect
-from worker.tracing import install_tracing, temporal_plugins
-from workflows.agent_run import AgentRunWorkflow
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]

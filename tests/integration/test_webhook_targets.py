@@ -14,15 +14,15 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.store.audit import AuditLog
-from activities.store.run_store import Store
-from activities.webhook_targets import WebhookTargetPolicy
-from activities.webhooks import WebhookActivities
-from api.cli.local_stack import serve_api
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.run_store import Store
+from keel.activities.webhook_targets import WebhookTargetPolicy
+from keel.activities.webhooks import WebhookActivities
+from keel.api.cli.local_stack import serve_api
+from keel.worker.dev_stack import free_port
+from keel.worker.settings import Settings
+from keel.workflows.models import WebhookDelivery, WebhookNotice
 from tests.conftest import auth_headers
-from worker.dev_stack import free_port
-from worker.settings import Settings
-from workflows.models import WebhookDelivery, WebhookNotice
 
 MakeSettings = Callable[..., Settings]
 METADATA = "http://169.254.169.254/latest/meta-data?token=abc"

@@ -12,9 +12,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.a2a_client import A2AClientActivities
-from activities.webhook_targets import WebhookTargetPolicy
-from workflows.coordination import DelegateInput
+from keel.activities.a2a_client import A2AClientActivities
+from keel.activities.webhook_targets import WebhookTargetPolicy
+from keel.workflows.coordination import DelegateInput
 
 
 def card(rpc_url: str) -> bytes:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools.acting_tools import bash, edit_file, write_file
-from activities.tools.file_tools import ToolOutput
-from activities.tools.sandbox import Sandbox
-from activities.tools.workspace import Workspace
-from workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
+from keel.activities.tools.acting_tools import bash, edit_file, write_file
+from keel.activities.tools.file_tools import ToolOutput
+from keel.activities.tools.sandbox import Sandbox
+from keel.activities.tools.workspace import Workspace
+from keel.workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.agent_catalog import AgentCatalog, AgentDefinitionError, parse_agent
-from workflows.models import Limits
-from workflows.tool_specs import TOOL_SPECS
+from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError, parse_agent
+from keel.workflows.models import Limits
+from keel.workflows.tool_specs import TOOL_SPECS
 
 READ_ONLY_BUILT_INS = ["explore", "investigate", "review"]
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from pydantic import SecretStr, ValidationError
 
-from api.identity.auth import (
+from keel.api.identity.auth import (
     AuthConfig,
     AuthError,
     KeySetUnavailable,

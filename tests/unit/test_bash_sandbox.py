@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools.acting_tools import bash
-from activities.tools.file_tools import ToolOutput
-from activities.tools.sandbox import Sandbox
-from activities.tools.workspace import Workspace
-from workflows.tool_specs import BashArgs
+from keel.activities.tools.acting_tools import bash
+from keel.activities.tools.file_tools import ToolOutput
+from keel.activities.tools.sandbox import Sandbox
+from keel.activities.tools.workspace import Workspace
+from keel.workflows.tool_specs import BashArgs
 
 SANDBOXED = Sandbox.configured("bwrap")
 pytestmark = pytest.mark.skipif(
@@ -83,10 +83,10 @@ def test_a_command_outlives_nothing_when_its_worker_is_killed(tmp_path: Path, ro
     worker = textwrap.dedent(
         f"""
         import sys
-        from activities.tools.acting_tools import bash
-        from activities.tools.sandbox import Sandbox
-        from activities.tools.workspace import Workspace
-        from workflows.tool_specs import BashArgs
+        from keel.activities.tools.acting_tools import bash
+        from keel.activities.tools.sandbox import Sandbox
+        from keel.activities.tools.workspace import Workspace
+        from keel.workflows.tool_specs import BashArgs
         loop = "import time\\nwhile True:\\n open('ticks.txt', 'a').write('t')\\n time.sleep(0.1)"
         bash(Workspace({str(root)!r}), BashArgs(command=[sys.executable, "-c", loop],
              timeout_s=600), sandbox=Sandbox.configured("bwrap"))

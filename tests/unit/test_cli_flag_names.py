@@ -7,9 +7,9 @@ from pathlib import Path
 import httpx
 from typer.testing import CliRunner
 
-from api.cli.client import _explain
-from api.cli.flag_names import error_lines, field_label
-from api.cli.main import app
+from keel.api.cli.client import _explain
+from keel.api.cli.flag_names import error_lines, field_label
+from keel.api.cli.main import app
 
 runner = CliRunner()
 

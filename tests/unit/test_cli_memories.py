@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from api.cli.memories import MemoryClient
+from keel.api.cli.memories import MemoryClient
 
 
 @pytest.mark.parametrize("value", ["bob?x", "a/b", "c#d", "e%2Ff"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from api.cli.progress import EventLines
-from api.core.schemas import EventPublic
+from keel.api.cli.progress import EventLines
+from keel.api.core.schemas import EventPublic
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 

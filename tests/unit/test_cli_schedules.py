@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.cli.main import app
-from api.cli.schedules import parse_duration, parse_time
+from keel.api.cli.main import app
+from keel.api.cli.schedules import parse_duration, parse_time
 
 runner = CliRunner()
 

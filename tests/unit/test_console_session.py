@@ -8,8 +8,8 @@ import jwt
 import pytest
 from pydantic import SecretStr
 
-from api.identity.auth import AuthConfig, AuthError, TokenVerifier, dev_token
-from api.identity.console_session import ConsoleSessions, console_link_token
+from keel.api.identity.auth import AuthConfig, AuthError, TokenVerifier, dev_token
+from keel.api.identity.console_session import ConsoleSessions, console_link_token
 
 SECRET = SecretStr("unit-secret-0123456789abcdef0123456789abcdef")
 

@@ -8,11 +8,11 @@ import httpx
 import openai
 import pytest
 
-from activities.context.budget import exceeded_limit
-from activities.context.fallback_summary import fallback_summary
-from worker.scripted_llm import Script, ScriptedLLMServer
-from worker.scripted_reviewer import COMPACTION_CUE, PART_CUE, request_tokens, reviewer_reply
-from workflows.context_budget import (
+from keel.activities.context.budget import exceeded_limit
+from keel.activities.context.fallback_summary import fallback_summary
+from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.scripted_reviewer import COMPACTION_CUE, PART_CUE, request_tokens, reviewer_reply
+from keel.workflows.context_budget import (
     ContextItem,
     Summary,
     cap_output,
@@ -20,7 +20,7 @@ from workflows.context_budget import (
     plan_context,
     prune_boundary,
 )
-from workflows.model_windows import DEFAULT_WINDOW, window_for
+from keel.workflows.model_windows import DEFAULT_WINDOW, window_for
 
 
 def test_windows_come_from_the_table_by_longest_prefix() -> None:

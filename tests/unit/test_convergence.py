@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workflows.convergence import (
+from keel.workflows.convergence import (
     FORCE_ANSWER,
     NUDGE_ANSWER,
     NextCall,
@@ -12,7 +12,7 @@ from workflows.convergence import (
     plan_next_call,
     record_round,
 )
-from workflows.models import Limits, RunState, StopReason, Usage
+from keel.workflows.models import Limits, RunState, StopReason, Usage
 
 
 def state(**fields: object) -> RunState:

@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from api.core.cron import CronError, CronExpression, interval_fire_times
-from api.core.schedule_specs import _calendar, fire_times
-from api.core.schemas import ScheduleCreate
+from keel.api.core.cron import CronError, CronExpression, interval_fire_times
+from keel.api.core.schedule_specs import _calendar, fire_times
+from keel.api.core.schemas import ScheduleCreate
 
 START = datetime(2025, 3, 28, 12, 0, tzinfo=UTC)  # a Friday, before Europe's spring DST
 

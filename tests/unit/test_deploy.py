@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from worker.settings import Settings
+from keel.worker.settings import Settings
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from worker.dev_stack import TemporalDevServer
+from keel.worker.dev_stack import TemporalDevServer
 
 
 def exited_server(tmp_path: Path) -> TemporalDevServer:

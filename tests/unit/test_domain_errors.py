@@ -11,9 +11,9 @@ from a2a.types import (
     UnsupportedOperationError,
 )
 
-from api.a2a.errors import a2a_error
-from api.core.decisions import InteractionClosed
-from api.core.errors import (
+from keel.api.a2a.errors import a2a_error
+from keel.api.core.decisions import InteractionClosed
+from keel.api.core.errors import (
     Conflict,
     Forbidden,
     Invalid,
@@ -21,8 +21,8 @@ from api.core.errors import (
     Unauthenticated,
     Unavailable,
 )
-from api.http.errors import detail_of, headers_of, status_of
-from api.mcp_server.tool_errors import refusal
+from keel.api.http.errors import detail_of, headers_of, status_of
+from keel.api.mcp_server.tool_errors import refusal
 
 
 def test_each_error_has_its_http_status() -> None:

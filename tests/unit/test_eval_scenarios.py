@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from api.evals.expectations import Finding, Observation, ToolCallSeen, check, report_findings
-from api.evals.reports import junit_xml, markdown_report
-from api.evals.results import AttemptResult, EvalReport, ScenarioResult, compare
-from api.evals.runner import model_names
-from api.evals.scenario import (
+from keel.api.evals.expectations import Finding, Observation, ToolCallSeen, check, report_findings
+from keel.api.evals.reports import junit_xml, markdown_report
+from keel.api.evals.results import AttemptResult, EvalReport, ScenarioResult, compare
+from keel.api.evals.runner import model_names
+from keel.api.evals.scenario import (
     Expectations,
     ScenarioError,
     bundled_scenarios,
     load_scenarios,
 )
-from api.evals.stack import split_by_model
+from keel.api.evals.stack import split_by_model
 
 MINIMAL = "agent: review\ninput: Review it.\nmodel: {script: {turns: [{content: done}]}}\n"
 

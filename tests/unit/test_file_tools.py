@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools import file_tools
-from activities.tools.file_tools import (
+from keel.activities.tools import file_tools
+from keel.activities.tools.file_tools import (
     LONG_LINE,
     ToolOutput,
     list_files,
@@ -17,8 +17,8 @@ from activities.tools.file_tools import (
     search_code,
     search_code_python,
 )
-from activities.tools.workspace import PathEscapeError, Workspace
-from workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
+from keel.activities.tools.workspace import PathEscapeError, Workspace
+from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
 HAS_RIPGREP = file_tools.ripgrep_path() is not None
 

@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from worker.plugins.github import MAX_RATE_LIMIT_WAIT_S, _next_link, _rate_limit_wait
+from keel.worker.plugins.github import MAX_RATE_LIMIT_WAIT_S, _next_link, _rate_limit_wait
 
 
 def answer(status: int, **headers: str) -> httpx.Response:

@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
-from api.events.line_safe import LineSafeStream, line_safe
+from keel.api.events.line_safe import LineSafeStream, line_safe
 
 TEXT = "a\u2028b\u2029c\x85d\u00e9\U0001f600"
 

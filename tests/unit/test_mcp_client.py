@@ -15,7 +15,7 @@ from mcp_types import (
 )
 from pydantic import SecretStr
 
-from activities.tools.mcp_client import MAX_OUTPUT_CHARS, reason, token_for, tool_output
+from keel.activities.tools.mcp_client import MAX_OUTPUT_CHARS, reason, token_for, tool_output
 
 TOKENS = {
     "https://mcp.example.com": SecretStr("site"),

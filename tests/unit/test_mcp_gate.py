@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from worker.agent_catalog import AgentDefinitionError, parse_agent
-from workflows.gate import GateDecision, ToolGate
-from workflows.mcp_tools import McpToolset, mcp_tool_name, mcp_tool_spec, split_mcp_tool_name
-from workflows.models import McpServerSpec, MessageRef, ToolCallRequest
-from workflows.permissions import PermissionRule, decide
-from workflows.tool_specs import TOOL_SPECS
+from keel.worker.agent_catalog import AgentDefinitionError, parse_agent
+from keel.workflows.gate import GateDecision, ToolGate
+from keel.workflows.mcp_tools import McpToolset, mcp_tool_name, mcp_tool_spec, split_mcp_tool_name
+from keel.workflows.models import McpServerSpec, MessageRef, ToolCallRequest
+from keel.workflows.permissions import PermissionRule, decide
+from keel.workflows.tool_specs import TOOL_SPECS
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 TICKETS = McpServerSpec(name="tickets", url="https://mcp.example.com/mcp")

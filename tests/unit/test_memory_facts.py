@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from activities.memory.activities import placed, recall_note
-from activities.memory.dedupe import Candidate, KnownMemory, fact_hash, place
-from activities.memory.extraction import FactsAnswerInvalid, parse_facts
-from activities.memory.redaction import withhold_secrets
-from worker.scripted_memory import embed, facts_reply
+from keel.activities.memory.activities import placed, recall_note
+from keel.activities.memory.dedupe import Candidate, KnownMemory, fact_hash, place
+from keel.activities.memory.extraction import FactsAnswerInvalid, parse_facts
+from keel.activities.memory.redaction import withhold_secrets
+from keel.worker.scripted_memory import embed, facts_reply
 
 TABS = KnownMemory(
     id="mem-1",
@@ -144,7 +144,7 @@ def test_scripted_embeddings_are_unit_vectors_that_follow_shared_words() -> None
 def test_the_recall_note_names_each_memory_and_its_source() -> None:
     from datetime import UTC, datetime
 
-    from activities.store.memory_store import Memory
+    from keel.activities.store.memory_store import Memory
 
     when = datetime(2026, 11, 24, 9, 30, tzinfo=UTC)
     note = recall_note(
@@ -170,7 +170,7 @@ def test_the_recall_note_names_each_memory_and_its_source() -> None:
 
 
 def test_memory_is_opt_in_per_agent_file() -> None:
-    from worker.agent_catalog import AgentCatalog, AgentDefinitionError, parse_agent
+    from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError, parse_agent
 
     head = "---\nname: helper\n{}---\nHelp.\n"
     assert parse_agent(head.format("memory: true\n"), "helper.md").memory is True
@@ -184,7 +184,7 @@ def test_embeddings_are_read_as_floats_or_base64() -> None:
     import base64
     import struct
 
-    from activities.memory.activities import _floats
+    from keel.activities.memory.activities import _floats
 
     packed = base64.b64encode(struct.pack("<3f", 0.5, -1.0, 0.25)).decode()
     assert _floats(packed) == [0.5, -1.0, 0.25]

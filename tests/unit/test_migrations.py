@@ -8,7 +8,7 @@ from importlib import resources
 def test_every_migration_has_its_own_number() -> None:
     names = [
         f.name
-        for f in resources.files("activities.store.migrations").iterdir()
+        for f in resources.files("keel.activities.store.migrations").iterdir()
         if f.name.endswith(".sql")
     ]
     numbers = [int(name.split("_", 1)[0]) for name in names]

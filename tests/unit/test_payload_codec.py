@@ -7,7 +7,7 @@ import base64
 import pytest
 from temporalio.api.common.v1 import Payload
 
-from worker.payload_codec import (
+from keel.worker.payload_codec import (
     ENCRYPTED_ENCODING,
     KEY_ID_METADATA,
     EncryptionCodec,
@@ -16,8 +16,8 @@ from worker.payload_codec import (
     new_key,
     payload_codec,
 )
-from worker.settings import Settings
-from worker.temporal_client import DATA_CONVERTER
+from keel.worker.settings import Settings
+from keel.worker.temporal_client import DATA_CONVERTER
 
 PLAIN = Payload(metadata={"encoding": b"json/plain"}, data=b'{"content": "rm -rf build"}')
 

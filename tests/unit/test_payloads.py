@@ -6,8 +6,8 @@ import json
 
 from temporalio.converter import DataConverter
 
-from worker.temporal_client import DATA_CONVERTER
-from workflows.models import (
+from keel.worker.temporal_client import DATA_CONVERTER
+from keel.workflows.models import (
     LlmStepResult,
     MessageRef,
     RunState,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from workflows.gate import ToolGate
-from workflows.models import ToolCallRequest
-from workflows.permissions import PermissionRule, decide
-from workflows.tool_specs import TOOL_SPECS
+from keel.workflows.gate import ToolGate
+from keel.workflows.models import ToolCallRequest
+from keel.workflows.permissions import PermissionRule, decide
+from keel.workflows.tool_specs import TOOL_SPECS
 
 
 def rule(permission: str, pattern: str, action: str) -> PermissionRule:

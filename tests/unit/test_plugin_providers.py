@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.context.budget import ContextLengthExceeded
-from activities.provider_api import ProviderRef
-from activities.providers.claims import claim_problem, overlap
-from activities.providers.plugin_models import complete
-from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
-from worker.plugins import (
+from keel.activities.context.budget import ContextLengthExceeded
+from keel.activities.provider_api import ProviderRef
+from keel.activities.providers.claims import claim_problem, overlap
+from keel.activities.providers.plugin_models import complete
+from keel.worker.plugins import (
     ModelContextTooLong,
     ModelProviderError,
     ModelReply,
@@ -29,9 +28,10 @@ from worker.plugins import (
     PluginProvider,
     PluginRegistry,
 )
+from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
 
 PROVIDER_PLUGIN = """
-from worker.plugins import ModelReply, Plugin, PluginProvider
+from keel.worker.plugins import ModelReply, Plugin, PluginProvider
 
 plugin = Plugin(
     manifest={{"name": {name!r}, "version": "1.0.0", "kinds": {kinds!r}}},
@@ -268,7 +268,7 @@ def test_a_malformed_reply_fails_once_naming_the_plugin(reply: ModelReply, said:
 def test_a_compaction_summary_of_a_plugin_s_model_is_written_by_that_provider(
     site: tuple[Path, list[str]],
 ) -> None:
-    from activities.context.compaction import CompactionActivities
+    from keel.activities.context.compaction import CompactionActivities
 
     target, modules = site
     modules += provider_plugin(target, "summer", ["summer/*"])

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.plugins import PluginManifest, PluginRegistry, PluginReport
+from keel.workflows.gate import ToolGate
+from keel.workflows.models import ToolCallRequest
+from keel.workflows.permissions import PermissionRule
+from keel.workflows.plugin_refs import PluginToolset
 from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
-from worker.agent_catalog import AgentCatalog
-from worker.plugins import PluginManifest, PluginRegistry, PluginReport
-from workflows.gate import ToolGate
-from workflows.models import ToolCallRequest
-from workflows.permissions import PermissionRule
-from workflows.plugin_refs import PluginToolset
 
 TOOL_PLUGIN = """
 from pydantic import BaseModel
-from worker.plugins import Plugin, PluginTool
+from keel.worker.plugins import Plugin, PluginTool
 
 class Args(BaseModel):
     path: str
@@ -165,7 +165,7 @@ def test_a_plugin_that_fails_to_import_or_is_no_plugin_is_refused(
 
 TWICE_PLUGIN = """
 from pydantic import BaseModel
-from worker.plugins import ModelReply, Plugin, PluginHook, PluginProvider, PluginTool
+from keel.worker.plugins import ModelReply, Plugin, PluginHook, PluginProvider, PluginTool
 
 class Args(BaseModel):
     path: str
@@ -199,7 +199,7 @@ def test_a_plugin_naming_a_tool_hook_or_provider_twice_is_refused(
 
 AGENT_PLUGIN = """
 from pathlib import Path
-from worker.plugins import Plugin
+from keel.worker.plugins import Plugin
 
 plugin = Plugin(
     manifest={{"name": "agentish", "version": "1.0.0", "kinds": ["agents"]}},
@@ -306,7 +306,7 @@ def test_keel_plugins_list_shows_what_is_loaded_and_what_is_refused(
     modules += tool_plugin(target, "clash", manifest("clash"), "bash")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(ROOT)])}
     listed = subprocess.run(
-        [sys.executable, "-m", "api.cli.main", "plugins", "list", "--json", "--strict"],
+        [sys.executable, "-m", "keel.api.cli.main", "plugins", "list", "--json", "--strict"],
         env=env,
         capture_output=True,
         text=True,
@@ -324,7 +324,7 @@ def test_keel_plugins_list_shows_what_is_loaded_and_what_is_refused(
     assert rows[0]["providers"] == ["counter (example/*)"]
     assert rows[2]["reason"].startswith("tools: 'bash' is the name of a built-in tool")
     table = subprocess.run(
-        [sys.executable, "-m", "api.cli.main", "plugins", "list"],
+        [sys.executable, "-m", "keel.api.cli.main", "plugins", "list"],
         env={**env, "COLUMNS": "400"},
         capture_output=True,
         text=True,

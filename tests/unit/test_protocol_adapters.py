@@ -12,16 +12,16 @@ import pytest
 from ag_ui.core import Event, EventType
 from pydantic import TypeAdapter, ValidationError
 
-from activities.store.records import EventRecord
-from api.agui.translate import AgUiTranslator
-from api.core.errors import Invalid
-from api.core.schemas import InteractionPublic
-from api.events.hub import DeltaNotice
-from api.events.stream import Outgoing
-from api.langgraph.adapter import input_text, stream_modes
-from api.langgraph.resume import decisions_for
-from api.langgraph.stream import RunStreamTranslator
-from api.langgraph.wire import CronCreate, LangGraphRunCreate
+from keel.activities.store.records import EventRecord
+from keel.api.agui.translate import AgUiTranslator
+from keel.api.core.errors import Invalid
+from keel.api.core.schemas import InteractionPublic
+from keel.api.events.hub import DeltaNotice
+from keel.api.events.stream import Outgoing
+from keel.api.langgraph.adapter import input_text, stream_modes
+from keel.api.langgraph.resume import decisions_for
+from keel.api.langgraph.stream import RunStreamTranslator
+from keel.api.langgraph.wire import CronCreate, LangGraphRunCreate
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HASH = "a" * 64

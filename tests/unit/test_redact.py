@@ -7,7 +7,7 @@ import copy
 import pytest
 from pydantic import JsonValue
 
-from activities.store.audit import REDACTED, redact
+from keel.activities.store.audit import REDACTED, redact
 
 JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"

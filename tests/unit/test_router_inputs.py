@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from activities.router import classification_messages, parse_answer
-from worker.agent_catalog import AgentDefinitionError, parse_agent
-from worker.scripted_router import MALFORMED_MARK, asks_for_route, route_reply
-from workflows.models import AgentSpec
-from workflows.router_models import Clarification
+from keel.activities.router import classification_messages, parse_answer
+from keel.worker.agent_catalog import AgentDefinitionError, parse_agent
+from keel.worker.scripted_router import MALFORMED_MARK, asks_for_route, route_reply
+from keel.workflows.models import AgentSpec
+from keel.workflows.router_models import Clarification
 
 AGENTS = [
     AgentSpec(name="review", description="Reviews the code of a workspace."),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from activities.router import parse_answer
-from activities.store.router_store import caller_view
-from workflows import router
-from workflows.agent_roles import roles_admit
-from workflows.router_models import Classification, Dispatchability, ExcludedAgent
+from keel.activities.router import parse_answer
+from keel.activities.store.router_store import caller_view
+from keel.workflows import router
+from keel.workflows.agent_roles import roles_admit
+from keel.workflows.router_models import Classification, Dispatchability, ExcludedAgent
 
 CANDIDATES = ["build", "investigate", "review"]
 EXCLUDED = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from keel.worker.scripted_reviewer import reviewer_reply
 from tests.unit.test_context_budget import read_exchange
-from worker.scripted_reviewer import reviewer_reply
 
 TASK = [{"role": "system", "content": "Review."}, {"role": "user", "content": "Review it."}]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from worker.settings import Settings, environment_of, settings_from
+from keel.worker.settings import Settings, environment_of, settings_from
 
 ROOT = Path(__file__).parents[2]
 SECRET = "sk-test-do-not-print-0123456789"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError
+from keel.workflows import subagents
+from keel.workflows.gate import ToolGate
+from keel.workflows.models import Limits, RunState, SubagentTask, Usage
+from keel.workflows.tool_specs import TOOL_SPECS
 from tests.unit.test_agent_catalog import agent_file
-from worker.agent_catalog import AgentCatalog, AgentDefinitionError
-from workflows import subagents
-from workflows.gate import ToolGate
-from workflows.models import Limits, RunState, SubagentTask, Usage
-from workflows.tool_specs import TOOL_SPECS
 
 # -- agent files -----------------------------------------------------------------------
 
@@ -66,7 +66,7 @@ def test_the_review_agent_may_delegate_to_explore() -> None:
 
 
 def call(name: str, arguments: dict[str, object]) -> object:
-    from workflows.models import ToolCallRequest
+    from keel.workflows.models import ToolCallRequest
 
     return ToolCallRequest(call_id="c1", name=name, arguments=json.dumps(arguments))
 
@@ -95,7 +95,7 @@ def test_bad_task_calls_are_errors_the_model_can_correct(
 
 
 def test_a_task_call_runs_through_the_rules_like_any_tool() -> None:
-    from workflows.permissions import PermissionRule
+    from keel.workflows.permissions import PermissionRule
 
     rules = [PermissionRule(permission="task", pattern="build", action="ask")]
     gate = ToolGate([], rules, subagents=["explore", "build"])

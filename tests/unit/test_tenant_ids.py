@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from activities.store.records import RunRecord
-from api.core.schedule_specs import run_workflow_id
-from api.core.schemas import ID_PATTERN, RunPublic
-from api.core.tenant_ids import in_view, in_view_data, interaction_key, scoped
+from keel.activities.store.records import RunRecord
+from keel.api.core.schedule_specs import run_workflow_id
+from keel.api.core.schemas import ID_PATTERN, RunPublic
+from keel.api.core.tenant_ids import in_view, in_view_data, interaction_key, scoped
 
 
 def run(run_id: str, tenant: str = "acme") -> RunRecord:

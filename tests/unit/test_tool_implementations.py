@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools.implementations import (
+from keel.activities.tools.implementations import (
     IMPLEMENTATIONS,
     ToolContext,
     implementation_of,
     implements,
 )
-from activities.tools.sandbox import Sandbox
-from activities.tools.workspace import Workspace
-from workflows.tool_specs import TOOL_SPECS, ReadFileArgs
+from keel.activities.tools.sandbox import Sandbox
+from keel.activities.tools.workspace import Workspace
+from keel.workflows.tool_specs import TOOL_SPECS, ReadFileArgs
 
 
 def test_every_spec_that_runs_has_exactly_one_implementation() -> None:

@@ -10,16 +10,16 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.webhook_targets import (
+from keel.activities.webhook_targets import (
     WebhookHostUnresolved,
     WebhookTargetPolicy,
     WebhookTargetRefused,
     check_webhook_target,
     resolve_host,
 )
-from activities.webhooks import WebhookActivities
+from keel.activities.webhooks import WebhookActivities
+from keel.workflows.models import WebhookDelivery, WebhookNotice
 from tests.unit.test_pinned_transport import NAME, receiver
-from workflows.models import WebhookDelivery, WebhookNotice
 
 PUBLIC = WebhookTargetPolicy(targets="public")
 LOOPBACK = WebhookTargetPolicy()  # the default

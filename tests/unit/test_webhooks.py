@@ -13,13 +13,13 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.webhook_signature import (
+from keel.activities.webhook_signature import (
     signature_header,
     tenant_signing_secret,
     verify_signature,
 )
-from activities.webhooks import WebhookActivities
-from workflows.models import WebhookDelivery, WebhookNotice, WebhookReceipt
+from keel.activities.webhooks import WebhookActivities
+from keel.workflows.models import WebhookDelivery, WebhookNotice, WebhookReceipt
 
 SERVER_SECRET = b"server-secret-for-tests-0123456789abcdef"
 NOW = 1_750_000_000

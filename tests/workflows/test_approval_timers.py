@@ -16,11 +16,10 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.integration.runs import agent
-from worker.temporal_client import DATA_CONVERTER
-from workflows.activity_refs import InteractionRecords, LlmCalls, RunRecords, ToolCalls
-from workflows.agent_run import AgentRunWorkflow
-from workflows.models import (
+from keel.worker.temporal_client import DATA_CONVERTER
+from keel.workflows.activity_refs import InteractionRecords, LlmCalls, RunRecords, ToolCalls
+from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.models import (
     ApprovalPolicy,
     FinishRunInput,
     FinishRunResult,
@@ -37,6 +36,7 @@ from workflows.models import (
     ToolCallRequest,
     ToolDigest,
 )
+from tests.integration.runs import agent
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 WRITE_A = ToolCallRequest(

@@ -10,10 +10,10 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from worker.temporal_client import DATA_CONVERTER
-from workflows.activity_refs import RetentionPurges
-from workflows.retention import RetentionWorkflow
-from workflows.retention_models import PurgeBatchInput, PurgeBatchResult, RetentionSweep
+from keel.worker.temporal_client import DATA_CONVERTER
+from keel.workflows.activity_refs import RetentionPurges
+from keel.workflows.retention import RetentionWorkflow
+from keel.workflows.retention_models import PurgeBatchInput, PurgeBatchResult, RetentionSweep
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 

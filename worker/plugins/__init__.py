@@ -8,7 +8,7 @@ A plugin package names a `Plugin` in the `keel.plugins` entry-point group::
 Everything a plugin author needs is importable from here. See docs/plugins.md.
 """
 
-from activities.plugin_api import (
+from keel.activities.plugin_api import (
     AfterDecision,
     BeforeDecision,
     PluginHook,
@@ -18,7 +18,7 @@ from activities.plugin_api import (
     ToolContext,
     ToolOutputView,
 )
-from activities.provider_api import (
+from keel.activities.provider_api import (
     ModelContextTooLong,
     ModelProviderError,
     ModelReply,
@@ -26,8 +26,8 @@ from activities.provider_api import (
     ModelToolCall,
     PluginProvider,
 )
-from worker.plugins.manifest import PluginManifest
-from worker.plugins.registry import ENTRY_POINT_GROUP, Plugin, PluginRegistry, PluginReport
+from keel.worker.plugins.manifest import PluginManifest
+from keel.worker.plugins.registry import ENTRY_POINT_GROUP, Plugin, PluginRegistry, PluginReport
 
 __all__ = [
     "ENTRY_POINT_GROUP",

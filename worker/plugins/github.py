@@ -1,7 +1,7 @@
 """`list_issues`: a repository's issues and pull requests from the GitHub REST API.
 
 Keel's own plugin, installed with Keel through the same `keel.plugins` entry point as
-any other (`github = "worker.plugins.github:github_plugin"`), and the `issues` agent
+any other (`github = "keel.worker.plugins.github:github_plugin"`), and the `issues` agent
 that uses it. The token comes from the worker's settings (`KEEL_GITHUB_TOKEN` or
 `GITHUB_TOKEN`), never from the model or the history. Pages are followed by the
 `Link` header; a rate-limit answer (403 or 429 with `x-ratelimit-remaining: 0` or
@@ -21,9 +21,9 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.plugin_api import PluginTool, ToolContext
-from worker.plugins.registry import Plugin
-from worker.settings import Settings
+from keel.activities.plugin_api import PluginTool, ToolContext
+from keel.worker.plugins.registry import Plugin
+from keel.worker.settings import Settings
 
 PER_PAGE = 100
 # The longest rate-limit wait a call sits through; beyond it the model gets what was read.
@@ -180,5 +180,5 @@ def github_plugin() -> Plugin:
                 subject_arg="repo",
             )
         ],
-        agents=files("worker.plugins") / "github_agents",
+        agents=files("keel.worker.plugins") / "github_agents",
     )

@@ -6,16 +6,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from activities.store.audit import AuditRecord, AuditVerification
-from activities.store.retention_store import RetentionPolicy
-from api.core.schemas import (
+from keel.activities.store.audit import AuditRecord, AuditVerification
+from keel.activities.store.retention_store import RetentionPolicy
+from keel.api.core.schemas import (
     RetentionPolicyUpdate,
     RetentionSweepStarted,
     StoredText,
     TenantUsage,
 )
-from api.http.deps import AdminUser, CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.http.deps import AdminUser, CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(
     prefix="/v1/admin", tags=["admin"], responses={**AUTHENTICATED, **documented(403)}

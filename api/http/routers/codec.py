@@ -11,11 +11,11 @@ from fastapi import APIRouter, Request
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from api.core.codec import CodecOperation
-from api.core.errors import Invalid
-from api.core.schemas import CodecPayloads
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.core.codec import CodecOperation
+from keel.api.core.errors import Invalid
+from keel.api.core.schemas import CodecPayloads
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(
     prefix="/v1/codec",

@@ -7,15 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.core.coordination_schemas import (
+from keel.api.core.coordination_schemas import (
     CoordinationCreate,
     CoordinationList,
     CoordinationPublic,
 )
-from api.core.page_cursor import decode_cursor
-from api.core.schemas import StoredText
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.core.page_cursor import decode_cursor
+from keel.api.core.schemas import StoredText
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/coordinations", tags=["coordinations"], responses=AUTHENTICATED)
 

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.core.schemas import EvalResultCreate, EvalResultPublic, EvalResultSummary, StoredText
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.core.schemas import EvalResultCreate, EvalResultPublic, EvalResultSummary, StoredText
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/evals", tags=["evals"], responses=AUTHENTICATED)
 

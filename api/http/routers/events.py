@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.core.errors import Invalid
-from api.core.schemas import EventPage, EventPublic, StoredText
-from api.events.hub import EventHub
-from api.events.stream import FINISHED_STATUSES, EventReads, RunEventStream
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.core.errors import Invalid
+from keel.api.core.schemas import EventPage, EventPublic, StoredText
+from keel.api.events.hub import EventHub
+from keel.api.events.stream import FINISHED_STATUSES, EventReads, RunEventStream
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.core.schemas import InteractionPublic
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED
+from keel.api.core.schemas import InteractionPublic
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED
 
 router = APIRouter(prefix="/v1/interactions", tags=["interactions"], responses=AUTHENTICATED)
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from api.core.schemas import (
+from keel.api.core.schemas import (
     DecisionResult,
     InteractionDecisionCreate,
     InteractionPublic,
     StoredText,
 )
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(
     prefix="/v1/runs/{run_id}/interactions", tags=["interactions"], responses=AUTHENTICATED

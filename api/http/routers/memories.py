@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response, status
 from starlette.convertors import Convertor, register_url_convertor
 
-from api.core.memories import MemoriesPurged, MemoryList
-from api.core.schemas import StoredText
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.core.memories import MemoriesPurged, MemoryList
+from keel.api.core.schemas import StoredText
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=AUTHENTICATED)
 admin_router = APIRouter(

@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.store.router_store import StoredRouteDecision
-from api.core.router import RouterAgents
-from api.core.schemas import StoredText
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.activities.store.router_store import StoredRouteDecision
+from keel.api.core.router import RouterAgents
+from keel.api.core.schemas import StoredText
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 admin_router = APIRouter(
     prefix="/v1/admin/router", tags=["admin"], responses={**AUTHENTICATED, **documented(403)}

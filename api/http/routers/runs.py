@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.core.page_cursor import decode_cursor, encode_cursor
-from api.core.run_list import ChildScope
-from api.core.runs import RunOrder
-from api.core.schemas import RunCreate, RunList, RunPublic, StoredText
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.core.page_cursor import decode_cursor, encode_cursor
+from keel.api.core.run_list import ChildScope
+from keel.api.core.runs import RunOrder
+from keel.api.core.schemas import RunCreate, RunList, RunPublic, StoredText
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
 

@@ -8,11 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from api.core.errors import Invalid
-from api.core.schedule_specs import fire_times
-from api.core.schemas import ScheduleCreate
-from api.http.deps import CurrentUser
-from api.http.errors import AUTHENTICATED
+from keel.api.core.errors import Invalid
+from keel.api.core.schedule_specs import fire_times
+from keel.api.core.schemas import ScheduleCreate
+from keel.api.http.deps import CurrentUser
+from keel.api.http.errors import AUTHENTICATED
 
 router = APIRouter(prefix="/v1/schedule-preview", tags=["schedules"], responses=AUTHENTICATED)
 

@@ -10,8 +10,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response, status
 
-from api.core.page_cursor import decode_cursor, encode_cursor
-from api.core.schemas import (
+from keel.api.core.page_cursor import decode_cursor, encode_cursor
+from keel.api.core.schemas import (
     RunList,
     RunPublic,
     ScheduleBackfillAccepted,
@@ -24,8 +24,8 @@ from api.core.schemas import (
     ScheduleTriggered,
     ScheduleUpdate,
 )
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=AUTHENTICATED)
 

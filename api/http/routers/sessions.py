@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from activities.store.session_store import SessionRecord
-from api.core.page_cursor import decode_cursor, encode_cursor
-from api.core.schemas import (
+from keel.activities.store.session_store import SessionRecord
+from keel.api.core.page_cursor import decode_cursor, encode_cursor
+from keel.api.core.schemas import (
     MessageAccepted,
     RunPublic,
     SessionCreate,
@@ -18,9 +18,9 @@ from api.core.schemas import (
     SessionPublic,
     StoredText,
 )
-from api.core.tenant_ids import in_view
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.api.core.tenant_ids import in_view
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=AUTHENTICATED)
 

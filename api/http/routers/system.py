@@ -9,12 +9,12 @@ from collections.abc import Awaitable
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from activities.store.outage import is_store_outage
-from activities.store.run_store import Store
-from api.core.router import router_agent
-from api.core.schemas import AgentPublic, Health, Liveness, Readiness
-from api.http.deps import CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, STORE_RETRY_AFTER_S, documented
+from keel.activities.store.outage import is_store_outage
+from keel.activities.store.run_store import Store
+from keel.api.core.router import router_agent
+from keel.api.core.schemas import AgentPublic, Health, Liveness, Readiness
+from keel.api.http.deps import CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, STORE_RETRY_AFTER_S, documented
 
 router = APIRouter(tags=["system"])
 log = logging.getLogger("keel.api")

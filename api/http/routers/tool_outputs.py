@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from activities.store.console_reads import StoredToolOutput
-from api.core.errors import NotFound
-from api.core.schemas import StoredText
-from api.http.deps import ConsoleReadsDep, CurrentUser, ServiceDep
-from api.http.errors import AUTHENTICATED, documented
+from keel.activities.store.console_reads import StoredToolOutput
+from keel.api.core.errors import NotFound
+from keel.api.core.schemas import StoredText
+from keel.api.http.deps import ConsoleReadsDep, CurrentUser, ServiceDep
+from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)
 

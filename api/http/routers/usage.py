@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from activities.store.console_reads import UsageRow
-from api.http.deps import ConsoleReadsDep, CurrentUser
-from api.http.errors import AUTHENTICATED
+from keel.activities.store.console_reads import UsageRow
+from keel.api.http.deps import ConsoleReadsDep, CurrentUser
+from keel.api.http.errors import AUTHENTICATED
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"], responses=AUTHENTICATED)
 

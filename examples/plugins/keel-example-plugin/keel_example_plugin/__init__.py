@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worker.plugins import (
+from keel.worker.plugins import (
     AfterDecision,
     BeforeDecision,
     ModelReply,
