@@ -30,6 +30,7 @@ from keel.activities.tools.file_tools import ToolOutput
 from keel.activities.tools.tool_activities import ToolActivities
 from keel.workflows import timeouts
 from keel.workflows.activity_refs import PluginHooks
+from keel.workflows.gate.plugin_refs import HookRef
 from keel.workflows.models import (
     AfterHooksInput,
     BeforeHooksInput,
@@ -39,7 +40,6 @@ from keel.workflows.models import (
     RunEndInput,
     ToolDigest,
 )
-from keel.workflows.plugin_refs import HookRef
 
 # What the audit keeps of a hook's reason or note.
 MAX_AUDIT_TEXT = 500

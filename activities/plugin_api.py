@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel
 
 from keel.activities.tools.workspace import Workspace
-from keel.workflows.plugin_refs import HookEvent
-from keel.workflows.tool_specs import Risk
+from keel.workflows.gate.plugin_refs import HookEvent
+from keel.workflows.gate.tool_specs import Risk
 
 if TYPE_CHECKING:
-    from keel.activities.provider_api import ProviderRef
+    from keel.activities.llm.provider_api import ProviderRef
 
 __all__ = [
     "AfterDecision",

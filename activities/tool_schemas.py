@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from keel.activities.plugin_api import PluginTool
-from keel.workflows.tool_specs import TOOL_SPECS
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 
 
 @functools.lru_cache(maxsize=64)

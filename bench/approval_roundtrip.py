@@ -42,10 +42,10 @@ from psycopg.conninfo import make_conninfo
 from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.api.cli.local_stack import serve_api
 from keel.api.identity.auth import dev_token
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
 from keel.worker.runtime import build_worker
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings, settings_from
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -27,8 +27,8 @@ from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database
 from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.api.cli.console_link import console_link
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
-from keel.worker.settings import Settings, settings_from
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 
 JWT_SECRET = "bench-secret-0123456789abcdef0123456789abcdef"

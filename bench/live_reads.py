@@ -37,12 +37,12 @@ from bench.step_overhead import (
 )
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings, environment_of, settings_from
 from keel.worker.dev_stack import TemporalDevServer, free_port
-from keel.worker.scripted_llm import ScriptedLLMServer
-from keel.worker.settings import Settings, environment_of, settings_from
+from keel.worker.scripted.llm import ScriptedLLMServer
 from keel.worker.temporal_client import connect
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import RunInput
+from keel.workflows.run.agent_run import AgentRunWorkflow
 
 WORKER_FIELDS = (
     "temporal_address",

@@ -1,7 +1,7 @@
 """Long reviews on a small window: what the context budget costs and what it saves.
 
 Reviews generated workspaces (`bench.workspaces`) of about 0.5, 2 and 8 MB with the
-built-in `review` agent and the scripted reviewer (`worker.scripted_reviewer`), a model
+built-in `review` agent and the scripted reviewer (`keel.worker.scripted.reviewer`), a model
 that decides each call from what its request holds and delegates as the agent's prompt
 says (parts of a workspace over 100 KB go to `explore` sub-agents), on a scripted server
 that enforces a 32k-token window the way OpenAI's API does. `--no-subagents` reviews in
@@ -41,15 +41,15 @@ from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.activities.store.run_tree import RunTreeStore
 from keel.api.core.runs import as_started
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
 from keel.worker.runtime import build_worker
-from keel.worker.scripted_llm import Script, ScriptedLLMServer
-from keel.worker.scripted_reviewer import CHARS_PER_TOKEN
-from keel.worker.settings import Settings, settings_from
+from keel.worker.scripted.llm import Script, ScriptedLLMServer
+from keel.worker.scripted.reviewer import CHARS_PER_TOKEN
 from keel.worker.temporal_client import connect
-from keel.workflows import context_budget
-from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.context import budget as context_budget
 from keel.workflows.models import AgentSpec, Limits, RunInput
+from keel.workflows.run.agent_run import AgentRunWorkflow
 
 MODEL = "scripted"
 PROMPT = "Review this project."

@@ -43,13 +43,13 @@ from keel.activities.store.records import NewRun
 from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.api.cli.local_stack import serve_api
 from keel.api.identity.auth import dev_token
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
 from keel.worker.runtime import build_worker
-from keel.worker.scripted_llm import ScriptedLLMServer
-from keel.worker.settings import Settings, settings_from
+from keel.worker.scripted.llm import ScriptedLLMServer
 from keel.worker.temporal_client import connect
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import AgentSpec, RunInput
+from keel.workflows.run.agent_run import AgentRunWorkflow
 
 MAX_SUBSCRIBERS = 1000
 MAX_STEPS = 500

@@ -40,15 +40,15 @@ from keel.activities.tools.file_tools import read_file
 from keel.activities.tools.workspace import Workspace
 from keel.api.core.runs import as_started
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
 from keel.worker.payload_codec import data_converter, new_key
 from keel.worker.runtime import build_worker, openai_client
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings, settings_from
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
-from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.gate.tool_specs import TOOL_SPECS, ReadFileArgs
 from keel.workflows.models import AgentSpec, Limits, RunInput, RunResult
-from keel.workflows.tool_specs import TOOL_SPECS, ReadFileArgs
+from keel.workflows.run.agent_run import AgentRunWorkflow
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODEL = "scripted"

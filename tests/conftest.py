@@ -15,10 +15,10 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.api.identity.auth import dev_token
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import EmbeddedPostgres, TemporalDevServer, free_port
 from keel.worker.runtime import build_worker
-from keel.worker.scripted_llm import Script, ScriptedLLMServer
-from keel.worker.settings import Settings, settings_from
+from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from keel.worker.temporal_client import connect
 
 JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"

@@ -22,11 +22,11 @@ from pydantic import (
 )
 
 from keel.worker.plugins.registry import PluginRegistry
+from keel.workflows.gate.permissions import PermissionRule
+from keel.workflows.gate.plugin_refs import PluginToolRef
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
-from keel.workflows.permissions import PermissionRule
-from keel.workflows.plugin_refs import PluginToolRef
-from keel.workflows.router_models import ROUTER_AGENT
-from keel.workflows.tool_specs import TOOL_SPECS
+from keel.workflows.router.models import ROUTER_AGENT
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?(.*)\Z", re.DOTALL | re.MULTILINE)
 

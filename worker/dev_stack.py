@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 from keel.worker.temporal_client import connect
-from keel.workflows.run_visibility import SEARCH_ATTRIBUTES
+from keel.workflows.run.run_visibility import SEARCH_ATTRIBUTES
 
 log = logging.getLogger("keel.stack")
 

@@ -30,7 +30,7 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 from keel.worker.temporal_client import DATA_CONVERTER
 
 __all__ = [

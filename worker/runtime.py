@@ -14,16 +14,17 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from keel.activities.a2a_client import A2AClientActivities
+from keel.activities.a2a.client import A2AClientActivities
 from keel.activities.agent_access import AgentAccessActivities
 from keel.activities.context import CompactionActivities, ContextBudget
 from keel.activities.hooks import HookActivities
 from keel.activities.interactions import InteractionActivities
-from keel.activities.llm import LlmActivities
+from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
+from keel.activities.llm.step import LlmActivities
 from keel.activities.memory.activities import MemoryActivities
-from keel.activities.providers.anthropic_messages import AnthropicMessages
-from keel.activities.retention import RetentionActivities
-from keel.activities.router import RouterActivities, sandbox_tool_problem
+from keel.activities.outbound.targets import WebhookTargetPolicy
+from keel.activities.retention.activities import RetentionActivities
+from keel.activities.router.activities import RouterActivities, sandbox_tool_problem
 from keel.activities.run_records import RunRecordActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.context_store import ContextStore
@@ -39,23 +40,22 @@ from keel.activities.tools.mcp_client import McpClient
 from keel.activities.tools.mcp_discovery import McpDiscoveryActivities
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.tool_activities import ToolActivities
-from keel.activities.webhook_targets import WebhookTargetPolicy
-from keel.activities.webhooks import WebhookActivities
-from keel.worker.a2a_tokens import A2ATokens, keel_urls
+from keel.activities.webhooks.delivery import WebhookActivities
 from keel.worker.agent_catalog import AgentCatalog
-from keel.worker.log_format import LogContext
-from keel.worker.metrics import worker_runtime
+from keel.worker.config.a2a_tokens import A2ATokens, keel_urls
+from keel.worker.config.settings import Settings
+from keel.worker.config.webhook_secret import webhook_server_secret
+from keel.worker.observability.log_format import LogContext
+from keel.worker.observability.metrics import worker_runtime
+from keel.worker.observability.tracing import install_tracing, temporal_plugins, tracing_on
 from keel.worker.payload_codec import data_converter
 from keel.worker.plugins import PluginRegistry
-from keel.worker.settings import Settings
 from keel.worker.temporal_client import connect
-from keel.worker.tracing import install_tracing, temporal_plugins, tracing_on
-from keel.worker.webhook_secret import webhook_server_secret
-from keel.workflows.agent_run import AgentRunWorkflow
-from keel.workflows.coordinator import CoordinatorWorkflow
-from keel.workflows.retention import RetentionWorkflow
-from keel.workflows.session import SessionWorkflow
-from keel.workflows.webhook_delivery import WebhookDeliveryWorkflow
+from keel.workflows.coordinator.workflow import CoordinatorWorkflow
+from keel.workflows.retention.workflow import RetentionWorkflow
+from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.sessions.workflow import SessionWorkflow
+from keel.workflows.webhooks.delivery import WebhookDeliveryWorkflow
 
 log = logging.getLogger("keel.worker")
 
@@ -97,11 +97,11 @@ def worker_interceptors(settings: Settings) -> list[Interceptor]:
     if settings.log_format == "json":
         interceptors.append(LogContext())
     if settings.worker_metrics_port is not None:
-        from keel.worker.metrics import KeelMetrics
+        from keel.worker.observability.metrics import KeelMetrics
 
         interceptors.append(KeelMetrics(settings.prices))
     if tracing_on(settings):
-        from keel.worker.genai_tracing import GenAiSpans
+        from keel.worker.observability.genai_tracing import GenAiSpans
 
         install_tracing(settings, "keel-worker")  # Temporal's plugin needs its provider first
         interceptors.append(GenAiSpans(capture_content=settings.otel_capture_message_content))

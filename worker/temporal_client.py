@@ -64,7 +64,8 @@ async def connect(
 ) -> Client:
     """A client whose payloads are Keel's pydantic models.
 
-    `plugins` come from `worker.tracing`, `runtime` (metrics) from `worker.metrics`,
+    `plugins` come from `keel.worker.observability.tracing`, `runtime` (metrics) from
+    `keel.worker.observability.metrics`,
     `data_converter` (encrypting when a key is set) from `worker.payload_codec`.
     """
     return await Client.connect(

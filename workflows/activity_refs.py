@@ -19,8 +19,8 @@ from typing import Protocol
 from temporalio import activity
 
 from keel.workflows.agent_roles import AgentRolesCheck, AgentRolesInput
-from keel.workflows.coordination import DelegateHandle, DelegateInput, FollowInput
-from keel.workflows.memory_models import RecallInput, RecallResult, RememberInput, RememberResult
+from keel.workflows.coordinator.models import DelegateHandle, DelegateInput, FollowInput
+from keel.workflows.memory.models import RecallInput, RecallResult, RememberInput, RememberResult
 from keel.workflows.models import (
     AfterHooksInput,
     BeforeHooksInput,
@@ -50,8 +50,8 @@ from keel.workflows.models import (
     WebhookDelivery,
     WebhookReceipt,
 )
-from keel.workflows.retention_models import PurgeBatchInput, PurgeBatchResult
-from keel.workflows.router_models import (
+from keel.workflows.retention.models import PurgeBatchInput, PurgeBatchResult
+from keel.workflows.router.models import (
     AdoptChildInput,
     AdoptedChild,
     CandidatesInput,
@@ -81,7 +81,7 @@ __all__ = [
 
 
 class LlmCalls(Protocol):
-    """Model calls over the conversation stored in Postgres (`activities.llm`)."""
+    """Model calls over the conversation stored in Postgres (`keel.activities.llm.step`)."""
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
@@ -209,7 +209,7 @@ class Subagents(Protocol):
 
 
 class WebhookDeliveries(Protocol):
-    """Signed notices to a run's webhook (`activities.webhooks`)."""
+    """Signed notices to a run's webhook (`keel.activities.webhooks.delivery`)."""
 
     @activity.defn(name="deliver_webhook")
     async def deliver_webhook(self, delivery: WebhookDelivery) -> WebhookReceipt:
@@ -223,7 +223,7 @@ class WebhookDeliveries(Protocol):
 
 
 class A2ADelegation(Protocol):
-    """Tasks sent to other agents over A2A (`activities.a2a_client`)."""
+    """Tasks sent to other agents over A2A (`keel.activities.a2a.client`)."""
 
     @activity.defn(name="a2a_send")
     async def a2a_send(self, request: DelegateInput) -> DelegateHandle:
@@ -237,7 +237,7 @@ class A2ADelegation(Protocol):
 
 
 class RetentionPurges(Protocol):
-    """Emptying runs past their tenant's retention (`activities.retention`)."""
+    """Emptying runs past their tenant's retention (`keel.activities.retention.activities`)."""
 
     @activity.defn(name="purge_expired_runs")
     async def purge_expired_runs(self, batch: PurgeBatchInput) -> PurgeBatchResult:
@@ -246,7 +246,8 @@ class RetentionPurges(Protocol):
 
 
 class Routing(Protocol):
-    """The capability router's I/O (`activities.router`); its decisions are pure code."""
+    """The capability router's I/O (`keel.activities.router.activities`); its decisions are
+    pure code."""
 
     @activity.defn(name="route_candidates")
     async def route_candidates(self, request: CandidatesInput) -> CandidatesResult:

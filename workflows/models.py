@@ -11,10 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from keel.workflows.permissions import PermissionRule
-from keel.workflows.plugin_refs import HookRef, PluginToolRef
-from keel.workflows.router_models import RouteRequest
-from keel.workflows.tool_specs import Risk
+from keel.workflows.gate.permissions import PermissionRule
+from keel.workflows.gate.plugin_refs import HookRef, PluginToolRef
+from keel.workflows.gate.tool_specs import Risk
+from keel.workflows.router.models import RouteRequest
 
 Trigger = Literal["api", "cli", "a2a", "schedule", "parent"]
 RunStatus = Literal["queued", "running", "completed", "failed", "cancelled"]

@@ -48,7 +48,7 @@ OUTAGE_RETRY = RetryPolicy(
 
 # A long completion streams for minutes; ten bounds a hung provider.
 LLM_START_TO_CLOSE = timedelta(minutes=10)
-# The activity heartbeats every 2 s while it streams (`activities.llm`).
+# The activity heartbeats every 2 s while it streams (`keel.activities.llm.step`).
 LLM_HEARTBEAT = timedelta(seconds=10)
 # A model that answered the last call this fast gets the next one as a local
 # activity (no round trip through the server), until this much model time has

@@ -1,4 +1,4 @@
-"""Plans each model request against the model's window (see `workflows.context_budget`)."""
+"""Plans each model request against the model's window (see `keel.workflows.context.budget`)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.store.context_store import BudgetInputs, ContextStore
 from keel.activities.store.records import MessageRecord
-from keel.workflows.context_budget import (
+from keel.workflows.context.budget import (
     MAX_LEVEL,
     ContextItem,
     ContextPlan,
     estimate_tools,
     plan_context,
 )
-from keel.workflows.model_windows import ModelWindow, window_for
+from keel.workflows.context.model_windows import ModelWindow, window_for
 
 # How providers say a request is too long, and where they name the limit.
 _LIMITS = (

@@ -19,13 +19,13 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import ContextBudget, ContextLengthExceeded, context_items
 from keel.activities.context.fallback_summary import fallback_summary
+from keel.activities.llm.providers import anthropic_messages, one_shot
 from keel.activities.plugin_api import PluginCode
-from keel.activities.providers import anthropic_messages, one_shot
 from keel.activities.store.context_store import StoredSummary
 from keel.activities.store.run_store import Store
 from keel.activities.tool_schemas import tool_definitions
 from keel.workflows.activity_refs import ContextCompaction
-from keel.workflows.context_budget import (
+from keel.workflows.context.budget import (
     MAX_LEVEL,
     Summary,
     estimate_message,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from keel.workflows.context_budget import CHARS_PER_TOKEN, ContextItem, Summary
+from keel.workflows.context.budget import CHARS_PER_TOKEN, ContextItem, Summary
 
 __all__ = ["fallback_summary"]
 

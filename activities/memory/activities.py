@@ -22,6 +22,10 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from keel.activities.llm.prices import ModelPrice
+from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
+from keel.activities.llm.providers.one_shot import OneShotModel
+from keel.activities.llm.providers.retry_status import status_is_retryable
 from keel.activities.memory.dedupe import Candidate, KnownMemory, place
 from keel.activities.memory.extraction import (
     FactsAnswerInvalid,
@@ -31,15 +35,11 @@ from keel.activities.memory.extraction import (
 )
 from keel.activities.memory.redaction import withhold_secrets
 from keel.activities.plugin_api import PluginCode
-from keel.activities.prices import ModelPrice
-from keel.activities.providers.anthropic_messages import AnthropicMessages
-from keel.activities.providers.one_shot import OneShotModel
-from keel.activities.providers.retry_status import status_is_retryable
 from keel.activities.run_records import open_run
 from keel.activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
 from keel.activities.store.run_store import Store
 from keel.workflows.activity_refs import AgentMemory
-from keel.workflows.memory_models import RecallInput, RecallResult, RememberInput, RememberResult
+from keel.workflows.memory.models import RecallInput, RecallResult, RememberInput, RememberResult
 
 log = logging.getLogger("keel.memory")
 

@@ -10,7 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from keel.activities.store.audit import redact
-from keel.workflows.context_budget import Summary
+from keel.workflows.context.budget import Summary
 
 # One round trip before each call: the learnt window, the latest calibration pair
 # and the latest summary of the run.

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from keel.workflows.findings import FindingsRecord
 from keel.workflows.models import RunInput
+from keel.workflows.run.findings import FindingsRecord
 
 
 class RunRecord(BaseModel):

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from keel.activities.store.audit import AuditEntry, AuditLog
 from keel.activities.store.postgres_text import storable, storable_json
 from keel.activities.store.run_store import RECORD_LLM_CALL_SQL, Store, sha256_text
-from keel.workflows.router_models import RecordRouteInput
+from keel.workflows.router.models import RecordRouteInput
 
 TENANT_AGENTS_SQL = (
     "SELECT agents, updated_by, updated_at FROM router_tenant_agents WHERE tenant_id = %s"

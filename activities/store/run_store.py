@@ -31,8 +31,8 @@ from keel.activities.store.records import (
     RecordedCall,
     RunRecord,
 )
-from keel.workflows import findings
 from keel.workflows.models import StartRunInput
+from keel.workflows.run import findings
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
 MIGRATION_LOCK_ID = 7_411_203

@@ -21,7 +21,7 @@ from pathlib import Path
 from keel.activities.tools.file_tools import ToolOutput
 from keel.activities.tools.sandbox import LaunchReport, Sandbox
 from keel.activities.tools.workspace import PathEscapeError, Workspace
-from keel.workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
+from keel.workflows.gate.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
 
 __all__ = ["SAFE_PATH", "Begin", "bash", "command_env", "edit_file", "write_file"]
 

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from keel.activities.tools.workspace import PathEscapeError, Workspace
-from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
+from keel.workflows.gate.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
 __all__ = [
     "SKIP_DIRS",

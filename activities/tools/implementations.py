@@ -17,7 +17,7 @@ from keel.activities.tools.acting_tools import Begin
 from keel.activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
-from keel.workflows.tool_specs import (
+from keel.workflows.gate.tool_specs import (
     TOOL_SPECS,
     BashArgs,
     EditFileArgs,

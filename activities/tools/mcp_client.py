@@ -33,8 +33,8 @@ from mcp_types import (
 )
 from pydantic import SecretStr
 
+from keel.activities.outbound.url_prefix import longest_prefix
 from keel.activities.tools.file_tools import ToolOutput
-from keel.activities.url_prefix import longest_prefix
 
 log = logging.getLogger("keel.mcp")
 

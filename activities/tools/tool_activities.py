@@ -30,8 +30,8 @@ from keel.activities.tools.mcp_client import McpClient
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
 from keel.workflows.activity_refs import ToolCalls
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import ToolCallInput, ToolDigest
-from keel.workflows.tool_specs import TOOL_SPECS
 
 log = logging.getLogger("keel.tools")
 

@@ -8,7 +8,7 @@ import httpx
 
 from keel.activities.store.audit import AuditVerification
 from keel.api.cli.flag_names import error_lines
-from keel.api.core.coordination_schemas import (
+from keel.api.core.coordinations.schemas import (
     CoordinationCreate,
     CoordinationList,
     CoordinationPublic,

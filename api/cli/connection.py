@@ -10,7 +10,7 @@ from typing import TypeVar
 from keel.api.cli.client import KeelClient
 from keel.api.cli.local_stack import StackInfo, local_stack
 from keel.api.identity.config import cli_token
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 ClientT = TypeVar("ClientT", bound=KeelClient)
 

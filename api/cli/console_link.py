@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from keel.api.identity.config import LOCAL_SUBJECT, LOCAL_TENANT
 from keel.api.identity.console_session import console_link_token
-from keel.worker.local_secrets import local_secret
-from keel.worker.settings import Settings
+from keel.worker.config.local_secrets import local_secret
+from keel.worker.config.settings import Settings
 
 LINK_TTL_S = 900
 

@@ -14,7 +14,7 @@ from rich.table import Table
 from keel.api.cli.client import KeelApiError, KeelClient
 from keel.api.cli.connection import keel_api
 from keel.api.cli.tables import id_column
-from keel.api.core.coordination_schemas import CoordinationPublic
+from keel.api.core.coordinations.schemas import CoordinationPublic
 from keel.worker.dev_stack import StackError
 
 coordinations_app = typer.Typer(

@@ -23,8 +23,8 @@ from keel.api.evals.results import AttemptResult, Change, EvalReport, compare
 from keel.api.evals.runner import EvalRunner, model_names
 from keel.api.evals.scenario import Scenario, ScenarioError, bundled_scenarios, load_scenarios
 from keel.api.evals.stack import eval_stack
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import StackError
-from keel.worker.settings import Settings
 
 __all__ = ["eval_command"]
 

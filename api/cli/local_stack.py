@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import EmbeddedStack, StackError, port_in_use
-from keel.worker.settings import Settings
 
 log = logging.getLogger("keel.stack")
 

@@ -35,9 +35,9 @@ from keel.api.cli.tables import id_column
 from keel.api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
 from keel.api.identity.auth import dev_token
 from keel.api.identity.config import local_secret
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import StackError, free_port
-from keel.worker.log_format import configure_logging
-from keel.worker.settings import Settings
+from keel.worker.observability.log_format import configure_logging
 
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
 runs_app = typer.Typer(help="Inspect runs.", no_args_is_help=True)
@@ -409,7 +409,7 @@ def coordinate(
     ] = None,
 ) -> None:
     """Send one task to several A2A agents and merge their answers into one report."""
-    from keel.api.core.coordination_schemas import CoordinationCreate
+    from keel.api.core.coordinations.schemas import CoordinationCreate
 
     body = request_body(
         CoordinationCreate,
@@ -548,7 +548,7 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Keep the demo's data directory.")] = True,
 ) -> None:
     """Review a bundled sample project with a scripted model: offline, end to end."""
-    from keel.worker.scripted_llm import Script, ScriptedLLMServer
+    from keel.worker.scripted.llm import Script, ScriptedLLMServer
 
     base = Settings()
     data_dir = base.data_dir.expanduser().resolve() / "demo"

@@ -41,7 +41,7 @@ from mcp_types import (
 from keel.api.cli.local_stack import local_stack
 from keel.api.cli.mcp_notices import StdioNotices, modern_client
 from keel.api.identity.config import cli_token
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 # A tool call waits as long as the API takes to answer it (a search over a large tree,
 # or a start_run that waits up to its MAX_WAIT_S of 300 s).

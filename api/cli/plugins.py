@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 plugins_app = typer.Typer(
     help="Installed plugins (tools, hooks, agents, model providers).", no_args_is_help=True

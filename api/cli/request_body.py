@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from keel.api.cli.flag_names import error_lines
 from keel.api.core.schemas import RunCreate
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 err_console = Console(stderr=True)
 M = TypeVar("M", bound=BaseModel)

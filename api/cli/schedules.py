@@ -22,7 +22,7 @@ from keel.api.cli.connection import keel_api
 from keel.api.cli.flag_names import error_lines
 from keel.api.cli.schedule_client import ScheduleClient
 from keel.api.cli.tables import id_column
-from keel.api.core.schedule_specs import fire_times
+from keel.api.core.schedules.specs import fire_times
 from keel.api.core.schemas import (
     BackfillOverlap,
     OverlapPolicy,

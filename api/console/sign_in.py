@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 
 from keel.api.identity.auth import LOCAL_PRINCIPAL, AuthConfig, AuthError, Principal
 from keel.api.identity.console_session import COOKIE_NAME, ConsoleSession, ConsoleSessions
-from keel.worker.local_secrets import local_secret
-from keel.worker.settings import Settings
+from keel.worker.config.local_secrets import local_secret
+from keel.worker.config.settings import Settings
 
 # Not in the OpenAPI document: the console's own plumbing, described in docs/console.md.
 router = APIRouter(prefix="/console/session", tags=["console"], include_in_schema=False)

@@ -12,7 +12,7 @@ from keel.activities.store.run_store import Store
 from keel.activities.store.session_store import SessionStore
 from keel.api.core.audit_trail import ApiAudit
 from keel.worker.agent_catalog import AgentCatalog
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 # How long a call to Temporal that a user waits on may take before the answer is a 503;
 # the Temporal client retries an unreachable server within it.

@@ -39,8 +39,8 @@ from keel.api.core.schemas import DecisionResult, InteractionDecisionCreate, Int
 from keel.api.core.tenant_ids import in_view, interaction_key
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import DecisionOutcome, Interaction, InteractionDecision
+from keel.workflows.run.agent_run import AgentRunWorkflow
 
 # A worker runs the update in milliseconds; this long without an answer means none is
 # polling, and the decision is queued as a signal instead.

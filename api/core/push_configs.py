@@ -4,7 +4,7 @@ A config belongs to a task (a run) of the caller's tenant; another tenant's task
 "no such task", audited, as for every read. Its URL is checked as a webhook URL is
 (http or https, with a host). Deliveries are Keel's webhook deliveries: signed with the
 tenant's secret, retried for days, sent when the run waits for a person and when it
-finishes (`activities/a2a_push.py` for the body).
+finishes (`activities/a2a/push.py` for the body).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from keel.activities.store.push_config_store import (
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Conflict, NotFound, invalid_request, known_id
 from keel.api.core.runs import RunService
-from keel.api.core.schedule_fields import WebhookUrl
+from keel.api.core.schedules.fields import WebhookUrl
 from keel.api.core.webhook_guard import check_webhook
 from keel.api.identity.auth import Principal
 

@@ -27,8 +27,8 @@ from keel.api.core.context import CoreParts
 from keel.api.core.errors import Forbidden, NotFound
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
-from keel.workflows.retention import RetentionWorkflow
-from keel.workflows.retention_models import RetentionSweep
+from keel.workflows.retention.models import RetentionSweep
+from keel.workflows.retention.workflow import RetentionWorkflow
 
 RETENTION_SCHEDULE_ID = "keel-retention"
 SWEEP_WORKFLOW_ID = "keel-retention-sweep"

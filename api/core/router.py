@@ -1,7 +1,7 @@
 """The capability router as the service sees it: the `auto` agent, and tenants' settings.
 
 A run of `agent: "auto"` is an ordinary run whose workflow picks the agent first
-(`workflows.router_run`); here it gets the router's spec and the caller's roles. Which
+(`keel.workflows.router.workflow`); here it gets the router's spec and the caller's roles. Which
 agents a tenant enables for it is admin configuration (scope `keel:admin`), audited;
 with none set, every catalogue agent is enabled.
 """
@@ -21,7 +21,7 @@ from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
 from keel.worker.agent_catalog import AgentCatalog
 from keel.workflows.models import AgentSpec, RunInput
-from keel.workflows.router_models import ROUTER_AGENT, RouteRequest
+from keel.workflows.router.models import ROUTER_AGENT, RouteRequest
 
 if TYPE_CHECKING:  # runs.py imports this module for the `auto` agent
     from keel.api.core.runs import RunService

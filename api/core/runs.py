@@ -52,7 +52,6 @@ from keel.api.core.webhook_guard import check_webhook
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
 from keel.workflows import timeouts
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import (
     AgentSpec,
     Interaction,
@@ -65,9 +64,10 @@ from keel.workflows.models import (
     Withdrawal,
     WithdrawOutcome,
 )
-from keel.workflows.router_models import ROUTER_AGENT
-from keel.workflows.run_visibility import run_memo, run_search_attributes
-from keel.workflows.session import SessionWorkflow
+from keel.workflows.router.models import ROUTER_AGENT
+from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.run_visibility import run_memo, run_search_attributes
+from keel.workflows.sessions.workflow import SessionWorkflow
 
 OnBusy = Literal["reject", "enqueue", "interrupt"]
 CLOSED_ELSEWHERE = {

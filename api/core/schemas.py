@@ -9,11 +9,11 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from keel.activities.store.records import EventRecord, RunRecord
-from keel.api.core.schedule_fields import CronText, TimeZoneName, WebhookUrl
+from keel.api.core.schedules.fields import CronText, TimeZoneName, WebhookUrl
 from keel.api.core.tenant_ids import in_view, in_view_data
 from keel.api.evals.results import EvalReport
-from keel.workflows.findings import Finding
 from keel.workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
+from keel.workflows.run.findings import Finding
 
 
 def storable(value: str) -> str:

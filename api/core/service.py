@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from keel.api.core.codec import CodecService
 from keel.api.core.context import CoreParts
-from keel.api.core.coordinations import CoordinationService
+from keel.api.core.coordinations.service import CoordinationService
 from keel.api.core.decisions import DecisionService
 from keel.api.core.evals import EvalService
 from keel.api.core.memories import MemoryService
@@ -19,7 +19,7 @@ from keel.api.core.retention import RetentionService
 from keel.api.core.router import RouterService
 from keel.api.core.run_list import RunListing
 from keel.api.core.runs import RunService
-from keel.api.core.schedules import ScheduleService
+from keel.api.core.schedules.service import ScheduleService
 from keel.api.core.sessions import SessionService
 from keel.api.core.workspace_reads import WorkspaceReads
 from keel.api.identity.auth import Principal

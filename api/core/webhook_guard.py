@@ -1,19 +1,19 @@
 """The registration-time check of webhook, A2A push and coordination agent URLs
-(`activities.webhook_targets`), with the refusal audited and answered as a 422 naming
+(`keel.activities.outbound.targets`), with the refusal audited and answered as a 422 naming
 the field."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from keel.activities.store.audit import AuditEntry
-from keel.activities.webhook_targets import (
+from keel.activities.outbound.targets import (
     TargetKind,
     WebhookHostUnresolved,
     WebhookTargetPolicy,
     WebhookTargetRefused,
     check_webhook_target,
 )
+from keel.activities.store.audit import AuditEntry
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Invalid
 from keel.api.identity.auth import Principal

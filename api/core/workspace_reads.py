@@ -17,7 +17,7 @@ from keel.activities.tools.file_tools import ToolOutput, list_files, read_file, 
 from keel.activities.tools.workspace import Workspace
 from keel.api.core.context import CoreParts
 from keel.api.core.runs import resolve_workspace
-from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs, ToolArgs
+from keel.workflows.gate.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs, ToolArgs
 
 ArgsT = TypeVar("ArgsT", bound=ToolArgs)
 

@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from keel.activities.prices import ModelPrice
-from keel.worker.scripted_llm import Script
+from keel.activities.llm.prices import ModelPrice
+from keel.worker.scripted.llm import Script
 
 __all__ = [
     "BUNDLED",

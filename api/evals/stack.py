@@ -14,14 +14,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
-from keel.activities.prices import ModelPrice
+from keel.activities.llm.prices import ModelPrice
 from keel.api.cli.client import KeelClient
 from keel.api.cli.connection import keel_api
 from keel.api.cli.local_stack import StackInfo
 from keel.api.evals.scenario import Scenario, ScenarioError
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_models import ScriptedModelServer
-from keel.worker.settings import Settings
+from keel.worker.scripted.models import ScriptedModelServer
 
 __all__ = ["eval_stack", "scripted_models", "split_by_model"]
 

@@ -53,10 +53,10 @@ from keel.api.langgraph import router as langgraph_router
 from keel.api.mcp_server import McpEndpoint
 from keel.api.mcp_server.auth_discovery import discovery_routes
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings
+from keel.worker.observability.tracing import temporal_plugins
 from keel.worker.payload_codec import data_converter
-from keel.worker.settings import Settings
 from keel.worker.temporal_client import connect
-from keel.worker.tracing import temporal_plugins
 
 # A request waits at most this long for a database connection: while Postgres is
 # away it is answered 503 in seconds instead of hanging.

@@ -11,7 +11,7 @@ from keel.api.core.errors import Forbidden, Unauthenticated
 from keel.api.core.service import KeelService
 from keel.api.identity.auth import AuthError, Principal
 from keel.api.identity.console_session import COOKIE_NAME, CSRF_HEADER, ConsoleSessions
-from keel.worker.log_format import set_log_context
+from keel.worker.observability.log_format import set_log_context
 
 
 def _service(request: Request) -> KeelService:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from keel.worker.settings import Settings
-from keel.worker.tracing import install_tracing
+from keel.worker.config.settings import Settings
+from keel.worker.observability.tracing import install_tracing
 
 
 def trace_requests(app: FastAPI, settings: Settings) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from keel.api.identity.auth import AuthConfig, Principal, TokenVerifier, dev_token
-from keel.worker.local_secrets import local_secret
-from keel.worker.settings import Settings
+from keel.worker.config.local_secrets import local_secret
+from keel.worker.config.settings import Settings
 
 log = logging.getLogger("keel.auth")
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 PRM_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"

@@ -20,7 +20,7 @@ from keel.api.core.errors import KeelError
 from keel.api.core.service import KeelService
 from keel.api.mcp_server.tool_errors import invalid_arguments, refusal
 from keel.api.mcp_server.tools import caller
-from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
+from keel.workflows.gate.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
 WorkspaceArg = Annotated[
     str,

@@ -25,7 +25,7 @@ from keel.api.events.hub import EventHub
 from keel.api.http.errors import headers_of, status_of
 from keel.api.mcp_server.auth_discovery import challenge
 from keel.api.mcp_server.server import keel_mcp_server
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 PATH = "/mcp"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -33,11 +33,11 @@ from bench.step_overhead import DEFAULT_ADMIN_URL, fresh_database
 from keel.activities.store.run_store import Store
 from keel.api.core.runs import as_started
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.runtime import build_worker
-from keel.worker.settings import Settings, settings_from
 from keel.worker.temporal_client import connect
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import AgentSpec, Limits, RunInput
+from keel.workflows.run.agent_run import AgentRunWorkflow
 
 BASE_AGENT = "review"
 TOOL = "read_file"

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from bench.peers.agent import ANSWER, KEEL_READ_PATH, TOOL_NAME
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 
 
 @dataclass(frozen=True)

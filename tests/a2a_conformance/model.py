@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn, _Reply
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn, _Reply
 
 __all__ = ["ConformanceModel", "MessageIdBook", "MessageIdRecorder", "reply_for"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import uvicorn
 
 from keel.api.http.app import create_app
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import EmbeddedStack, free_port
 from keel.worker.runtime import running_worker
-from keel.worker.settings import Settings
 from tests.a2a_conformance.model import ConformanceModel, MessageIdBook, MessageIdRecorder
 
 AGENTS_DIR = Path(__file__).parent / "agents"

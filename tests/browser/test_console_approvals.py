@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from playwright.async_api import Page, expect
 
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.browser.conftest import finished, pending, screenshot
 from tests.browser.test_console_runs import sign_in_with_link
 from tests.conftest import auth_headers

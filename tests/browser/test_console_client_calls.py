@@ -10,7 +10,7 @@ import httpx
 import psycopg
 from playwright.async_api import Page, expect
 
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.browser.conftest import finished, pending, screenshot
 from tests.browser.test_console_approvals import LOCAL, inbox_card
 from tests.browser.test_console_runs import sign_in_with_link

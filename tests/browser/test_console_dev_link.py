@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, expect
 
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.browser.conftest import screenshot
 from tests.integration.test_durability import worker_env
 

@@ -12,7 +12,7 @@ from keel.api.cli.client import KeelClient
 from keel.api.core.schemas import EvalResultCreate
 from keel.api.evals.runner import EvalRunner
 from keel.api.evals.scenario import Scenario
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.browser.conftest import screenshot
 from tests.browser.test_console_runs import sign_in_with_link
 

@@ -12,7 +12,7 @@ from playwright.async_api import Page, expect
 
 from keel.activities.store.memory_store import ExtractionCounts, MemoryStore, StoredFact
 from keel.activities.store.run_store import Store
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.browser.conftest import finished, screenshot
 from tests.browser.test_console_pages import sign_in_as
 from tests.conftest import auth_headers

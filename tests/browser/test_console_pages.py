@@ -12,12 +12,12 @@ import httpx
 from playwright.async_api import Page, expect
 
 from keel.activities.store.run_store import Store
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.browser.conftest import finished, screenshot
 from tests.browser.test_console_runs import sign_in_with_link
 from tests.conftest import auth_headers
 
-ANSWER = "## Answer\n\nThe retry policy is set in `activities/llm.py`; see **max_retries**."
+ANSWER = "## Answer\n\nThe retry policy is set in `activities/llm/step.py`; see **max_retries**."
 
 
 async def sign_in_as(page: Page, c: Any, tenant: str, sub: str, *scopes: str) -> None:
@@ -50,7 +50,7 @@ async def test_a_session_message_streams_its_answer_into_the_chat(
         assert len(await streaming.inner_text()) < len(ANSWER)  # arrived in pieces
         answer = page.locator(".bubble.assistant:not(.streaming)")
         await expect(answer.locator("h3")).to_have_text("Answer", timeout=30_000)
-        await expect(answer.locator("code")).to_have_text("activities/llm.py")
+        await expect(answer.locator("code")).to_have_text("activities/llm/step.py")
         await screenshot(page, "session")
 
         # The tokens show on the usage page, per agent and per day.

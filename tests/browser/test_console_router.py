@@ -6,7 +6,7 @@ from typing import Any
 
 from playwright.async_api import Page, expect
 
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.browser.conftest import screenshot
 from tests.browser.test_console_runs import sign_in_with_link
 

@@ -11,7 +11,7 @@ import httpx
 import jwt
 from playwright.async_api import Page, expect
 
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.browser.conftest import screenshot
 from tests.conftest import JWT_SECRET, auth_headers
 

@@ -16,9 +16,9 @@ from temporalio.client import Client
 from keel.activities.store.run_store import Store
 from keel.api.cli.console_link import console_link
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from tests.browser.conftest import finished, screenshot
 from tests.browser.test_console_runs import sign_in_with_link
 from tests.conftest import auth_headers, in_process_worker

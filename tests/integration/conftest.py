@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer
+from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from tests.integration.keel_http import ALICE, LaunchKeel, MakeSettings, StartLLM, keel_api
 
 

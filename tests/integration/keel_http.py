@@ -19,8 +19,8 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
-from keel.worker.scripted_llm import Script, ScriptedLLMServer
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from tests.conftest import auth_headers, in_process_worker
 
 StartLLM = Callable[[Script], ScriptedLLMServer]

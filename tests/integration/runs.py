@@ -8,9 +8,9 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHandle
 
 from keel.worker.agent_catalog import AgentCatalog
-from keel.worker.settings import Settings
-from keel.workflows.agent_run import AgentRunWorkflow
+from keel.worker.config.settings import Settings
 from keel.workflows.models import AgentSpec, Limits, RunInput, RunResult
+from keel.workflows.run.agent_run import AgentRunWorkflow
 
 READ_TOOLS = ["list_files", "read_file", "search_code"]
 

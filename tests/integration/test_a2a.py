@@ -33,11 +33,11 @@ from a2a.utils.errors import TaskNotFoundError
 from temporalio.client import Client as TemporalClient
 
 from keel.activities.store.run_store import Store
-from keel.activities.webhook_signature import verify_signature
+from keel.activities.webhooks.signature import verify_signature
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.test_schedules import Receiver, eventually
 

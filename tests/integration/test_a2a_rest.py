@@ -19,7 +19,7 @@ from a2a.types import (
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import TaskNotFoundError
 
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel, base_url
 from tests.integration.test_a2a import user_message
 

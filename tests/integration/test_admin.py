@@ -12,12 +12,12 @@ import httpx
 import psycopg
 from temporalio.client import Client
 
-from keel.activities.prices import ModelPrice
+from keel.activities.llm.prices import ModelPrice
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker
 
 StartLLM = Callable[[Script], ScriptedLLMServer]

@@ -13,7 +13,7 @@ import httpx
 from ag_ui.core import BaseEvent, Event, EventType, RunAgentInput, UserMessage
 from pydantic import TypeAdapter
 
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel
 from tests.integration.test_approvals import executions, write
 

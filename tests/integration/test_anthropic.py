@@ -13,8 +13,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from keel.activities.store.run_store import Store
-from keel.worker.scripted_llm import Script, ScriptedLLMServer
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_llm_errors import ArrivalClock, flaky, llm_step_attempts

@@ -7,7 +7,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from keel.worker.agent_catalog import AgentCatalog
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.integration.keel_http import LaunchKeel, StartLLM, run_reaches
 
 

@@ -14,9 +14,9 @@ import pytest
 from keel.activities.store.records import NewRun
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import auth_headers
 
 StartLLM = Callable[[Script], ScriptedLLMServer]

@@ -16,9 +16,9 @@ from temporalio.client import Client
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import local_stack, serve_api
 from keel.api.identity.config import cli_token
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings, settings_from
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 

@@ -6,7 +6,7 @@ import itertools
 from datetime import datetime
 from pathlib import Path
 
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel, finished
 
 

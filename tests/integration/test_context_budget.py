@@ -20,12 +20,12 @@ from bench.workspaces import generate_workspace
 from keel.activities.store.context_store import ContextStore
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
-from keel.worker.scripted_llm import Script, ScriptedLLMServer
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows import timeouts
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import AgentSpec
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 

@@ -18,16 +18,16 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
-from keel.activities.a2a_client import A2AClientActivities
+from keel.activities.a2a.client import A2AClientActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
-from keel.workflows.coordination import CoordinatorInput, DelegateInput, RemoteAgent
-from keel.workflows.coordinator import CoordinatorWorkflow
-from keel.workflows.findings import findings_schema
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.workflows.coordinator.models import CoordinatorInput, DelegateInput, RemoteAgent
+from keel.workflows.coordinator.workflow import CoordinatorWorkflow
+from keel.workflows.run.findings import findings_schema
 from tests.conftest import auth_headers, in_process_worker
 from tests.unit.test_a2a_client_targets import agent as fake_agent
 

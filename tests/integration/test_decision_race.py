@@ -20,9 +20,9 @@ from temporalio.client import Client
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from tests.conftest import in_process_worker
 from tests.integration.test_approvals import ALICE, decide, finished, pending, start
 

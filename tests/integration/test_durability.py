@@ -15,9 +15,9 @@ import pytest
 from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
+from keel.worker.config.settings import Settings, environment_of
 from keel.worker.dev_stack import TemporalDevServer, free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings, environment_of
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run

@@ -10,7 +10,7 @@ from temporalio.client import Client
 
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.integration.keel_http import ALICE, LaunchKeel, finished, pending, run_reaches
 from tests.integration.test_approvals import decide, start, write
 

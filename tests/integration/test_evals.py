@@ -25,9 +25,9 @@ from keel.api.evals.results import EvalReport
 from keel.api.evals.runner import EvalRunner, model_names
 from keel.api.evals.scenario import Decision, Scenario, bundled_scenarios, load_scenarios
 from keel.api.evals.stack import scripted_models
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
 

@@ -18,7 +18,7 @@ from keel.activities.store.records import NewRun
 from keel.activities.store.run_store import Store
 from keel.api.events import stream as event_stream
 from keel.api.events.hub import APPLICATION_NAME, EventNotice, Resync, Subscription
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.conftest import auth_headers
 from tests.integration.keel_http import LaunchKeel, StartLLM, eventually, run_reaches
 

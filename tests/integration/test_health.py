@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
-from keel.worker.settings import Settings
 
 MakeSettings = Callable[..., Settings]
 

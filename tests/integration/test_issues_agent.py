@@ -24,9 +24,9 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_mcp_tools import call, history_text, tool_messages

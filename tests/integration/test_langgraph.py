@@ -19,9 +19,9 @@ from langgraph_sdk.schema import Command
 
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.conftest import token_for
 from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, base_url, eventually
 from tests.integration.test_approvals import executions, write

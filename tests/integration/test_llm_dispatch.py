@@ -19,16 +19,16 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import ActivityEnvironment
 
-from keel.activities.llm import LlmActivities
+from keel.activities.llm.step import LlmActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
 from keel.api.core.runs import as_started
+from keel.worker.config.settings import Settings
 from keel.worker.runtime import openai_client
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows import timeouts
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import LlmStepInput, RunInput, RunResult, StartRunInput
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 

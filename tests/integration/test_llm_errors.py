@@ -13,8 +13,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from keel.activities.store.run_store import Store
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 

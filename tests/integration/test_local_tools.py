@@ -15,9 +15,9 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.test_approvals import ALICE, BOB, finished, pending
 from tests.integration.test_cli import clean_env, keel

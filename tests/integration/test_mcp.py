@@ -30,9 +30,9 @@ from keel.api.cli.local_stack import serve_api
 from keel.api.core.router import router_agent
 from keel.api.identity.auth import dev_token
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.keel_http import LaunchKeel, base_url
 from tests.integration.test_subagents import delegating_review

@@ -20,7 +20,7 @@ from mcp_types import (
 
 from keel.api.core.errors import Unavailable, store_unavailable
 from keel.api.core.runs import RunService
-from keel.worker.scripted_llm import Conversation, Script, Turn
+from keel.worker.scripted.llm import Conversation, Script, Turn
 from tests.conftest import token_for
 from tests.integration.keel_http import LaunchKeel, base_url
 from tests.integration.test_mcp import call, mcp_client, write

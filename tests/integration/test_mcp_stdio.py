@@ -25,9 +25,9 @@ from temporalio.client import Client as TemporalClient
 
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.test_cli import clean_env
 from tests.integration.test_mcp import FINISHED, TOOLS, call, mcp_client, refused

@@ -21,11 +21,11 @@ from temporalio.client import Client, WorkflowHandle
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
-from keel.workflows.agent_run import AgentRunWorkflow
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows.models import AgentSpec, Interaction, InteractionDecision, RunResult
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.runs import start_run
 

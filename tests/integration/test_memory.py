@@ -24,7 +24,7 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from keel.activities.memory.activities import NOTE_HEAD
-from keel.activities.retention import RetentionActivities
+from keel.activities.retention.activities import RetentionActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
 from keel.activities.store.records import NewRun
@@ -33,11 +33,11 @@ from keel.activities.store.run_store import Store
 from keel.api.core.memories import MemoryPublic
 from keel.api.core.tenant_ids import scoped
 from keel.worker.dev_stack import EmbeddedPostgres, free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from keel.worker.temporal_client import DATA_CONVERTER
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import RunInput
-from keel.workflows.retention_models import PurgeBatchInput
+from keel.workflows.retention.models import PurgeBatchInput
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
 from tests.integration.runs import agent

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.conftest import auth_headers
 from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, finished, keel_api
 from tests.integration.test_memory import AGENT, memories, memory_note

@@ -12,10 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.workspaces import generate_workspace
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
-from keel.worker.metrics import worker_runtime
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.observability.metrics import worker_runtime
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run

@@ -22,11 +22,11 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from keel.activities.providers.anthropic_messages import AnthropicMessages
-from keel.activities.providers.one_shot import OneShotModel
+from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
+from keel.activities.llm.providers.one_shot import OneShotModel
 from keel.activities.store.run_store import Store
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import auth_headers
 from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
 from tests.integration.test_anthropic import on_anthropic

@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from keel.activities.store.run_store import Store
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port, temporal_binary
 from keel.worker.payload_codec import (
     ENCRYPTED_ENCODING,
@@ -27,10 +28,9 @@ from keel.worker.payload_codec import (
     data_converter,
     new_key,
 )
-from keel.worker.scripted_llm import Script, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, Turn
 from keel.worker.temporal_client import DATA_CONVERTER, connect
-from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import (
     ALICE,

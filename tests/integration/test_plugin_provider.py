@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowFailureError
 
 from keel.activities.store.run_store import Store
 from keel.worker.agent_catalog import AgentCatalog
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_llm_errors import llm_step_attempts

@@ -19,11 +19,11 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.worker.agent_catalog import AgentCatalog
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from keel.workflows import timeouts
+from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.models import AgentSpec
-from keel.workflows.permissions import PermissionRule
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_approvals import executions

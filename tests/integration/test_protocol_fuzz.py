@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import auth_headers
 from tests.integration.test_api_fuzz import StackThread
 

@@ -13,11 +13,11 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from keel.activities.store.run_store import Store
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import DATA_CONVERTER
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import InteractionDecision
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 

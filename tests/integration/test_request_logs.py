@@ -12,8 +12,8 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.settings import Settings
 from tests.conftest import auth_headers, token_for
 
 MakeSettings = Callable[..., Settings]

@@ -23,9 +23,9 @@ from temporalio.client import (
 from keel.activities.store.retention_store import RUN_CONTENT_TABLES, RetentionStore
 from keel.activities.store.run_store import Store
 from keel.api.core.retention import RETENTION_SCHEDULE_ID
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
-from keel.workflows.retention import RetentionWorkflow
-from keel.workflows.retention_models import RetentionSweep, RetentionSweepResult
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
+from keel.workflows.retention.models import RetentionSweep, RetentionSweepResult
+from keel.workflows.retention.workflow import RetentionWorkflow
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import LaunchKeel, base_url, eventually, pending, run_reaches
 from tests.integration.test_approvals import write

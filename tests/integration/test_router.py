@@ -1,6 +1,6 @@
 """The capability router end to end: real HTTP API, worker, Temporal, Postgres, `openai`.
 
-The scripted model answers the routing call from the request (`worker.scripted_router`)
+The scripted model answers the routing call from the request (`keel.worker.scripted.router`)
 and plays every routed agent's single turn, so each path runs as with a real provider.
 """
 
@@ -24,11 +24,11 @@ from keel.activities.store.router_store import RouterStore
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
 from keel.api.identity.auth import dev_token
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.scripted_router import MALFORMED_MARK, NUL_MARK
-from keel.worker.settings import Settings
-from keel.workflows.router_models import (
+from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.scripted.router import MALFORMED_MARK, NUL_MARK
+from keel.workflows.router.models import (
     Classification,
     ExcludedAgent,
     RecordRouteInput,

@@ -17,9 +17,9 @@ from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
 from keel.api.core.retention import RETENTION_SCHEDULE_ID
 from keel.api.identity.auth import dev_token
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client

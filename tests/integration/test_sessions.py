@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from keel.worker.scripted_llm import Script, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.integration.keel_http import MALLORY, LaunchKeel, StartLLM, eventually, run_reaches
 from tests.integration.test_durability import wait_until
 

@@ -32,9 +32,9 @@ from temporalio.client import Client as TemporalClient
 from keel.activities.store.run_store import Store, texts_key
 from keel.api.cli.local_stack import serve_api
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
 from keel.workflows.models import RunInput
 from tests.conftest import auth_headers, in_process_worker

@@ -10,7 +10,7 @@ from temporalio.client import Client
 
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from keel.workflows.tenant_keys import scoped
 from tests.conftest import auth_headers
 from tests.integration.keel_http import LaunchKeel

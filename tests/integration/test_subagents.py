@@ -20,13 +20,13 @@ from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
 from keel.api.cli.local_stack import serve_api
 from keel.api.core.tenant_ids import scoped
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows import timeouts
-from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.models import AgentSpec, Interaction, InteractionDecision
-from keel.workflows.permissions import PermissionRule
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import (

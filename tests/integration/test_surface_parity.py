@@ -30,7 +30,7 @@ from keel.api.core.tenant_ids import scoped
 from keel.api.identity.auth import dev_token
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, Turn
+from keel.worker.scripted.llm import Script, Turn
 from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.keel_http import (
     ALICE,

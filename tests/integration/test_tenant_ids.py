@@ -18,7 +18,7 @@ from langgraph_sdk.schema import Command
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
 from keel.api.core.tenant_ids import scoped
-from keel.worker.scripted_llm import Conversation, Script, Turn
+from keel.worker.scripted.llm import Conversation, Script, Turn
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import ENDED, LaunchKeel, base_url, eventually, run_reaches
 from tests.integration.test_agui import run_agent

@@ -24,11 +24,11 @@ from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.models import RunResult
-from keel.workflows.permissions import PermissionRule
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import decide, finished, pending, start

@@ -15,12 +15,12 @@ from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
 from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.settings import Settings
+from keel.worker.observability.tracing import install_tracing, temporal_plugins
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
-from keel.worker.tracing import install_tracing, temporal_plugins
-from keel.workflows.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.runs import agent, start_run

@@ -14,13 +14,13 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from keel.activities.outbound.targets import WebhookTargetPolicy
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.activities.webhook_targets import WebhookTargetPolicy
-from keel.activities.webhooks import WebhookActivities
+from keel.activities.webhooks.delivery import WebhookActivities
 from keel.api.cli.local_stack import serve_api
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.worker.settings import Settings
 from keel.workflows.models import WebhookDelivery, WebhookNotice
 from tests.conftest import auth_headers
 

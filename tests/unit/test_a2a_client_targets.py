@@ -12,9 +12,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from keel.activities.a2a_client import A2AClientActivities
-from keel.activities.webhook_targets import WebhookTargetPolicy
-from keel.workflows.coordination import DelegateInput
+from keel.activities.a2a.client import A2AClientActivities
+from keel.activities.outbound.targets import WebhookTargetPolicy
+from keel.workflows.coordinator.models import DelegateInput
 
 
 def card(rpc_url: str) -> bytes:

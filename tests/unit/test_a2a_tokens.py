@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from keel.activities.url_prefix import url_within
-from keel.worker.a2a_tokens import A2ATokens
-from keel.worker.settings import settings_from
+from keel.activities.outbound.url_prefix import url_within
+from keel.worker.config.a2a_tokens import A2ATokens
+from keel.worker.config.settings import settings_from
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from keel.activities.tools.acting_tools import bash, edit_file, write_file
 from keel.activities.tools.file_tools import ToolOutput
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
-from keel.workflows.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
+from keel.workflows.gate.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
 
 
 @pytest.fixture

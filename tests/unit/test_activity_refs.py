@@ -17,23 +17,23 @@ from typing import Any, get_type_hints
 import pytest
 from temporalio import activity, workflow
 
-from keel.activities.a2a_client import A2AClientActivities
+from keel.activities.a2a.client import A2AClientActivities
 from keel.activities.context import CompactionActivities
 from keel.activities.hooks import HookActivities
 from keel.activities.interactions import InteractionActivities
-from keel.activities.llm import LlmActivities
+from keel.activities.llm.step import LlmActivities
 from keel.activities.memory.activities import MemoryActivities
-from keel.activities.retention import RetentionActivities
-from keel.activities.router import RouterActivities
+from keel.activities.retention.activities import RetentionActivities
+from keel.activities.router.activities import RouterActivities
 from keel.activities.run_records import RunRecordActivities
 from keel.activities.subagents import SubagentActivities
 from keel.activities.tools.mcp_discovery import McpDiscoveryActivities
 from keel.activities.tools.tool_activities import ToolActivities
-from keel.activities.webhooks import WebhookActivities
+from keel.activities.webhooks.delivery import WebhookActivities
 from keel.workflows import activity_refs
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
-from keel.workflows.session import SessionWorkflow
+from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.sessions.workflow import SessionWorkflow
 
 IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.LlmCalls: LlmActivities,

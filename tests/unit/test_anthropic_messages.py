@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from keel.activities.providers.anthropic_messages import (
+from keel.activities.llm.providers.anthropic_messages import (
     configured,
     serves,
     to_messages,
     to_tools,
     wire_model,
 )
-from keel.worker import scripted_anthropic
+from keel.worker.scripted import anthropic as scripted_anthropic
 
 
 def test_a_conversation_becomes_alternating_turns_with_tool_blocks() -> None:

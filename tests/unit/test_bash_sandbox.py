@@ -16,7 +16,7 @@ from keel.activities.tools.acting_tools import bash
 from keel.activities.tools.file_tools import ToolOutput
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
-from keel.workflows.tool_specs import BashArgs
+from keel.workflows.gate.tool_specs import BashArgs
 
 SANDBOXED = Sandbox.configured("bwrap")
 pytestmark = pytest.mark.skipif(
@@ -86,7 +86,7 @@ def test_a_command_outlives_nothing_when_its_worker_is_killed(tmp_path: Path, ro
         from keel.activities.tools.acting_tools import bash
         from keel.activities.tools.sandbox import Sandbox
         from keel.activities.tools.workspace import Workspace
-        from keel.workflows.tool_specs import BashArgs
+        from keel.workflows.gate.tool_specs import BashArgs
         loop = "import time\\nwhile True:\\n open('ticks.txt', 'a').write('t')\\n time.sleep(0.1)"
         bash(Workspace({str(root)!r}), BashArgs(command=[sys.executable, "-c", loop],
              timeout_s=600), sandbox=Sandbox.configured("bwrap"))

@@ -16,7 +16,7 @@ from keel.api.cli.main import app
 from keel.api.cli.request_body import ignored_model
 from keel.api.cli.tables import id_column
 from keel.api.core.schemas import RunCreate
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 runner = CliRunner()
 IDS = ["run-6d6faededf1745b6-task-4-2", "sch-05bc4e775c75"]
@@ -83,7 +83,7 @@ def test_the_scripted_server_says_it_plays_a_policy_not_zero_turns(tmp_path: Pat
     script = tmp_path / "reviewer.yaml"
     script.write_text("name: scripted-reviewer\npolicy: reviewer\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "keel.worker.scripted_llm", str(script)],
+        [sys.executable, "-m", "keel.worker.scripted.llm", str(script)],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -10,9 +10,9 @@ import pytest
 
 from keel.activities.context.budget import exceeded_limit
 from keel.activities.context.fallback_summary import fallback_summary
-from keel.worker.scripted_llm import Script, ScriptedLLMServer
-from keel.worker.scripted_reviewer import COMPACTION_CUE, PART_CUE, request_tokens, reviewer_reply
-from keel.workflows.context_budget import (
+from keel.worker.scripted.llm import Script, ScriptedLLMServer
+from keel.worker.scripted.reviewer import COMPACTION_CUE, PART_CUE, request_tokens, reviewer_reply
+from keel.workflows.context.budget import (
     ContextItem,
     Summary,
     cap_output,
@@ -20,7 +20,7 @@ from keel.workflows.context_budget import (
     plan_context,
     prune_boundary,
 )
-from keel.workflows.model_windows import DEFAULT_WINDOW, window_for
+from keel.workflows.context.model_windows import DEFAULT_WINDOW, window_for
 
 
 def test_windows_come_from_the_table_by_longest_prefix() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from keel.workflows.convergence import (
+from keel.workflows.models import Limits, RunState, StopReason, Usage
+from keel.workflows.run.convergence import (
     FORCE_ANSWER,
     NUDGE_ANSWER,
     NextCall,
@@ -12,7 +13,6 @@ from keel.workflows.convergence import (
     plan_next_call,
     record_round,
 )
-from keel.workflows.models import Limits, RunState, StopReason, Usage
 
 
 def state(**fields: object) -> RunState:

@@ -1,7 +1,7 @@
 """deploy/: the Dockerfile, compose file and Kubernetes manifests, checked by parsing.
 
 No Docker engine or cluster is needed: every YAML file is parsed, the variables the files
-give Keel are compared with what `worker.settings.Settings` reads, and the small scripts
+give Keel are compared with what `keel.worker.config.settings.Settings` reads, and the small scripts
 embedded in the files (the image's HEALTHCHECK, the pods' preflight check) are run.
 """
 
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from keel.worker.settings import Settings
+from keel.worker.config.settings import Settings
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"

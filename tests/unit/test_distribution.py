@@ -50,8 +50,18 @@ plugin = Plugin(
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -75,13 +85,20 @@ def test_the_wheel_holds_only_keel_and_its_dist_info(wheel: Path) -> None:
     assert "keel/api/console/assets/app.js" in names
 
 
-def test_a_plugin_named_api_installs_beside_keel_and_both_work(
-    wheel: Path, tmp_path: Path
-) -> None:
+def test_a_plugin_named_api_installs_beside_keel_and_both_work(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site)]
-        + [str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -18,7 +18,7 @@ from keel.activities.tools.file_tools import (
     search_code_python,
 )
 from keel.activities.tools.workspace import PathEscapeError, Workspace
-from keel.workflows.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
+from keel.workflows.gate.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
 
 HAS_RIPGREP = file_tools.ripgrep_path() is not None
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
-from keel.workflows.findings import Finding, extract, findings_schema, merge_findings
+from keel.workflows.run.findings import Finding, extract, findings_schema, merge_findings
 
 REPORT = """## Summary
 Two problems.

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from keel.workflows.gate import GateDecision, ToolGate, canonical_json
+from keel.workflows.gate.gate import GateDecision, ToolGate, canonical_json
+from keel.workflows.gate.permissions import PermissionRule
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import MessageRef, ToolCallRequest
-from keel.workflows.permissions import PermissionRule
-from keel.workflows.tool_specs import TOOL_SPECS
 
 READ_TOOLS = ["list_files", "read_file", "search_code"]
 

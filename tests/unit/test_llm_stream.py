@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from keel.activities.llm import _chunks, _collect, _compact
+from keel.activities.llm.step import _chunks, _collect, _compact
 
 
 async def lines(*items: str) -> AsyncIterator[str]:

@@ -7,7 +7,12 @@ import logging
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from keel.worker.log_format import LOG_CONTEXT, JsonLogFormatter, mask_secrets, set_log_context
+from keel.worker.observability.log_format import (
+    LOG_CONTEXT,
+    JsonLogFormatter,
+    mask_secrets,
+    set_log_context,
+)
 
 
 def record(message: str, *args: object, **extra: object) -> logging.LogRecord:

@@ -8,11 +8,16 @@ import re
 import pytest
 
 from keel.worker.agent_catalog import AgentDefinitionError, parse_agent
-from keel.workflows.gate import GateDecision, ToolGate
-from keel.workflows.mcp_tools import McpToolset, mcp_tool_name, mcp_tool_spec, split_mcp_tool_name
+from keel.workflows.gate.gate import GateDecision, ToolGate
+from keel.workflows.gate.mcp_tools import (
+    McpToolset,
+    mcp_tool_name,
+    mcp_tool_spec,
+    split_mcp_tool_name,
+)
+from keel.workflows.gate.permissions import PermissionRule, decide
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import McpServerSpec, MessageRef, ToolCallRequest
-from keel.workflows.permissions import PermissionRule, decide
-from keel.workflows.tool_specs import TOOL_SPECS
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 TICKETS = McpServerSpec(name="tickets", url="https://mcp.example.com/mcp")

@@ -8,7 +8,7 @@ from keel.activities.memory.activities import placed, recall_note
 from keel.activities.memory.dedupe import Candidate, KnownMemory, fact_hash, place
 from keel.activities.memory.extraction import FactsAnswerInvalid, parse_facts
 from keel.activities.memory.redaction import withhold_secrets
-from keel.worker.scripted_memory import embed, facts_reply
+from keel.worker.scripted.memory import embed, facts_reply
 
 TABS = KnownMemory(
     id="mem-1",

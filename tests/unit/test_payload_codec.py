@@ -7,6 +7,7 @@ import base64
 import pytest
 from temporalio.api.common.v1 import Payload
 
+from keel.worker.config.settings import Settings
 from keel.worker.payload_codec import (
     ENCRYPTED_ENCODING,
     KEY_ID_METADATA,
@@ -16,7 +17,6 @@ from keel.worker.payload_codec import (
     new_key,
     payload_codec,
 )
-from keel.worker.settings import Settings
 from keel.worker.temporal_client import DATA_CONVERTER
 
 PLAIN = Payload(metadata={"encoding": b"json/plain"}, data=b'{"content": "rm -rf build"}')

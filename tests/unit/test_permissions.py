@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from keel.workflows.gate import ToolGate
+from keel.workflows.gate.gate import ToolGate
+from keel.workflows.gate.permissions import PermissionRule, decide
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import ToolCallRequest
-from keel.workflows.permissions import PermissionRule, decide
-from keel.workflows.tool_specs import TOOL_SPECS
 
 
 def rule(permission: str, pattern: str, action: str) -> PermissionRule:

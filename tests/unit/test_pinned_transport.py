@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from keel.activities.pinned_transport import PinnedAddresses, pinned_transport
+from keel.activities.outbound.pinned_transport import PinnedAddresses, pinned_transport
 
 # Reserved, so no resolver answers it: only the pin can lead anywhere.
 NAME = "hooks.keel-test.invalid"

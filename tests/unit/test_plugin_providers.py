@@ -16,9 +16,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import ContextLengthExceeded
-from keel.activities.provider_api import ProviderRef
-from keel.activities.providers.claims import claim_problem, overlap
-from keel.activities.providers.plugin_models import complete
+from keel.activities.llm.provider_api import ProviderRef
+from keel.activities.llm.providers.claims import claim_problem, overlap
+from keel.activities.llm.providers.plugin_models import complete
 from keel.worker.plugins import (
     ModelContextTooLong,
     ModelProviderError,

@@ -17,10 +17,10 @@ import pytest
 
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.plugins import PluginManifest, PluginRegistry, PluginReport
-from keel.workflows.gate import ToolGate
+from keel.workflows.gate.gate import ToolGate
+from keel.workflows.gate.permissions import PermissionRule
+from keel.workflows.gate.plugin_refs import PluginToolset
 from keel.workflows.models import ToolCallRequest
-from keel.workflows.permissions import PermissionRule
-from keel.workflows.plugin_refs import PluginToolset
 from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
 
 TOOL_PLUGIN = """

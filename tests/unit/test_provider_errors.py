@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from keel.activities.providers.retry_status import error_detail, provider_error, retry_after
+from keel.activities.llm.providers.retry_status import error_detail, provider_error, retry_after
 
 
 @pytest.mark.parametrize(

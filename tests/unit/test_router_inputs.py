@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from keel.activities.router import classification_messages, parse_answer
+from keel.activities.router.activities import classification_messages, parse_answer
 from keel.worker.agent_catalog import AgentDefinitionError, parse_agent
-from keel.worker.scripted_router import MALFORMED_MARK, asks_for_route, route_reply
+from keel.worker.scripted.router import MALFORMED_MARK, asks_for_route, route_reply
 from keel.workflows.models import AgentSpec
-from keel.workflows.router_models import Clarification
+from keel.workflows.router.models import Clarification
 
 AGENTS = [
     AgentSpec(name="review", description="Reviews the code of a workspace."),

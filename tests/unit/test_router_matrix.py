@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from keel.activities.router import parse_answer
+from keel.activities.router.activities import parse_answer
 from keel.activities.store.router_store import caller_view
-from keel.workflows import router
 from keel.workflows.agent_roles import roles_admit
-from keel.workflows.router_models import Classification, Dispatchability, ExcludedAgent
+from keel.workflows.router import matrix as router
+from keel.workflows.router.models import Classification, Dispatchability, ExcludedAgent
 
 CANDIDATES = ["build", "investigate", "review"]
 EXCLUDED = [

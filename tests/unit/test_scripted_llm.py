@@ -15,7 +15,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import ValidationError
 
-from keel.worker.scripted_llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 
 DEMO_SCRIPT = Path(__file__).parents[2] / "worker" / "scripts" / "demo_review.yaml"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import openai
 import pytest
 
-from keel.worker.scripted_llm import Script, Turn
-from keel.worker.scripted_models import ScriptedModelServer
+from keel.worker.scripted.llm import Script, Turn
+from keel.worker.scripted.models import ScriptedModelServer
 
 
 def test_each_model_name_plays_its_own_script() -> None:

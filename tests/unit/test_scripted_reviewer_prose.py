@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from keel.worker.scripted_reviewer import reviewer_reply
+from keel.worker.scripted.reviewer import reviewer_reply
 from tests.unit.test_context_budget import read_exchange
 
 TASK = [{"role": "system", "content": "Review."}, {"role": "user", "content": "Review it."}]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from keel.worker.settings import Settings, environment_of, settings_from
+from keel.worker.config.settings import Settings, environment_of, settings_from
 
 ROOT = Path(__file__).parents[2]
 SECRET = "sk-test-do-not-print-0123456789"
@@ -148,8 +148,9 @@ def test_only_settings_reads_the_environment() -> None:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
         if ENV_READ.search(line)
     ]
-    assert not offenders, "Read settings through worker.settings.Settings instead:\n" + "\n".join(
-        offenders
+    assert not offenders, (
+        "Read settings through keel.worker.config.settings.Settings instead:\n"
+        + "\n".join(offenders)
     )
 
 

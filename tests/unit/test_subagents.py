@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError
-from keel.workflows import subagents
-from keel.workflows.gate import ToolGate
+from keel.workflows.gate.gate import ToolGate
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import Limits, RunState, SubagentTask, Usage
-from keel.workflows.tool_specs import TOOL_SPECS
+from keel.workflows.run import subagents
 from tests.unit.test_agent_catalog import agent_file
 
 # -- agent files -----------------------------------------------------------------------
@@ -95,7 +95,7 @@ def test_bad_task_calls_are_errors_the_model_can_correct(
 
 
 def test_a_task_call_runs_through_the_rules_like_any_tool() -> None:
-    from keel.workflows.permissions import PermissionRule
+    from keel.workflows.gate.permissions import PermissionRule
 
     rules = [PermissionRule(permission="task", pattern="build", action="ask")]
     gate = ToolGate([], rules, subagents=["explore", "build"])

@@ -14,7 +14,7 @@ from keel.activities.tools.implementations import (
 )
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
-from keel.workflows.tool_specs import TOOL_SPECS, ReadFileArgs
+from keel.workflows.gate.tool_specs import TOOL_SPECS, ReadFileArgs
 
 
 def test_every_spec_that_runs_has_exactly_one_implementation() -> None:

@@ -10,14 +10,14 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from keel.activities.webhook_targets import (
+from keel.activities.outbound.targets import (
     WebhookHostUnresolved,
     WebhookTargetPolicy,
     WebhookTargetRefused,
     check_webhook_target,
     resolve_host,
 )
-from keel.activities.webhooks import WebhookActivities
+from keel.activities.webhooks.delivery import WebhookActivities
 from keel.workflows.models import WebhookDelivery, WebhookNotice
 from tests.unit.test_pinned_transport import NAME, receiver
 

@@ -13,12 +13,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from keel.activities.webhook_signature import (
+from keel.activities.webhooks.delivery import WebhookActivities
+from keel.activities.webhooks.signature import (
     signature_header,
     tenant_signing_secret,
     verify_signature,
 )
-from keel.activities.webhooks import WebhookActivities
 from keel.workflows.models import WebhookDelivery, WebhookNotice, WebhookReceipt
 
 SERVER_SECRET = b"server-secret-for-tests-0123456789abcdef"

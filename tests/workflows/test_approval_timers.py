@@ -18,7 +18,6 @@ from temporalio.worker import Worker
 
 from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows.activity_refs import InteractionRecords, LlmCalls, RunRecords, ToolCalls
-from keel.workflows.agent_run import AgentRunWorkflow
 from keel.workflows.models import (
     ApprovalPolicy,
     FinishRunInput,
@@ -36,6 +35,7 @@ from keel.workflows.models import (
     ToolCallRequest,
     ToolDigest,
 )
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.integration.runs import agent
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"

@@ -12,8 +12,8 @@ from temporalio.worker import Worker
 
 from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows.activity_refs import RetentionPurges
-from keel.workflows.retention import RetentionWorkflow
-from keel.workflows.retention_models import PurgeBatchInput, PurgeBatchResult, RetentionSweep
+from keel.workflows.retention.models import PurgeBatchInput, PurgeBatchResult, RetentionSweep
+from keel.workflows.retention.workflow import RetentionWorkflow
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 

@@ -8,6 +8,14 @@ A plugin package names a `Plugin` in the `keel.plugins` entry-point group::
 Everything a plugin author needs is importable from here. See docs/plugins.md.
 """
 
+from keel.activities.llm.provider_api import (
+    ModelContextTooLong,
+    ModelProviderError,
+    ModelReply,
+    ModelRequest,
+    ModelToolCall,
+    PluginProvider,
+)
 from keel.activities.plugin_api import (
     AfterDecision,
     BeforeDecision,
@@ -17,14 +25,6 @@ from keel.activities.plugin_api import (
     ToolCallView,
     ToolContext,
     ToolOutputView,
-)
-from keel.activities.provider_api import (
-    ModelContextTooLong,
-    ModelProviderError,
-    ModelReply,
-    ModelRequest,
-    ModelToolCall,
-    PluginProvider,
 )
 from keel.worker.plugins.manifest import PluginManifest
 from keel.worker.plugins.registry import ENTRY_POINT_GROUP, Plugin, PluginRegistry, PluginReport

@@ -22,8 +22,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from keel.activities.plugin_api import PluginTool, ToolContext
+from keel.worker.config.settings import Settings
 from keel.worker.plugins.registry import Plugin
-from keel.worker.settings import Settings
 
 PER_PAGE = 100
 # The longest rate-limit wait a call sits through; beyond it the model gets what was read.

@@ -21,13 +21,18 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from keel.activities.llm.provider_api import PluginProvider, ProviderRef
+from keel.activities.llm.providers.claims import (
+    BUILTIN_CLAIMS,
+    claim_problem,
+    first_overlap,
+    matches,
+)
 from keel.activities.plugin_api import PluginHook, PluginTool
-from keel.activities.provider_api import PluginProvider, ProviderRef
-from keel.activities.providers.claims import BUILTIN_CLAIMS, claim_problem, first_overlap, matches
 from keel.worker.plugins.manifest import PluginKind, PluginManifest
-from keel.workflows.mcp_tools import MCP_PREFIX
-from keel.workflows.plugin_refs import HookEvent, HookRef, JsonType, PluginToolRef
-from keel.workflows.tool_specs import TOOL_SPECS, Risk
+from keel.workflows.gate.mcp_tools import MCP_PREFIX
+from keel.workflows.gate.plugin_refs import HookEvent, HookRef, JsonType, PluginToolRef
+from keel.workflows.gate.tool_specs import TOOL_SPECS, Risk
 
 ENTRY_POINT_GROUP = "keel.plugins"
 # OpenAI's and Anthropic's rule for function names.

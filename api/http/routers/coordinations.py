@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from keel.api.core.coordination_schemas import (
+from keel.api.core.coordinations.schemas import (
     CoordinationCreate,
     CoordinationList,
     CoordinationPublic,

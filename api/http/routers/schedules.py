@@ -1,6 +1,6 @@
 """/v1/schedules: agent runs on Temporal Schedules, scoped to the caller's tenant.
 
-The service (`api.core.schedules`) checks, translates and keeps tenants apart; another
+The service (`keel.api.core.schedules.service`) checks, translates and keeps tenants apart; another
 tenant's schedule answers 404.
 """
 

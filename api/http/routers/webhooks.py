@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from keel.activities.store.audit import AuditEntry
-from keel.activities.webhook_signature import SIGNATURE_HEADER, tenant_signing_secret
+from keel.activities.webhooks.signature import SIGNATURE_HEADER, tenant_signing_secret
 from keel.api.core.schemas import WebhookSecretPublic
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED
-from keel.worker.webhook_secret import webhook_server_secret
+from keel.worker.config.webhook_secret import webhook_server_secret
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses=AUTHENTICATED)
 

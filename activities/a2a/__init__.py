@@ -1,0 +1,1 @@
+"""A2A as a client: delegated tasks and push notifications."""

@@ -1,0 +1,1 @@
+"""Model calls: the step, provider adapters, prices and GenAI spans."""

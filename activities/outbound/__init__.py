@@ -1,0 +1,1 @@
+"""Requests Keel sends out: the target policy, pinned connections, token prefixes."""

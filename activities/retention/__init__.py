@@ -1,0 +1,1 @@
+"""Retention's activities: the sweep's deletes."""

@@ -1,0 +1,1 @@
+"""The router's activities: classification and the recorded decision."""

@@ -1,0 +1,1 @@
+"""Webhook deliveries: the signed POST and its signature."""

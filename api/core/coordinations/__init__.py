@@ -1,0 +1,1 @@
+"""Coordinations: the service and its schemas."""

@@ -1,0 +1,1 @@
+"""Schedules: the service, specs, cron and fields."""

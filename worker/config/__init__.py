@@ -1,0 +1,1 @@
+"""Settings and the secrets the worker and the API read at start."""

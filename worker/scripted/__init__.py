@@ -1,0 +1,1 @@
+"""Scripted model servers: demo and test support, never a real model."""

@@ -1,0 +1,806 @@
+"""A scripted OpenAI-compatible chat completions server for tests and offline demos.
+
+The real `openai` client talks to it over HTTP. Each request is answered with one
+turn of a `Script`; the turn is chosen from the request alone (the number of
+assistant messages it carries), so a retried request gets the same answer.
+
+A turn can also play a failing provider: with `fail_status` and `fail_times`, the
+first `fail_times` requests for that turn are answered with HTTP `fail_status` and
+an OpenAI-style error body (plus a `Retry-After` header when `retry_after_s` is
+set), at once and without `delay_s`; later requests for the turn get its reply.
+Requests are counted per turn since the server started or was last `reset()`.
+
+Two modes make it behave like a real model where context matters:
+
+- `context_window`: every request is measured (`scripted_reviewer.request_tokens`,
+  about 4 characters a token of the messages' and tools' JSON) and one larger than
+  the window is refused the way OpenAI's API refuses it: HTTP 400 with
+  `code: context_length_exceeded` and both figures in the message. Each request's
+  size, and how much of it repeats the previous request's prefix (what a provider's
+  prompt cache serves), is kept in `requests`; `largest_request` is the maximum.
+  Replies then report the measured size as `prompt_tokens`.
+- `policy: reviewer`: no script; the reply is decided from the request by
+  `scripted_reviewer.reviewer_reply` (list, read what its context has not seen,
+  note `# BUG:` lines, report what it knows).
+
+Keel's compaction works in every mode: a request to summarise (its last user message
+says "summarise the conversation so far") is answered with the reviewer's summary of
+the request and plays no turn, and a request that starts from a summary of steps
+1-N counts N assistant messages more, so a script's turns go on where they were.
+`summaries: fail` (HTTP 503) or `empty` (no text) plays a model whose summaries are of
+no use, for Keel's own fallback summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import copy
+import hashlib
+import json
+import math
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import uvicorn
+import yaml
+from pydantic import BaseModel, Field, model_validator
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from keel.worker.scripted import anthropic as anthropic_api
+from keel.worker.scripted import memory as scripted_memory
+from keel.worker.scripted.reviewer import (
+    asks_for_summary,
+    message_tokens,
+    reviewer_reply,
+    tools_tokens,
+)
+from keel.worker.scripted.router import asks_for_route, route_reply
+
+__all__ = ["Conversation", "RequestSize", "Script", "ScriptedLLMServer", "ScriptedToolCall", "Turn"]
+
+_STARTUP_TIMEOUT_S = 10.0
+_STOP_TIMEOUT_S = 10.0
+# In-flight (delayed) requests are cancelled this long after stop() asks to shut down.
+_GRACEFUL_SHUTDOWN_S = 1
+_CONTENT_PIECES = 3
+_ARGUMENT_PIECES = 2
+
+
+class ScriptedToolCall(BaseModel):
+    """One tool call the scripted model makes."""
+
+    name: str
+    """Name of the tool to call."""
+    arguments: dict[str, object] | str = Field(default_factory=dict)
+    """Arguments; a dict is sent as JSON, a str is sent verbatim (it may be malformed)."""
+
+    def arguments_json(self) -> str:
+        """The arguments as they appear on the wire."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments)
+
+
+class Turn(BaseModel):
+    """One scripted assistant reply."""
+
+    content: str | None = None
+    """Text of the reply; `{files_read}` and `{tool_results}` are filled in from the request."""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    """Tool calls of the reply, in order."""
+    delay_s: float = Field(default=0.0, ge=0.0)
+    """Seconds to wait before answering."""
+    stream_pause_s: float = Field(default=0.0, ge=0.0)
+    """Seconds between streamed chunks, so a watcher sees the answer arrive piece by piece."""
+    prompt_tokens: int = Field(default=100, ge=0)
+    """Reported prompt token usage."""
+    completion_tokens: int = Field(default=20, ge=0)
+    """Reported completion token usage."""
+    fail_status: int | None = Field(default=None, ge=400, le=599)
+    """HTTP status of the failures this turn answers first, e.g. 429 or 503."""
+    fail_times: int = Field(default=0, ge=0)
+    """How many requests for this turn fail with `fail_status` before it is answered."""
+    retry_after_s: float | None = Field(default=None, ge=0.0)
+    """Seconds sent in the failures' `Retry-After` header; none when unset."""
+
+    @model_validator(mode="after")
+    def _has_content_or_tool_calls(self) -> Self:
+        if self.content is None and not self.tool_calls:
+            raise ValueError("A turn needs `content`, `tool_calls` or both.")
+        return self
+
+    @model_validator(mode="after")
+    def _failures_have_a_status(self) -> Self:
+        if self.fail_status is None and (self.fail_times > 0 or self.retry_after_s is not None):
+            raise ValueError(
+                "`fail_times` and `retry_after_s` need `fail_status`, the HTTP status to fail with."
+            )
+        return self
+
+
+class Conversation(BaseModel):
+    """Turns for the conversations whose first user message contains `match`.
+
+    One server then plays several agents at once, e.g. a parent and the sub-agents
+    it starts, each of which begins with the prompt its parent wrote."""
+
+    match: str = Field(min_length=1)
+    """Text the conversation's first user message contains."""
+    turns: list[Turn]
+    """Turn `i` answers requests of this conversation that carry `i` assistant messages."""
+
+
+class Script(BaseModel):
+    """The turns the scripted model plays, in order."""
+
+    turns: list[Turn] = Field(default_factory=list)
+    """Turn `i` answers requests that carry `i` assistant messages."""
+    name: str = "scripted"
+    """Model name listed by `/v1/models` and used when a request names none."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Refuse requests larger than this many tokens, as OpenAI does; none: no limit."""
+    policy: Literal["reviewer"] | None = None
+    """Decide each reply from the request instead of playing `turns`."""
+
+    conversations: list[Conversation] = Field(default_factory=list)
+    """Other conversations' turns; the first that matches a request plays, else `turns`."""
+    summaries: Literal["reviewer", "fail", "empty"] = "reviewer"
+    """How a request to summarise is answered: the reviewer's summary, HTTP 503, or no text."""
+
+    def turns_for(self, messages: list[object]) -> tuple[str, list[Turn]]:
+        """The conversation a request belongs to (its `match`, "" for the main one) and turns."""
+        text = _text(_first_user(messages))
+        for conversation in self.conversations:
+            if conversation.match in text:
+                return conversation.match, conversation.turns
+        return "", self.turns
+
+    @model_validator(mode="after")
+    def _has_turns_or_policy(self) -> Self:
+        if not self.turns and self.policy is None:
+            raise ValueError("A script needs `turns` or a `policy`.")
+        return self
+
+    @classmethod
+    def load(cls, path: Path) -> Script:
+        """Read a script from a `.json` file, or from YAML for any other suffix."""
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"Script file {path} must hold a mapping with a `turns` list; "
+                f"found {type(data).__name__}."
+            )
+        return cls.model_validate(data)
+
+
+class RequestSize(BaseModel):
+    """One chat request as the server measured it."""
+
+    tokens: int
+    """Its size: messages and tool schemas."""
+    prefix_tokens: int
+    """How much of it repeats the previous request's beginning, message by message."""
+    rejected: bool = False
+    """Refused for being larger than the context window."""
+    conversation: str = ""
+    """Which conversation it belongs to: a digest of its system prompt and first user message."""
+
+
+class ScriptedLLMServer:
+    """Serves a `Script` as an OpenAI-compatible API on a background uvicorn thread.
+
+    `app` is the ASGI app, usable on its own; `start()`/`stop()` (or `with`) run it.
+    Counters are safe to read from any thread.
+    """
+
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.script = script
+        self.host = host
+        self.port = port
+        self._lock = threading.Lock()
+        self._requests_by_turn: collections.Counter[int] = collections.Counter()
+        self._requests_by_conversation: collections.Counter[tuple[str, int]] = collections.Counter()
+        self._total_requests = 0
+        self._last_requests: dict[int, dict[str, Any]] = {}
+        self.streamed_messages = 0
+        """Messages API replies sent as server-sent events."""
+        self._sizes: list[RequestSize] = []
+        # Per conversation: the previous request's tools and messages, for its prefix.
+        self._previous: dict[str, tuple[str, list[tuple[str, int]]]] = {}
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._answering = threading.Event()
+        self._answering.set()
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+                Route("/v1/messages", self._messages, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/embeddings", scripted_memory.embeddings, methods=["POST"]),
+            ]
+        )
+
+    # -- holding replies ----------------------------------------------------------
+
+    def hold(self) -> None:
+        """Keep every reply waiting (counted, but not answered) until `release()`, so a
+        run stays in its model call for exactly as long as a test needs it there."""
+        self._answering.clear()
+
+    def release(self) -> None:
+        """Answer the held requests, and later ones at once."""
+        self._answering.set()
+
+    # -- counters ---------------------------------------------------------------
+
+    @property
+    def requests_by_turn(self) -> collections.Counter[int]:
+        """A snapshot: chat requests by turn index asked for (including past the end)."""
+        with self._lock:
+            return collections.Counter(self._requests_by_turn)
+
+    @property
+    def total_requests(self) -> int:
+        """Every chat completion request received, rejected ones included."""
+        with self._lock:
+            return self._total_requests
+
+    def requests_of(self, match: str) -> collections.Counter[int]:
+        """A snapshot: requests by turn index of the conversation that `match` selects."""
+        with self._lock:
+            return collections.Counter(
+                {i: n for (m, i), n in self._requests_by_conversation.items() if m == match}
+            )
+
+    def last_request(self, turn: int) -> dict[str, Any]:
+        """A copy of the body of the last request that asked for `turn`."""
+        with self._lock:
+            if turn not in self._last_requests:
+                raise KeyError(f"No request has asked for turn {turn} yet.")
+            return copy.deepcopy(self._last_requests[turn])
+
+    @property
+    def requests(self) -> list[RequestSize]:
+        """A snapshot: every measured request in order (with `context_window` or a policy)."""
+        with self._lock:
+            return list(self._sizes)
+
+    @property
+    def largest_request(self) -> int:
+        """The largest measured request, in tokens; 0 before any."""
+        with self._lock:
+            return max((r.tokens for r in self._sizes), default=0)
+
+    def reset(self) -> None:
+        """Forget all counted and recorded requests."""
+        with self._lock:
+            self._requests_by_turn.clear()
+            self._requests_by_conversation.clear()
+            self._total_requests = 0
+            self._last_requests.clear()
+            self._sizes.clear()
+            self._previous.clear()
+
+    def _measure(self, body: dict[str, Any]) -> RequestSize:
+        """Size the request and its prefix shared with its conversation's previous one.
+
+        A conversation is known by its system prompt and first user message, so a
+        parent's and its sub-agents' requests, interleaved, are each compared with
+        their own conversation's previous request, as a provider's cache would serve them.
+        """
+        tools = json.dumps(body.get("tools") or [], sort_keys=True)
+        messages = [(json.dumps(m, sort_keys=True), message_tokens(m)) for m in body["messages"]]
+        tokens = tools_tokens(body.get("tools")) + sum(n for _, n in messages)
+        opening = [text for text, _ in messages[:2]]
+        conversation = hashlib.sha256("\n".join(opening).encode()).hexdigest()[:12]
+        with self._lock:
+            prefix = 0
+            previous = self._previous.get(conversation)
+            if previous is not None and previous[0] == tools:
+                prefix = tools_tokens(body.get("tools"))
+                for (text, n), (before, _) in zip(messages, previous[1], strict=False):
+                    if text != before:
+                        break
+                    prefix += n
+            self._previous[conversation] = (tools, messages)
+            window = self.script.context_window
+            size = RequestSize(
+                tokens=tokens,
+                prefix_tokens=prefix,
+                rejected=window is not None and tokens > window,
+                conversation=conversation,
+            )
+            self._sizes.append(size)
+        return size
+
+    # -- running ----------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI `base_url`, e.g. `http://127.0.0.1:PORT/v1`; known once started."""
+        if self.port == 0:
+            raise RuntimeError("The server has no port yet; call start() first.")
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}/v1"
+
+    def start(self) -> None:
+        """Bind the port, serve on a background thread and wait until it accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("The scripted LLM server is already running; call stop() first.")
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
+        # Keep the port across restarts so base_url stays valid.
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="scripted-llm", daemon=True
+        )
+        self._server, self._thread = server, thread
+        thread.start()
+        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                sock.close()
+                raise RuntimeError(
+                    f"The scripted LLM server did not start on {self.host}:{self.port}; "
+                    "see the uvicorn log above."
+                )
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Shut the server down; in-flight requests are cancelled after a short grace."""
+        self.release()  # a held request must not keep its thread waiting
+        server, thread = self._server, self._thread
+        self._server, self._thread = None, None
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        thread.join(_STOP_TIMEOUT_S)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- endpoints --------------------------------------------------------------
+
+    async def _models(self, request: Request) -> Response:
+        model = {"id": self.script.name, "object": "model", "created": 0, "owned_by": "keel"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def answer(self, request: Request) -> Response:
+        """Answer one chat completion request with this script; a server that plays
+        several scripts (`keel.worker.scripted.models`) hands each request to one of these."""
+        return await self._chat_completions(request)
+
+    async def _messages(self, request: Request) -> Response:
+        """Anthropic's Messages API over the same script (`keel.worker.scripted.anthropic`)."""
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("max_tokens"), int):
+            failed = _error("A Messages request is a JSON object with `max_tokens`.")
+            return JSONResponse(anthropic_api.error_body(400, json.loads(bytes(failed.body))), 400)
+        answer = await self._chat(anthropic_api.chat_request(body))
+        reply = json.loads(bytes(answer.body))
+        if answer.status_code != 200:
+            headers = {k: v for k, v in answer.headers.items() if k.lower() == "retry-after"}
+            error = anthropic_api.error_body(answer.status_code, reply)
+            return JSONResponse(error, answer.status_code, headers=headers)
+        message = anthropic_api.message_body(reply)
+        if body.get("stream"):
+            with self._lock:
+                self.streamed_messages += 1
+            return StreamingResponse(
+                iter(list(anthropic_api.sse(message))),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        return JSONResponse(message)
+
+    async def _chat_completions(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        return await self._chat(body)
+
+    async def _chat(self, body: object) -> Response:
+        """The scripted answer to a chat-completions request body."""
+        with self._lock:
+            self._total_requests += 1
+        if body is None:
+            return _error("The request body is not valid JSON; send a chat completion request.")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error("The request body needs a `messages` list.", param="messages")
+        messages: list[object] = body["messages"]
+        if asks_for_route(messages):
+            # Keel's routing request is answered from its text in every mode; it is no turn.
+            text = route_reply(messages)
+            model = str(body.get("model") or self.script.name)
+            return JSONResponse(_Reply(Turn(content=text), 0, text, model).completion())
+        # A compacted conversation stands for its first steps with a summary that says
+        # how many: one assistant message each, so the turn count goes on from there.
+        index = _summarised_steps(messages) + sum(
+            1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+        )
+        if scripted_memory.asks_for_facts(messages):
+            # Agent memory's extraction call: answered from the request, and no turn.
+            refusal = scripted_memory.refuses_schema(body)
+            facts = Turn(content=scripted_memory.facts_reply(messages))
+            return refusal or self._respond(body, facts, 0)
+        summarising = asks_for_summary(messages)
+        match, turns = self.script.turns_for(messages)
+        with self._lock:
+            if not summarising:
+                self._requests_by_turn[index] += 1
+                self._requests_by_conversation[match, index] += 1
+                self._last_requests[index] = copy.deepcopy(body)
+            attempt = self._requests_by_conversation[match, index]
+        size: RequestSize | None = None
+        if self.script.context_window is not None or self.script.policy is not None:
+            size = self._measure(body)
+            if size.rejected:
+                return _context_length_exceeded(self.script.context_window or 0, size.tokens)
+        if summarising and self.script.summaries == "fail":
+            return _error("Scripted summary failure.", status=503)
+        if summarising and self.script.summaries == "empty":
+            return self._respond(body, Turn(content=""), index)
+        if self.script.policy == "reviewer" or summarising:
+            # A compaction's request is answered with a summary in every mode; it is no turn.
+            return self._respond(body, _reviewer_turn(body, size), index)
+        if index >= len(turns):
+            return _error(
+                f"script exhausted: the request carries {index} assistant messages but "
+                f"script {self.script.name!r} has only {len(turns)} turns; add turns or "
+                "reset the conversation."
+            )
+        else:
+            turn = turns[index]
+        if turn.fail_status is not None and attempt <= turn.fail_times:
+            return _scripted_failure(turn.fail_status, turn, index, attempt)
+        if not self._answering.is_set():
+            await asyncio.to_thread(self._answering.wait)
+        if turn.delay_s > 0:
+            await asyncio.sleep(turn.delay_s)
+        if size is not None:
+            turn = turn.model_copy(update={"prompt_tokens": size.tokens})
+        return self._respond(body, turn, index)
+
+    def _respond(self, body: dict[str, Any], turn: Turn, index: int) -> Response:
+        messages: list[object] = body["messages"]
+        policy = self.script.policy is not None
+        reply = _Reply(
+            turn=turn,
+            index=index,
+            content=turn.content
+            if policy or turn.content is None
+            else _render(turn.content, messages),
+            model=str(body.get("model") or self.script.name),
+            # A compacted conversation carries fewer assistant messages than the run made:
+            # ids from the request's content stay unique where the turn index repeats.
+            call_tag=_request_tag(messages) if policy else "",
+        )
+        if body.get("stream"):
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            return StreamingResponse(
+                reply.sse(include_usage),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        return JSONResponse(reply.completion())
+
+
+class _Reply:
+    """One turn rendered for one request, as a completion or as stream chunks."""
+
+    def __init__(
+        self, turn: Turn, index: int, content: str | None, model: str, call_tag: str = ""
+    ) -> None:
+        self.turn = turn
+        self.call_tag = call_tag
+        self.index = index
+        self.content = content
+        self.model = model
+        # Deterministic, so a retried request sees the same ids.
+        self.id = f"chatcmpl-scripted-{index}"
+        self.created = int(time.time())
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.turn.tool_calls else "stop"
+
+    def call_id(self, i: int) -> str:
+        return f"call_{self.index}_{i}{self.call_tag}"
+
+    def usage(self) -> dict[str, int]:
+        prompt, completion = self.turn.prompt_tokens, self.turn.completion_tokens
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    def completion(self) -> dict[str, object]:
+        message: dict[str, object] = {"role": "assistant", "content": self.content}
+        if self.turn.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": self.call_id(i),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_json()},
+                }
+                for i, call in enumerate(self.turn.tool_calls)
+            ]
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                }
+            ],
+            "usage": self.usage(),
+        }
+
+    def chunks(self, include_usage: bool) -> list[dict[str, object]]:
+        """The `chat.completion.chunk` objects of the streamed reply, in order."""
+        head: dict[str, object] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+        }
+        if include_usage:
+            head["usage"] = None
+
+        def chunk(delta: dict[str, object], finish_reason: str | None = None) -> dict[str, object]:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            return {**head, "choices": [choice]}
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        out += [chunk({"content": piece}) for piece in _pieces(self.content or "", _CONTENT_PIECES)]
+        for i, call in enumerate(self.turn.tool_calls):
+            opening = {
+                "index": i,
+                "id": self.call_id(i),
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            out.append(chunk({"tool_calls": [opening]}))
+            out += [
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                for piece in _pieces(call.arguments_json(), _ARGUMENT_PIECES)
+            ]
+        out.append(chunk({}, self.finish_reason))
+        if include_usage:
+            out.append({**head, "choices": [], "usage": self.usage()})
+        return out
+
+    async def sse(self, include_usage: bool) -> AsyncIterator[str]:
+        for item in self.chunks(include_usage):
+            if self.turn.stream_pause_s:
+                await asyncio.sleep(self.turn.stream_pause_s)
+            yield f"data: {json.dumps(item)}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def _reviewer_turn(body: dict[str, Any], size: RequestSize | None) -> Turn:
+    """The reviewer policy's reply to this request, as a turn."""
+    tools = [
+        str(t.get("function", {}).get("name"))
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and isinstance(t.get("function"), dict)
+    ]
+    reply = reviewer_reply(body["messages"], tools, may_call=body.get("tool_choice") != "none")
+    return Turn(
+        content=reply.content,
+        tool_calls=[ScriptedToolCall(name=n, arguments=a) for n, a in reply.tool_calls],
+        prompt_tokens=size.tokens if size is not None else 0,
+        completion_tokens=math.ceil(len(reply.content) / 4) + 20 * len(reply.tool_calls),
+    )
+
+
+_SUMMARY_OF_STEPS = re.compile(r"^\[Summary of steps 1-(\d+) ")
+
+
+def _summarised_steps(messages: list[object]) -> int:
+    """The steps a compaction summary in the request stands for; 0 without one."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            match = _SUMMARY_OF_STEPS.match(_text(message.get("content")))
+            if match:
+                return int(match[1])
+    return 0
+
+
+def _request_tag(messages: list[object]) -> str:
+    """A short deterministic tag of a request: its length and last message."""
+    last = json.dumps(messages[-1] if messages else None, sort_keys=True)
+    digest = hashlib.sha256(f"{len(messages)}:{last}".encode()).hexdigest()
+    return f"_{digest[:8]}"
+
+
+def _context_length_exceeded(window: int, tokens: int) -> JSONResponse:
+    """OpenAI's answer to a request larger than the model's context window."""
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    error = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    return JSONResponse({"error": error}, status_code=400)
+
+
+def _error(message: str, param: str | None = None, status: int = 400) -> JSONResponse:
+    """An OpenAI-style error response."""
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+# (type, code) of OpenAI error bodies by status; other 4xx are invalid requests.
+_ERROR_KINDS: dict[int, tuple[str, str | None]] = {
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+
+def _scripted_failure(status: int, turn: Turn, index: int, attempt: int) -> JSONResponse:
+    """The OpenAI-style error a failing turn answers with, on its `attempt`-th request."""
+    if status >= 500:
+        kind, code = "server_error", None
+    else:
+        kind, code = _ERROR_KINDS.get(status, ("invalid_request_error", None))
+    message = f"Scripted failure {attempt} of {turn.fail_times} for turn {index} (HTTP {status})."
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    headers = {} if turn.retry_after_s is None else {"Retry-After": _seconds(turn.retry_after_s)}
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a header value: `2` rather than `2.0`, `0.5` as is."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    """Split `text` into at most `count` non-empty consecutive pieces."""
+    if not text:
+        return []
+    size = math.ceil(len(text) / count)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _render(content: str, messages: list[object]) -> str:
+    """Fill `{files_read}` and `{tool_results}` from the request's messages."""
+    tool_messages = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    if "{files_read}" in content:
+        paths = _files_read(messages, tool_messages)
+        listing = "\n".join(f"- {path}" for path in paths) if paths else "- (none)"
+        content = content.replace("{files_read}", listing)
+    return content.replace("{tool_results}", str(len(tool_messages)))
+
+
+def _files_read(messages: list[object], tool_messages: list[dict[str, Any]]) -> list[str]:
+    """Distinct `read_file` paths whose tool result exists and is not an error."""
+    results = {m.get("tool_call_id"): _text(m.get("content")) for m in tool_messages}
+    paths: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function")
+            if not isinstance(function, dict) or function.get("name") != "read_file":
+                continue
+            result = results.get(call.get("id"))
+            if result is None or result.startswith("Error:"):
+                continue
+            try:
+                arguments = json.loads(function.get("arguments") or "")
+            except (TypeError, ValueError):
+                continue
+            path = arguments.get("path") if isinstance(arguments, dict) else None
+            if isinstance(path, str) and path not in paths:
+                paths.append(path)
+    return paths
+
+
+def _first_user(messages: list[object]) -> object:
+    """The content of a request's first user message, if it has one."""
+    first = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
+    return first.get("content") if isinstance(first, dict) else None
+
+
+def _text(content: object) -> str:
+    """The text of a message's content, whether a string or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a script file until Ctrl-C or SIGTERM."""
+    parser = argparse.ArgumentParser(
+        prog="python -m keel.worker.scripted.llm",
+        description="Serve a scripted OpenAI-compatible chat completions API.",
+    )
+    parser.add_argument("script", type=Path, help="script file (.json, .yaml or .yml)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    args = parser.parse_args(argv)
+    script = Script.load(args.script)
+    server = ScriptedLLMServer(script, host=args.host, port=args.port)
+    server.start()
+    plays = f"policy {script.policy}" if script.policy else f"{len(script.turns)} turns"
+    print(
+        f"Serving script {script.name!r} ({plays}) at {server.base_url}; press Ctrl-C to stop.",
+        flush=True,
+    )
+    stopping = threading.Event()
+    # SIGTERM (e.g. from a process manager) stops as cleanly as Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+    try:
+        stopping.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The tool gate: which calls run, ask or are refused, and the tools' specs."""

@@ -1,0 +1,1 @@
+"""Memory as the workflow sees it: recall and extraction payloads."""

@@ -1,0 +1,1 @@
+"""Retention: the scheduled sweep of a tenant's expired records."""

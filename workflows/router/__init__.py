@@ -1,0 +1,1 @@
+"""The capability router (`agent: "auto"`): its workflow, models and decision matrix."""

@@ -1,0 +1,1376 @@
+"""`AgentRunWorkflow`: one agent run, from the user's input to the final report.
+
+The loop: call the model; if it answers, finish; otherwise pass each tool call
+through the gate, run the allowed ones as activities, fold the results into the
+convergence state, and call the model again. Transcripts and tool outputs live
+in Postgres; this history carries only references and digests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Literal, TypeVar
+
+from temporalio import workflow
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+)
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import (
+        ContextCompaction,
+        InteractionRecords,
+        LlmCalls,
+        McpDiscovery,
+        PluginHooks,
+        RunRecords,
+        Subagents,
+        ToolCalls,
+        WebhookDeliveries,
+    )
+    from keel.workflows.gate.gate import GateDecision, ToolGate
+    from keel.workflows.gate.mcp_tools import McpToolset
+    from keel.workflows.gate.permissions import PermissionRule
+    from keel.workflows.gate.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
+    from keel.workflows.gate.tool_specs import Risk, ToolSpec
+    from keel.workflows.models import (
+        MAX_ANSWER_CHARS,
+        AfterHooksInput,
+        BeforeHooksInput,
+        ChildEventInput,
+        ChildRun,
+        ChildRunNotice,
+        CompactionInput,
+        CompactionNeed,
+        DecisionOutcome,
+        FinishRunInput,
+        GateResult,
+        HookCall,
+        Interaction,
+        InteractionDecision,
+        LlmStepInput,
+        LlmStepResult,
+        McpDiscoveryInput,
+        MessageRef,
+        OpenInteractionsInput,
+        OpenSubagentInput,
+        PushTargetsInput,
+        ResolveInteractionInput,
+        RunEndInput,
+        RunInput,
+        RunProgress,
+        RunResult,
+        RunState,
+        RunStatus,
+        StartRunInput,
+        StopReason,
+        SubagentTask,
+        ToolCallInput,
+        ToolDigest,
+        Usage,
+        WebhookDelivery,
+        WebhookInteraction,
+        WebhookNotice,
+    )
+    from keel.workflows.router.workflow import RouterSteps
+    from keel.workflows.run import convergence, run_memory, subagents
+    from keel.workflows.run.agent_roles_run import AgentRolesSteps
+    from keel.workflows.webhooks.delivery import WebhookDeliveryWorkflow
+
+T = TypeVar("T")
+
+# Ordinals of messages within a step: a nudge, the assistant, then tool results.
+NUDGE_ORD = 0
+ASSISTANT_ORD = 1
+FIRST_TOOL_ORD = 2
+
+
+@workflow.defn(name="AgentRunWorkflow")
+class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
+    @workflow.init
+    def __init__(self, run: RunInput) -> None:
+        self._state = RunState()
+        self._status: RunStatus = "running"
+        self._stop_reason: StopReason | None = None
+        self._fast_start = run.fast_model
+        self._opening: StartRunInput | None = None
+        # The run's record keys, for handlers that may run before `run` does.
+        self._ids = run.model_copy(update={"run_id": run.run_id or workflow.info().workflow_id})
+        # Interactions whose decision is being stored right now: others wait or are refused.
+        self._deciding: set[str] = set()
+
+    @workflow.query(name="progress")
+    def progress(self) -> RunProgress:
+        return RunProgress(
+            status=self._status,
+            step=self._state.step,
+            tool_calls=self._state.tool_calls,
+            usage=self._state.usage,
+            stop_reason=self._stop_reason,
+            pending_interactions=[
+                *(i.id for i in self._state.interactions.values() if i.status == "pending"),
+                *subagents.pending_of_children(self._state),
+            ],
+        )
+
+    @workflow.run
+    async def run(self, run: RunInput) -> RunResult:
+        parent = workflow.info().parent
+        if run.task is not None and run.parent_run_id is None and parent is not None:
+            # A sub-agent's ids follow from its parent's call, which its history records.
+            run = run.model_copy(
+                update={
+                    "parent_run_id": parent.workflow_id,
+                    "run_id": subagents.child_run_id(
+                        parent.workflow_id, run.task.step, run.task.ord
+                    ),
+                }
+            )
+        if not run.run_id:
+            # A schedule picks the workflow id when it fires, so the input cannot carry it.
+            run = run.model_copy(update={"run_id": workflow.info().workflow_id})
+        try:
+            if run.state is not None:
+                self._state = run.state
+            else:
+                if run.task is not None:
+                    run = await self._open_subagent(run)
+                self._state.session_rules = list(run.session_rules)
+                await self._start(run)
+                if run.acting_roles is not None:  # a schedule's run: its creator's roles
+                    refused = await self._refused_for_roles(run)
+                    if refused is not None:
+                        return refused
+                if run.route is not None:  # `agent: "auto"`: pick the agent, run it as a child
+                    return await self._route(run)
+                if run.agent.mcp_servers:
+                    await self._discover_mcp_tools(run)
+                if run_memory.remembers(run):
+                    await self._recall(run)
+            return await self._loop(run)
+        except FailureError as err:
+            # A regular activity fails with an ActivityError around the cause; a local
+            # one with the cause itself.
+            cause = err.cause if isinstance(err, ActivityError) else err
+            if isinstance(cause, CancelledError):
+                # The run was cancelled while an activity was in flight.
+                await self._finish(run, "cancelled", "cancelled")
+                raise asyncio.CancelledError() from err
+            reason = _failure_reason(err)
+            await self._finish(run, "failed", "error", error=reason)
+            raise ApplicationError(f"Run failed: {reason}", non_retryable=True) from err
+        except RunAborted as err:
+            await self._finish(run, "failed", "approval_expired", error=str(err))
+            raise ApplicationError(f"Run failed: {err}", non_retryable=True) from err
+        except asyncio.CancelledError:
+            await self._finish(run, "cancelled", "cancelled")
+            raise
+
+    async def _loop(self, run: RunInput) -> RunResult:
+        state = self._state
+        limits = run.agent.limits
+        gate = ToolGate(
+            run.agent.tools,
+            run.agent.permissions,
+            McpToolset(
+                servers=tuple(run.agent.mcp_servers),
+                discovered=tuple(state.mcp_tools),
+                unavailable=tuple(state.mcp_unavailable),
+            ),
+            subagents=run.agent.subagents if run.depth < subagents.MAX_SUBAGENT_DEPTH else [],
+            plugins=PluginToolset(tuple(run.agent.plugin_tools)),
+        )
+        while True:
+            plan = convergence.plan_next_call(state, limits)
+            if plan.nudge is not None and plan.force_reason is None:
+                state.nudged = True
+            state.step += 1
+            result = await self._llm_step(run, gate, plan)
+            if plan.force_reason is not None or not result.tool_calls:
+                reason: StopReason = plan.force_reason or "final_answer"
+                return await self._finish(run, "completed", reason, final_step=state.step)
+            await self._tool_round(run, gate, result)
+            if self._should_continue_as_new():
+                # A sub-agent's last notice may still be on its way to the store.
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(run.model_copy(update={"state": state}))
+
+    async def _start(self, run: RunInput) -> None:
+        opening = StartRunInput(
+            run_id=run.run_id,
+            agent=run.agent.name,
+            system_prompt=run.agent.system_prompt,
+            input=run.input,
+            texts_key=run.texts_key,
+            model=run.model,
+            workspace=run.workspace,
+            tenant_id=run.tenant_id,
+            requester=run.requester,
+            trigger=run.trigger,
+            session_id=run.session_id,
+            parent_run_id=run.parent_run_id,
+            event_seq=self._take_seqs(1),
+            schedule_id=run.schedule_id,
+        )
+        if self._fast_start:
+            # The first model call, a local one, records it: one marker less. (A regular
+            # call's input is in the history, so it would carry all of this again.)
+            self._opening = opening
+            return
+        await run_activity(RunRecords.start_run, opening, timeouts.STORE_CALL, local=True)
+
+    async def _record_opening(self) -> None:
+        """Record the run now if a fast start left that to a model call that is not coming."""
+        if self._opening is not None:
+            await run_activity(RunRecords.start_run, self._opening, timeouts.STORE_CALL, local=True)
+            self._opening = None
+
+    async def _recall(self, run: RunInput) -> None:
+        """The user's memories, as a note the first model call sends (`run_memory`)."""
+        seq = self._take_seqs(1)
+        if await run_memory.recall(run, self._opening, seq):
+            self._opening = None  # the recall opened the run's record
+        elif self._state.next_seq == seq + 1:
+            self._state.next_seq = seq  # no event was written: leave no gap in the stream
+
+    async def _discover_mcp_tools(self, run: RunInput) -> None:
+        """List the agent's MCP servers' tools; only their names enter the history.
+
+        Their descriptions and schemas are stored in Postgres for the model calls. A
+        server that stays down is left out, and the gate says so if the model calls it.
+        """
+        found = await run_activity(
+            McpDiscovery.discover_mcp_tools,
+            McpDiscoveryInput(run_id=run.run_id, servers=run.agent.mcp_servers),
+            timeouts.MCP_DISCOVERY,
+        )
+        self._state.mcp_tools = list(found.tools)
+        self._state.mcp_unavailable = list(found.unavailable)
+
+    async def _llm_step(
+        self, run: RunInput, gate: ToolGate, plan: convergence.NextCall
+    ) -> LlmStepResult:
+        state = self._state
+        step_input = LlmStepInput(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            session_id=run.session_id,
+            step=state.step,
+            model=run.model,
+            tools=gate.tool_names,
+            tool_choice="auto" if plan.tools_allowed else "none",
+            nudge=plan.nudge,
+            gate_results=state.pending_results,
+            event_seq=self._take_seqs(2),
+            start=self._opening,
+            mcp=bool(gate.mcp_tool_names),
+            context_window=run.agent.context_window,
+            plugin_tools=gate.plugin_tool_names,
+        )
+        self._opening = None
+        result = await self._call_llm(run, step_input)
+        while result.compact is not None:
+            # The activity decided the conversation does not fit: summarise, call again.
+            await self._compact(run, step_input, result.compact)
+            step_input = step_input.model_copy(
+                update={"gate_results": [], "start": None, "nudge": None}
+            )
+            result = await self._call_llm(run, step_input)
+        state.pending_results = []
+        return result
+
+    async def _compact(self, run: RunInput, step: LlmStepInput, need: CompactionNeed) -> None:
+        state = self._state
+        job = CompactionInput(
+            run_id=run.run_id,
+            session_id=run.session_id,
+            step=state.step,
+            model=run.model,
+            tools=step.tools,
+            need=need,
+            event_seq=self._take_seqs(1),
+            context_window=run.agent.context_window,
+        )
+        # A fast model summarises quickly too: one marker, no round trip. A crash repeats
+        # nothing: the activity answers from the stored summary.
+        done = await run_activity(
+            ContextCompaction.compact_context,
+            job,
+            timeouts.compaction_call(run.llm_max_attempts),
+            local=self._llm_runs_local(),
+        )
+        state.compactions += 1
+        if done.tokens:
+            prompt, completion = done.tokens
+            state.usage = state.usage.plus(
+                Usage(prompt_tokens=prompt, completion_tokens=completion)
+            )
+
+    async def _call_llm(self, run: RunInput, step_input: LlmStepInput) -> LlmStepResult:
+        state = self._state
+        local = self._llm_runs_local()
+        result = await self._outlasting_outages(
+            lambda: run_activity(
+                LlmCalls.llm_step,
+                step_input,
+                timeouts.llm_call(run.llm_max_attempts),
+                local=local,
+                # Regular calls only: a summary costs ~50 B of history, and fast steps (local,
+                # one marker each) are the ones that must stay small.
+                summary=None if local else f"model call {state.step} · {run.model}",
+            )
+        )
+        if local:
+            state.local_llm_ms += result.latency_ms
+        else:
+            state.local_llm_ms = 0
+        if result.compact is None:
+            state.last_llm_ms = result.latency_ms
+        state.usage = state.usage.plus(result.spent())
+        return result
+
+    async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`call()`, again after a durable pause while Postgres is away, for a while.
+
+        For the model call, whose retry policy counts the provider's failures: a store
+        outage fails it at once (`StoreUnavailable` is not retried there) and costs none.
+        """
+        deadline = workflow.now() + timeouts.STORE_OUTAGE_BUDGET
+        delay = timeouts.STORE_OUTAGE_FIRST_DELAY
+        while True:
+            try:
+                return await call()
+            except FailureError as err:
+                cause = err.cause if isinstance(err, ActivityError) else err
+                outage = (
+                    isinstance(cause, ApplicationError) and cause.type == timeouts.STORE_UNAVAILABLE
+                )
+                if not outage or workflow.now() + delay > deadline:
+                    raise
+            workflow.logger.warning("Postgres is unavailable; calling again in %s", delay)
+            await workflow.sleep(delay)
+            delay = min(delay * 2, timeouts.STORE_OUTAGE_MAX_DELAY)
+
+    async def _tool_round(self, run: RunInput, gate: ToolGate, result: LlmStepResult) -> None:
+        state = self._state
+        step = state.step
+        decisions: list[tuple[int, GateDecision]] = []
+        answered_now: dict[str, MessageRef] = {}
+        for index, call in enumerate(result.tool_calls):
+            ord_ = FIRST_TOOL_ORD + index
+            decision = gate.check(call, {**state.answered, **answered_now}, state.session_rules)
+            if decision.verdict in ("run", "ask"):
+                answered_now[decision.fingerprint] = MessageRef(step=step, ord=ord_)
+            decisions.append((ord_, decision))
+        state.tool_calls += len(decisions)
+        if hooks_for(run.agent.hooks, "tool.before"):
+            decisions = await self._before_hooks(run, decisions)
+        on_client = [*run.local_tools, *run.agent.client_tools]
+        if on_client:
+            decisions = [(o, _on_client(d, on_client)) for o, d in decisions]
+
+        asks = [(o, d) for o, d in decisions if d.verdict == "ask"]
+        interactions = await self._open_interactions(run, asks)
+        runnable = [(o, d) for o, d in decisions if d.verdict == "run" and not _is_task(d)]
+        tasks = [(o, d) for o, d in decisions if d.verdict == "run" and _is_task(d)]
+        parallel = [(o, d) for o, d in runnable if d.spec is not None and d.spec.read_only]
+        serial = [(o, d) for o, d in runnable if not (d.spec is not None and d.spec.read_only)]
+        outcomes: dict[int, ToolDigest | GateResult] = {}
+
+        async def run_one(ord_: int, decision: GateDecision) -> None:
+            outcomes[ord_] = await self._run_tool(run, ord_, decision)
+
+        async def run_serial() -> None:
+            for o, d in serial:
+                await run_one(o, d)
+
+        async def settle(ord_: int, decision: GateDecision, interaction: Interaction) -> None:
+            outcomes[ord_] = await self._settle_interaction(run, ord_, decision, interaction)
+
+        async def run_tasks() -> None:
+            if tasks:
+                outcomes.update(await self._run_subagents(run, tasks))
+
+        await asyncio.gather(
+            *(run_one(o, d) for o, d in parallel),
+            run_serial(),
+            run_tasks(),
+            *(settle(o, d, i) for (o, d), i in zip(asks, interactions, strict=True)),
+        )
+
+        fresh = False
+        failures: list[bool] = []
+        for ord_, decision in decisions:
+            outcome = outcomes.get(ord_)
+            if isinstance(outcome, ToolDigest):
+                fresh = fresh or not outcome.stale
+                failures.append(outcome.is_error)
+                continue
+            if outcome is not None and outcome.child_run_id is not None:
+                # A sub-agent's answer is news, unless it failed.
+                fresh = fresh or not outcome.is_error
+                state.pending_results.append(outcome)
+                failures.append(outcome.is_error)
+                continue
+            if outcome is None:
+                outcome = GateResult(
+                    step=step,
+                    ord=ord_,
+                    call_id=decision.call.call_id,
+                    name=decision.call.name,
+                    arguments=decision.call.arguments,
+                    content=decision.message or None,
+                    copy_of=decision.copy_of,
+                    event_seq=self._take_seqs(2),
+                    denied_by=(
+                        hook_denial(decision.hook)
+                        if decision.hook
+                        else _rule_text(decision, acting_only=False)
+                    )
+                    if decision.verdict == "deny"
+                    else None,
+                )
+            state.pending_results.append(outcome)
+            # A call that was to run but has a gate's answer: a hook failed around it.
+            failures.append(
+                decision.verdict in ("error", "deny")
+                or (decision.verdict == "run" and outcome.is_error)
+            )
+        for fingerprint, ref in answered_now.items():
+            if self._answer_is_final(ref):
+                state.answered[fingerprint] = ref
+        convergence.record_round(state, failures, fresh=fresh)
+
+    async def _before_hooks(
+        self, run: RunInput, decisions: list[tuple[int, GateDecision]]
+    ) -> list[tuple[int, GateDecision]]:
+        """`tool.before` hooks judge the calls the rules would run or ask about.
+
+        They can only tighten: deny (the model is told the hook's reason) or ask a
+        person; an allow leaves the rules' verdict. Hooks that keep failing refuse the
+        calls they had to judge, so no call runs unjudged.
+        """
+        calls = [
+            HookCall(
+                ord=o,
+                call_id=d.call.call_id,
+                tool=d.call.name,
+                arguments=d.canonical_arguments,
+                subject=d.subject,
+                risk=d.spec.risk,
+                verdict="run" if d.verdict == "run" else "ask",
+            )
+            for o, d in decisions
+            if d.verdict in ("run", "ask")
+            and d.spec is not None
+            and d.spec.group != "interact"
+            and hooks_for(run.agent.hooks, "tool.before", d.call.name)
+        ]
+        if not calls:
+            return decisions
+        judged = BeforeHooksInput(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            agent=run.agent.name,
+            step=self._state.step,
+            hooks=hooks_for(run.agent.hooks, "tool.before"),
+            calls=calls,
+        )
+        try:
+            result = await run_activity(
+                PluginHooks.tool_before_hooks, judged, timeouts.HOOK_CALL, summary="tool.before"
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            failed = (
+                f"Error: this call did not run: the tool.before hooks that must judge it "
+                f"failed ({err.cause or err}). Tell the user; retrying will not help."
+            )
+            refused = {c.ord for c in calls}
+            return [
+                (o, dataclasses.replace(d, verdict="deny", message=failed, hook=FAILED_HOOKS))
+                if o in refused
+                else (o, d)
+                for o, d in decisions
+            ]
+        verdicts = {v.ord: v for v in result.verdicts}
+        judged_decisions: list[tuple[int, GateDecision]] = []
+        for ord_, decision in decisions:
+            verdict = verdicts.get(ord_)
+            if verdict is not None and verdict.action == "deny":
+                decision = dataclasses.replace(
+                    decision,
+                    verdict="deny",
+                    hook=verdict.hook,
+                    message=(
+                        f"Error: {decision.call.name} was refused by the hook {verdict.hook}: "
+                        f"{verdict.reason or 'no reason given'}. Do not retry it unchanged."
+                    ),
+                )
+            elif verdict is not None and verdict.action == "ask":
+                decision = dataclasses.replace(decision, verdict="ask", hook=verdict.hook)
+            judged_decisions.append((ord_, decision))
+        return judged_decisions
+
+    async def _after_hooks(
+        self, run: RunInput, call: ToolCallInput, decision: GateDecision
+    ) -> ToolDigest | GateResult:
+        """`tool.after` hooks annotate or redact a held output before the model sees it.
+
+        Hooks that keep failing withhold the output: the model is told, the run goes on.
+        """
+        try:
+            return await run_activity(
+                PluginHooks.tool_after_hooks,
+                AfterHooksInput(
+                    call=call,
+                    agent=run.agent.name,
+                    hooks=hooks_for(run.agent.hooks, "tool.after", call.name),
+                    subject=decision.subject,
+                    risk=decision.spec.risk if decision.spec is not None else "read",
+                ),
+                timeouts.HOOK_CALL,
+                summary=f"tool.after {call.name}",
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            return GateResult(
+                step=call.step,
+                ord=call.ord,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                content=(
+                    f"Error: {call.name} ran, but the tool.after hooks that must see its "
+                    f"output failed ({err.cause or err}), so the output is withheld."
+                ),
+                event_seq=self._take_seqs(2),
+            )
+
+    async def _run_end_hooks(
+        self, run: RunInput, status: RunStatus, reason: StopReason, error: str | None
+    ) -> None:
+        """`run.end` hooks (a notification, a ticket): the run's outcome stands whatever they do."""
+        try:
+            await run_activity(
+                PluginHooks.run_end_hooks,
+                RunEndInput(
+                    run_id=run.run_id,
+                    tenant_id=run.tenant_id,
+                    agent=run.agent.name,
+                    status=status,
+                    stop_reason=reason,
+                    error=error,
+                    hooks=hooks_for(run.agent.hooks, "run.end"),
+                ),
+                timeouts.HOOK_CALL,
+                summary="run.end",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("run.end hooks of %s failed: %s", run.run_id, err.cause)
+
+    def _answer_is_final(self, ref: MessageRef) -> bool:
+        """Expired requests may be asked again; every other answer is reused."""
+        for interaction in self._state.interactions.values():
+            if interaction.step == ref.step and interaction.ord == ref.ord:
+                return interaction.status != "expired"
+        return True
+
+    # -- interactions -----------------------------------------------------------
+
+    async def _open_interactions(
+        self, run: RunInput, asks: list[tuple[int, GateDecision]]
+    ) -> list[Interaction]:
+        if not asks:
+            return []
+        policy = run.agent.approval
+        expires_after = timedelta(seconds=run.approval_expires_after_s or policy.expires_after_s)
+        now = workflow.now()
+        created: list[Interaction] = []
+        for ord_, decision in asks:
+            assert decision.spec is not None
+            question = decision.subject if decision.spec.group == "interact" else None
+            interaction = Interaction(
+                id=subagents.interaction_id(run.run_id, run.parent_run_id, self._state.step, ord_),
+                kind="local_tool_result"
+                if decision.local
+                else ("ask_user" if question is not None else "confirm"),
+                step=self._state.step,
+                ord=ord_,
+                call_id=decision.call.call_id,
+                tool=decision.call.name,
+                arguments=decision.canonical_arguments,
+                payload_hash=decision.payload_hash,
+                risk=decision.spec.risk,
+                subject=decision.subject,
+                question=question,
+                requester=run.requester,
+                # Only the client that started the run has the files a local call reads.
+                approvers=[run.requester]
+                if decision.local
+                else self._approvers(run, decision.spec.risk),
+                created_at=now,
+                expires_at=now + expires_after,
+            )
+            self._state.interactions[interaction.id] = interaction
+            created.append(interaction)
+        await run_activity(
+            InteractionRecords.open_interactions,
+            OpenInteractionsInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interactions=created,
+                event_seq=self._take_seqs(len(created)),
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+            summary="ask " + ", ".join(i.tool for i in created),
+        )
+        await self._notify(run, "waiting", interactions=created)
+        await self._tell_parent(run)
+        return created
+
+    def _approvers(self, run: RunInput, risk: Risk) -> list[str]:
+        policy = run.agent.approval
+        named = run.approver or policy.approver
+        approvers: list[str] = []
+        if risk not in policy.no_self_approval:
+            approvers.append(run.requester)
+        if named and named not in approvers:
+            approvers.append(named)
+        return approvers
+
+    async def _await_decision(self, interaction: Interaction) -> None:
+        """Return once the interaction is decided, or has expired and the expiry is stored."""
+        try:
+            await workflow.wait_condition(
+                lambda: interaction.status != "pending",
+                timeout=interaction.expires_at - workflow.now(),
+            )
+        except TimeoutError:
+            pass
+        if interaction.status == "pending":
+            # The timer fired: a decision being stored settles first, else the expiry is
+            # stored like a decision, and whichever Postgres holds is what happens.
+            await workflow.wait_condition(lambda: interaction.id not in self._deciding)
+            if interaction.status == "pending":
+                expired = interaction.model_copy(
+                    update={"status": "expired", "decision_id": str(workflow.uuid4())}
+                )
+                await self._store_outcome(expired, None)
+
+    async def _settle_interaction(
+        self, run: RunInput, ord_: int, decision: GateDecision, interaction: Interaction
+    ) -> ToolDigest | GateResult:
+        """Wait for the decision or the expiry timer, record it, then act on it."""
+        await self._await_decision(interaction)
+        if interaction.decision == "approve_always":
+            self._state.session_rules.append(self._always_rule(interaction))
+        await self._tell_parent(run)
+        if interaction.status == "approved" and _is_task(decision):
+            interaction.status = "executing"
+            answer = (await self._run_subagents(run, [(ord_, decision)]))[ord_]
+            interaction.status = "failed" if answer.is_error else "executed"
+            return answer
+        if interaction.status == "approved":
+            interaction.status = "executing"
+            digest = await self._run_tool(run, ord_, decision, interaction_id=interaction.id)
+            interaction.status = "failed" if digest.is_error else "executed"
+            return digest
+        if interaction.status == "expired" and run.agent.approval.on_expiry == "fail":
+            raise RunAborted(
+                f"the approval request {interaction.id} for {interaction.tool} expired "
+                f"unanswered at {interaction.expires_at.isoformat()}"
+            )
+        if interaction.kind == "local_tool_result":
+            return GateResult(
+                step=interaction.step,
+                ord=ord_,
+                call_id=interaction.call_id,
+                name=interaction.tool,
+                arguments=interaction.arguments,
+                content=_local_result(interaction),
+                is_error=interaction.status != "answered"
+                or (interaction.answer or "").startswith("Error:"),
+                event_seq=self._take_seqs(2),
+            )
+        return GateResult(
+            step=interaction.step,
+            ord=ord_,
+            call_id=interaction.call_id,
+            name=interaction.tool,
+            arguments=interaction.arguments,
+            content=_interaction_answer(interaction),
+            is_error=interaction.status != "answered",
+            event_seq=self._take_seqs(2),
+        )
+
+    @staticmethod
+    def _always_rule(interaction: Interaction) -> PermissionRule:
+        """What `approve_always` grants: this tool on exactly this subject."""
+        return PermissionRule(
+            permission=interaction.tool,
+            pattern=_literal_glob(interaction.subject),
+            action="allow",
+        )
+
+    def _problem_with(self, decision: InteractionDecision) -> tuple[str, str] | None:
+        """Why a decision cannot take, as (error type, sentence), or None if it can."""
+        interaction = self._state.interactions.get(decision.interaction_id)
+        if interaction is None:
+            return "InteractionNotFound", f"No interaction {decision.interaction_id} in this run."
+        if interaction.status != "pending" or workflow.now() >= interaction.expires_at:
+            state = "expired" if interaction.status in ("pending", "expired") else "resolved"
+            return "InteractionClosed", f"Interaction {interaction.id} is already {state}."
+        if interaction.id in self._deciding:
+            return (
+                "InteractionClosed",
+                f"Interaction {interaction.id} is already being decided by another request.",
+            )
+        if decision.approver not in interaction.approvers:
+            return (
+                "NotAnApprover",
+                f"{decision.approver} may not decide {interaction.id}; "
+                f"allowed: {', '.join(interaction.approvers) or 'nobody'}.",
+            )
+        if interaction.kind == "local_tool_result":
+            if decision.decision not in ("answer", "reject"):
+                return (
+                    "InvalidDecision",
+                    "A client-executed call takes `answer` with the tool's output as text, "
+                    "or `reject`.",
+                )
+            if decision.decision == "answer" and not decision.text:
+                return "InvalidDecision", "The result of a client-executed call needs its output."
+            return None
+        if interaction.kind == "ask_user":
+            if decision.decision not in ("answer", "reject"):
+                return "InvalidDecision", "A question takes `answer` (with text) or `reject`."
+            if decision.decision == "answer" and not (decision.text or "").strip():
+                return "InvalidDecision", "An answer needs non-empty text."
+            if len(decision.text or "") > MAX_ANSWER_CHARS:
+                return "InvalidDecision", f"An answer is at most {MAX_ANSWER_CHARS} characters."
+            return None
+        if len(decision.text or "") > MAX_ANSWER_CHARS:
+            return "InvalidDecision", f"A reason is at most {MAX_ANSWER_CHARS} characters."
+        if decision.decision == "answer":
+            return "InvalidDecision", "A tool call takes approve, approve_always or reject."
+        if decision.decision != "reject" and decision.payload_hash != interaction.payload_hash:
+            return (
+                "PayloadHashMismatch",
+                f"The payload hash does not match the proposal of {interaction.id}; "
+                "fetch the interaction again and approve what it shows.",
+            )
+        return None
+
+    def _apply(
+        self, decision: InteractionDecision, interaction: Interaction | None = None
+    ) -> Interaction:
+        """Write `decision` into `interaction` (by default the run's own)."""
+        interaction = interaction or self._state.interactions[decision.interaction_id]
+        interaction.decision = decision.decision
+        interaction.decided_by = decision.approver
+        interaction.decided_at = workflow.now()
+        interaction.answer = decision.text
+        interaction.status = {
+            "approve": "approved",
+            "approve_always": "approved",
+            "reject": "rejected",
+            "answer": "answered",
+        }[decision.decision]  # type: ignore[assignment]
+        return interaction
+
+    async def _claim(self, decision: InteractionDecision) -> Interaction:
+        """Store the decision, then take whatever Postgres holds as the outcome.
+
+        Stored before the update answers, by a regular activity: its command is recorded
+        before it runs, so a workflow task that never reaches the history (a speculative
+        one the server drops when updates race, a worker that dies) writes no outcome and
+        tells no caller "accepted" — a local activity there did both, and the replayed
+        task let the other decision win. Postgres decides which request took: the first
+        outcome stored wins, every answer compares the stored `decision_id` with the
+        request's own (the API sends one per request, so a request delivered again
+        recognises itself), and the run follows what is stored.
+        """
+        interaction = self._state.interactions[decision.interaction_id]
+        decision_id = decision.decision_id or str(workflow.uuid4())
+        proposed = self._apply(decision, interaction.model_copy())
+        proposed.decision_id = decision_id
+        rule = self._always_rule(proposed) if proposed.decision == "approve_always" else None
+        self._deciding.add(interaction.id)
+        try:
+            await self._store_outcome(proposed, rule)
+        finally:
+            self._deciding.discard(interaction.id)
+        if interaction.decision_id != decision_id:
+            raise ApplicationError(
+                f"Interaction {interaction.id} is already {interaction.status}.",
+                type="InteractionClosed",
+                non_retryable=True,
+            )
+        return interaction
+
+    async def _store_outcome(self, proposed: Interaction, rule: PermissionRule | None) -> None:
+        """`resolve_interaction` for `proposed`; the run's interaction becomes what is stored."""
+        run = self._ids
+        result = await run_activity(
+            InteractionRecords.resolve_interaction,
+            ResolveInteractionInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interaction=proposed,
+                new_session_rule=rule,
+                event_seq=self._take_seqs(1),
+            ),
+            timeouts.STORE_CALL,
+            # Regular, not local: its command is on record before it runs (see `_claim`).
+            summary=f"{proposed.status} {proposed.tool}",
+        )
+        stored = result.interaction
+        interaction = self._state.interactions[proposed.id]
+        interaction.decision = stored.decision
+        interaction.decided_by = stored.decided_by
+        interaction.decided_at = stored.decided_at
+        interaction.answer = stored.answer
+        interaction.decision_id = stored.decision_id
+        # Past `approved` in Postgres means it is running or ran: the run is what runs it.
+        interaction.status = (
+            "approved" if stored.status in ("executing", "executed", "failed") else stored.status
+        )
+
+    @workflow.update  # named after the method; bare, so a reference to it types its result
+    async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
+        await self._opened(decision.interaction_id)
+        interaction = self._took(decision)
+        if interaction is None:
+            problem = self._problem_with(decision)
+            if problem is not None:
+                raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
+            interaction = await self._claim(decision)
+        return DecisionOutcome(
+            interaction_id=interaction.id,
+            status=interaction.status,
+            decision_id=interaction.decision_id,
+        )
+
+    @decide.validator
+    def _validate_decision(self, decision: InteractionDecision) -> None:
+        if self._took(decision) is not None:
+            return
+        problem = self._problem_with(decision)
+        # An interaction this run does not know yet may be on its way: see `_opened`.
+        if problem is not None and problem[0] != "InteractionNotFound":
+            raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
+
+    def _took(self, decision: InteractionDecision) -> Interaction | None:
+        """The interaction, if this very request (by `decision_id`) is what was stored.
+
+        A request the server delivers again, after a workflow task that stored it was
+        lost, is told it took, not that the interaction is closed."""
+        interaction = self._state.interactions.get(decision.interaction_id)
+        if interaction is None or decision.decision_id is None:
+            return None
+        return interaction if interaction.decision_id == decision.decision_id else None
+
+    @workflow.signal(name="resolve_interaction")
+    async def resolve_interaction(self, decision: InteractionDecision) -> None:
+        await self._opened(decision.interaction_id)
+        problem = self._problem_with(decision)
+        if problem is not None:
+            workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, problem[1])
+        else:
+            try:
+                await self._claim(decision)
+            except ApplicationError as err:
+                workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, err)
+
+    async def _opened(self, interaction_id: str) -> None:
+        """Wait a little for an interaction that the store has and this run does not yet.
+
+        A worker that takes over a run replays it, and a decision can arrive in the
+        same workflow task as the model's reply that asks for the approval: the
+        decision is handled first, before the replay has opened the interaction again.
+        """
+        if interaction_id in self._state.interactions:
+            return
+        with contextlib.suppress(TimeoutError):  # then the caller says it is not found
+            await workflow.wait_condition(
+                lambda: interaction_id in self._state.interactions,
+                timeout=timeouts.DECISION_WAITS_FOR_INTERACTION,
+            )
+
+    @workflow.query(name="interactions")
+    def list_interactions(self) -> list[Interaction]:
+        return list(self._state.interactions.values())
+
+    # -- sub-agents -------------------------------------------------------------
+
+    async def _run_subagents(
+        self, run: RunInput, calls: list[tuple[int, GateDecision]]
+    ) -> dict[int, GateResult]:
+        """Run one step's `task` calls as child runs, a bounded number at a time.
+
+        Each child opens its own record (its agent, its prompt from this run's stored
+        message), so this history holds only the child's start and end; its answer
+        reaches the model through the next LLM call, which stores its report.
+        """
+        # Shares are fixed before any child runs, so each gets the same part of what is left.
+        calls_each, tokens_each = subagents.share_of(run.agent.limits, self._state, len(calls))
+        children = [
+            (
+                subagents.child_run_id(run.run_id, self._state.step, ord_),
+                decision.call.call_id,
+                self._child_input(run, ord_, decision, calls_each, tokens_each),
+            )
+            for ord_, decision in calls
+        ]
+        parallel = asyncio.Semaphore(
+            run.agent.limits.max_parallel_subagents or run.max_parallel_subagents
+        )
+
+        async def one(run_id: str, call_id: str, child: RunInput) -> GateResult:
+            async with parallel:
+                return await self._run_child(run_id, call_id, child)
+
+        answers = await asyncio.gather(*(one(*child) for child in children))
+        return {answer.ord: answer for answer in answers}
+
+    def _child_input(
+        self,
+        run: RunInput,
+        ord_: int,
+        decision: GateDecision,
+        max_tool_calls: int,
+        max_total_tokens: int | None,
+    ) -> RunInput:
+        state = self._state
+        last = state.last_llm_ms
+        agent = json.loads(decision.canonical_arguments)["agent"]
+        task = SubagentTask(
+            step=state.step,
+            ord=ord_,
+            event_seq=self._take_seqs(2),
+            max_tool_calls=max_tool_calls,
+            max_total_tokens=max_total_tokens,
+        )
+        fast = last is not None and last < timeouts.LLM_LOCAL_BELOW_MS
+        return subagents.child_input(run, agent, task, fast_model=fast)
+
+    async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult:
+        """Run one child to its end; its usage and tool calls count against this run's limits.
+
+        The child's id comes from this run's step and call, and is never reused, so a
+        replayed or retried step finds the child it started rather than starting another.
+        """
+        state = self._state
+        task = child.task
+        assert task is not None
+        record = ChildRun(run_id=run_id, agent=child.agent.name, step=task.step, ord=task.ord)
+        state.children[run_id] = record
+        tool_calls, usage = 0, Usage()
+        try:
+            result = await workflow.execute_child_workflow(
+                AgentRunWorkflow.run,
+                child,
+                id=run_id,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+            status: RunStatus = result.status
+            tool_calls, usage = result.tool_calls, result.usage
+        except ChildWorkflowError as err:
+            status = "cancelled" if isinstance(err.cause, CancelledError) else "failed"
+        except WorkflowAlreadyStartedError:
+            # Started before this run was reset: its record in Postgres answers.
+            workflow.logger.warning("sub-agent run %s was already started", run_id)
+            status = "failed"
+        state.usage = state.usage.plus(usage)
+        state.subagent_tool_calls += tool_calls
+        state.children[run_id] = subagents.finished(record, status, tool_calls, usage)
+        return GateResult(
+            step=task.step,
+            ord=task.ord,
+            call_id=call_id,
+            name="task",
+            child_run_id=run_id,
+            is_error=status != "completed",
+            event_seq=self._take_seqs(2),
+        )
+
+    async def _open_subagent(self, run: RunInput) -> RunInput:
+        """A sub-agent's first act: find its agent and the prompt its parent wrote.
+
+        Done in the child, so the parent's history holds only the child's start and end.
+        """
+        assert run.task is not None and run.parent_run_id is not None
+        plan = await run_activity(
+            Subagents.open_subagent,
+            OpenSubagentInput(
+                run_id=run.run_id,
+                parent_run_id=run.parent_run_id,
+                tenant_id=run.tenant_id,
+                requester=run.requester,
+                agent=run.agent.name,
+                task=run.task,
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+        )
+        agent = plan.agent.model_copy(
+            update={"limits": subagents.within_share(plan.agent.limits, run.task)}
+        )
+        return run.model_copy(
+            update={
+                "agent": agent,
+                "model": plan.model,
+                "workspace": plan.workspace,
+                "texts_key": plan.texts_key,
+            }
+        )
+
+    @workflow.signal(name="child_status")
+    async def child_status(self, notice: ChildRunNotice) -> None:
+        """A sub-agent waits on a person, or no longer: its parent's stream says so."""
+        child = self._state.children.get(notice.run_id)
+        if child is None or child.status not in ("running", "waiting"):
+            return
+        child.status = notice.status
+        child.pending = list(notice.pending)
+        await run_activity(
+            Subagents.record_child_event,
+            ChildEventInput(
+                run_id=workflow.info().workflow_id,
+                event_seq=self._take_seqs(1),
+                child=child.model_copy(deep=True),
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+        )
+
+    async def _tell_parent(self, run: RunInput) -> None:
+        """A sub-agent tells its parent what it waits on, so the parent's readers see it."""
+        if run.parent_run_id is None or run.trigger != "parent":
+            return
+        pending = [i.id for i in self._state.interactions.values() if i.status == "pending"]
+        notice = ChildRunNotice(
+            run_id=run.run_id, status="waiting" if pending else "running", pending=pending
+        )
+        try:
+            parent = workflow.get_external_workflow_handle_for(
+                AgentRunWorkflow.run, run.parent_run_id
+            )
+            await parent.signal(AgentRunWorkflow.child_status, notice)
+        except FailureError as err:  # the parent has ended: nobody is listening
+            workflow.logger.warning("could not tell parent %s: %s", run.parent_run_id, err)
+
+    async def _run_tool(
+        self,
+        run: RunInput,
+        ord_: int,
+        decision: GateDecision,
+        *,
+        interaction_id: str | None = None,
+    ) -> ToolDigest | GateResult:
+        held = (
+            decision.spec is not None
+            and decision.spec.group != "task"
+            and bool(hooks_for(run.agent.hooks, "tool.after", decision.call.name))
+        )
+        call = ToolCallInput(
+            run_id=run.run_id,
+            step=self._state.step,
+            ord=ord_,
+            call_id=decision.call.call_id,
+            name=decision.call.name,
+            arguments=decision.canonical_arguments,
+            workspace=run.workspace,
+            event_seq=self._take_seqs(2),
+            interaction_id=interaction_id,
+            tenant_id=run.tenant_id,
+            allowed_by=_rule_text(decision) if interaction_id is None else None,
+            network=decision.network,
+            hold_output=held,
+        )
+        digest = await self._execute_tool(call, decision)
+        return await self._after_hooks(run, call, decision) if held else digest
+
+    async def _execute_tool(self, call: ToolCallInput, decision: GateDecision) -> ToolDigest:
+        summary = f"{call.name} {decision.subject}".strip()
+        if decision.spec is not None and decision.spec.group == "mcp":
+            # A call to another service: on record before the run goes on.
+            return await run_activity(
+                ToolCalls.run_mcp_tool, call, timeouts.MCP_TOOL_CALL, summary=summary
+            )
+        if decision.spec is not None and decision.spec.group == "plugin":
+            # A plugin's code: on record before the run goes on, like a call to a service.
+            return await run_activity(
+                ToolCalls.run_plugin_tool, call, timeouts.PLUGIN_TOOL_CALL, summary=summary
+            )
+        # Short calls run in the worker that holds the workflow: one marker, no round trip.
+        local = decision.spec is not None and self._tool_runs_local(decision.spec)
+        options = timeouts.tool_call(decision.run_limit_s)
+        return await run_activity(
+            ToolCalls.run_tool, call, options, local=local, summary=None if local else summary
+        )
+
+    def _llm_runs_local(self) -> bool:
+        """A fast model's next call runs as a local activity, a slow one's as a regular one.
+
+        A regular activity's completion is recorded before the next step starts. A local
+        one's is recorded when the workflow task ends, so a crash can lose a finished
+        call's result; the activity then answers from the message it stored, and the
+        model is not called twice. Local calls run back to back only while the model
+        stays fast and for `LLM_LOCAL_BUDGET_MS` of model time; any call after a slow
+        one is regular. A run's first call is regular unless its starter saw the
+        model's latest calls all fast (`RunInput.fast_model`). Decided from
+        the input and recorded results, so replay decides the same.
+        """
+        state = self._state
+        last = state.last_llm_ms
+        if last is None:
+            return self._fast_start
+        if last >= timeouts.LLM_LOCAL_BELOW_MS:
+            return False
+        if state.local_llm_ms + last > timeouts.LLM_LOCAL_BUDGET_MS:
+            return False
+        return True
+
+    def _tool_runs_local(self, spec: ToolSpec) -> bool:
+        """Reads and quick writes run as local activities; `bash` stays a regular one.
+
+        A read is safe to repeat, so it need not be recorded before the next one starts.
+        """
+        return spec.read_only or spec.quick_write
+
+    async def _finish(
+        self,
+        run: RunInput,
+        status: RunStatus,
+        reason: StopReason,
+        *,
+        error: str | None = None,
+        final_step: int | None = None,
+    ) -> RunResult:
+        state = self._state
+        if status == "completed" and run_memory.remembers(run):
+            state.usage = state.usage.plus(await run_memory.remember(run))
+        finished = await run_activity(
+            RunRecords.finish_run,
+            FinishRunInput(
+                run_id=run.run_id,
+                status=status,
+                stop_reason=reason,
+                error=error,
+                final_step=final_step,
+                steps=state.step,
+                tool_calls=state.tool_calls,
+                usage=state.usage,
+                event_seq=self._take_seqs(1),
+                # Only a webhook notice needs the report's first characters.
+                preview=bool(run.webhook_url or run.push_notifications),
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+            summary=f"finish {status}",
+        )
+        if hooks_for(run.agent.hooks, "run.end"):
+            await self._run_end_hooks(run, status, reason, error)
+        # Terminal only once Postgres has the outcome, so readers never see it early.
+        self._status = status
+        self._stop_reason = reason
+        await self._notify(
+            run,
+            status,
+            stop_reason=reason,
+            error=error,
+            report_preview=finished.report_preview,
+        )
+        return RunResult(
+            run_id=run.run_id,
+            status=status,
+            stop_reason=reason,
+            steps=state.step,
+            tool_calls=state.tool_calls,
+            usage=state.usage,
+            report_preview=finished.report_preview,
+            error=error,
+        )
+
+    async def _notify(
+        self,
+        run: RunInput,
+        status: RunStatus | Literal["waiting"],
+        *,
+        interactions: list[Interaction] | None = None,
+        stop_reason: StopReason | None = None,
+        error: str | None = None,
+        report_preview: str = "",
+    ) -> None:
+        """Hand a notice to the run's webhook, if it has one.
+
+        A delivery workflow of its own retries it, so a receiver that is down delays
+        the notice but never holds the run open or loses the notice.
+        """
+        if not run.webhook_url and not run.push_notifications:
+            return
+        state = self._state
+        state.webhooks_sent += 1
+        notice = WebhookNotice(
+            id=f"{run.run_id}/{state.webhooks_sent}",
+            event="run.waiting" if status == "waiting" else "run.finished",
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            status=status,
+            agent=run.agent.name,
+            requester=run.requester,
+            schedule_id=run.schedule_id,
+            occurred_at=workflow.now(),
+            stop_reason=stop_reason,
+            error=error,
+            report_preview=report_preview,
+            steps=state.step,
+            tool_calls=state.tool_calls,
+            interactions=[_webhook_interaction(i) for i in interactions or []],
+            session_id=run.session_id if run.push_notifications else None,
+        )
+        if run.webhook_url:
+            await self._hand_over(
+                WebhookDelivery(url=run.webhook_url, notice=notice),
+                f"{run.run_id}-webhook-{state.webhooks_sent}",
+            )
+        if run.push_notifications:
+            # The configs as they are now: a client may set one at any time.
+            pushes = await run_activity(
+                WebhookDeliveries.push_targets,
+                PushTargetsInput(run_id=run.run_id),
+                timeouts.STORE_CALL,
+                local=True,
+                summary="push targets",
+            )
+            for target in pushes.targets:
+                await self._hand_over(
+                    WebhookDelivery(url=target.url, notice=notice, push_config_id=target.config_id),
+                    f"{run.run_id}-push-{state.webhooks_sent}-{target.config_id}",
+                )
+
+    async def _hand_over(self, delivery: WebhookDelivery, delivery_id: str) -> None:
+        """Start the delivery's own workflow, which outlives the run if it must."""
+        try:
+            await workflow.start_child_workflow(
+                WebhookDeliveryWorkflow.run,
+                delivery,
+                id=delivery_id,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+            )
+        except WorkflowAlreadyStartedError:
+            workflow.logger.warning("webhook notice %s was already handed over", delivery_id)
+
+    def _take_seqs(self, count: int) -> int:
+        first = self._state.next_seq
+        self._state.next_seq += count
+        return first
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > timeouts.MAX_HISTORY_EVENTS
+        )
+
+
+class RunAborted(Exception):
+    """The run must stop and fail, for a reason the policy gives."""
+
+
+def _is_task(decision: GateDecision) -> bool:
+    return decision.spec is not None and decision.spec.group == "task"
+
+
+def _webhook_interaction(interaction: Interaction) -> WebhookInteraction:
+    return WebhookInteraction(
+        id=interaction.id,
+        kind=interaction.kind,
+        tool=interaction.tool,
+        subject=interaction.subject,
+        risk=interaction.risk,
+        payload_hash=interaction.payload_hash,
+        approvers=interaction.approvers,
+        expires_at=interaction.expires_at,
+        question=interaction.question,
+    )
+
+
+def _rule_text(decision: GateDecision, *, acting_only: bool = True) -> str | None:
+    """The rule behind a policy decision, for the audit log (read calls: only denials)."""
+    if decision.spec is None or (acting_only and decision.spec.read_only):
+        return None
+    rule = decision.rule
+    return f"{rule.permission} {rule.pattern} {rule.action}" if rule else "risk default"
+
+
+def _literal_glob(text: str) -> str:
+    """A glob that matches exactly `text`."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _on_client(decision: GateDecision, local_tools: list[str]) -> GateDecision:
+    """A read the rules let run, of a tool the client runs: it asks the client instead."""
+    spec = decision.spec
+    if decision.verdict != "run" or decision.call.name not in local_tools:
+        return decision
+    if spec is None or not spec.read_only or spec.group != "read":
+        return decision
+    return dataclasses.replace(decision, verdict="ask", local=True)
+
+
+def _local_result(interaction: Interaction) -> str:
+    if interaction.status == "answered":
+        return interaction.answer or ""
+    if interaction.status == "rejected":
+        reason = f" Reason: {interaction.answer}" if interaction.answer else ""
+        return f"Error: the client refused to run this {interaction.tool} call.{reason}"
+    return (
+        f"Error: the client did not run this {interaction.tool} call before it expired at "
+        f"{interaction.expires_at.isoformat()}; the files it reads are only on the client."
+    )
+
+
+def _interaction_answer(interaction: Interaction) -> str:
+    if interaction.status == "answered":
+        return f"The user answered: {interaction.answer}"
+    if interaction.status == "rejected":
+        reason = f" Reason: {interaction.answer}" if interaction.answer else ""
+        return (
+            f"Error: the user rejected this {interaction.tool} call; it did not run.{reason} "
+            "Do not repeat it unchanged."
+        )
+    return (
+        f"Error: nobody answered the request to run {interaction.tool} before it expired "
+        f"at {interaction.expires_at.isoformat()}; it did not run."
+    )
+
+
+def _failure_reason(err: FailureError) -> str:
+    if isinstance(err, ActivityError):
+        cause = err.cause
+        message = str(cause) if cause is not None else str(err)
+        return f"{err.activity_type or 'activity'} failed: {message}"
+    return f"a step failed: {err}"

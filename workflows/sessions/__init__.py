@@ -1,0 +1,1 @@
+"""Sessions: the workflow that holds a conversation's runs in order."""

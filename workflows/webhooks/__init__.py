@@ -1,0 +1,1 @@
+"""Webhook deliveries as the workflow sees them."""
