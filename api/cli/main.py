@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.table import Table
 from rich.tree import Tree
 
@@ -28,6 +27,7 @@ from keel.api.cli.memories import memories_app
 from keel.api.cli.payload_keys import keys_app
 from keel.api.cli.plugins import plugins_app
 from keel.api.cli.progress import Decider, follow_run, terminal_decider
+from keel.api.cli.report_view import report_view
 from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
 from keel.api.cli.schedules import schedules_app
@@ -212,7 +212,7 @@ async def _start_and_follow(
 
 def _report(run: RunPublic, out: Path | None, data_dir: Path) -> None:
     if run.report:
-        console.print(Markdown(run.report))
+        console.print(report_view(run.report))
         saved = _save_report(run, out, data_dir)
         # A path to copy: whole on one line, and never read as markup.
         console.print(f"\nReport saved to {saved}", soft_wrap=True, markup=False)
@@ -427,7 +427,7 @@ def coordinate(
             done = await api.wait_coordination(started.id)
         if done.report is None:
             raise StackError(done.error or f"Coordination {done.id} ended {done.status}.")
-        console.print(Markdown(done.report))
+        console.print(report_view(done.report))
         path = out or info.settings.data_dir / "reports" / f"coordinate-{done.id}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(done.report)
@@ -516,7 +516,7 @@ def runs_show(run_id: str) -> None:
         if run.children:
             console.print(run_tree(run))
         if run.report:
-            console.print(Markdown(run.report))
+            console.print(report_view(run.report))
 
     _run(main())
 

@@ -21,7 +21,8 @@ export function renderMarkdown(source) {
       i++;
       while (i < lines.length && !lines[i].trim().startsWith(fence[1])) body.push(lines[i++]);
       i++;
-      root.append(h("pre", {}, h("code", fence[2] ? { "data-lang": fence[2] } : {}, body.join("\n"))));
+      const table = fence[2] === "findings" ? findingsTable(body.join("\n")) : null;
+      root.append(table ?? h("pre", {}, h("code", fence[2] ? { "data-lang": fence[2] } : {}, body.join("\n"))));
       continue;
     }
     const heading = line.match(/^(#{1,6})\s+(.*?)\s*#*\s*$/);
@@ -80,7 +81,12 @@ export function renderMarkdown(source) {
   return root;
 }
 
-const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|!?\[([^\]]*)\]\(\s*([^)\s]*)(?:\s+"[^"]*")?\s*\)|\*\*([^*]+)\*\*|__([^_]+)__|\*([^*\s][^*]*)\*|_([^_\s][^_]*)_|<(https?:\/\/[^>\s]+)>/;
+// A path with an underscore (`src/__init__.py`, `CODE_OF_CONDUCT.md`) or a `__dunder__`
+// name standing alone is code, never emphasis; as in CommonMark, `_` inside a word is a
+// letter, not emphasis (`snake_case_name`).
+const PATH = String.raw`(?<![\w./\\\[<-])(?=[\w./-]*_)((?:[\w.-]+\/)+[\w.-]*\w|[\w.-]*\w\.[A-Za-z]\w*|__\w+__)(?![\w\]>])`;
+const INLINE = new RegExp(String.raw`(\`+)([\s\S]*?[^\`])\1(?!\`)|!?\[([^\]]*)\]\(\s*([^)\s]*)(?:\s+"[^"]*")?\s*\)|` + PATH +
+  String.raw`|\*\*([^*]+)\*\*|(?<!\w)__([^_]+)__(?!\w)|\*([^*\s][^*]*)\*|(?<!\w)_([^_\s][^_]*)_(?!\w)|<(https?:\/\/[^>\s]+)>`);
 
 /** Inline Markdown as a list of nodes; anything unrecognised stays text. */
 export function inline(text) {
@@ -90,8 +96,9 @@ export function inline(text) {
     const m = rest.match(INLINE);
     if (!m) { out.push(rest); break; }
     if (m.index) out.push(rest.slice(0, m.index));
-    const [all, ticks, code, label, url, strong1, strong2, em1, em2, auto] = m;
+    const [all, ticks, code, label, url, path, strong1, strong2, em1, em2, auto] = m;
     if (ticks) out.push(h("code", {}, code));
+    else if (path) out.push(h("code", {}, path));
     else if (url !== undefined) out.push(link(label, url, all.startsWith("!")));
     else if (strong1 || strong2) out.push(h("strong", {}, inline(strong1 || strong2)));
     else if (em1 || em2) out.push(h("em", {}, inline(em1 || em2)));
@@ -108,4 +115,25 @@ function link(label, url, isImage) {
     return h("span", { class: "unsafe-link", title: "link removed: not http(s)" }, text);
   }
   return h("a", { href, rel: "noopener noreferrer nofollow", target: "_blank" }, text);
+}
+
+const SEVERITY_ORDER = { high: 0, medium: 1, low: 2 };
+
+/** A `findings` block (docs/findings.md) as a table; null when its text is not findings. */
+function findingsTable(body) {
+  let data;
+  try { data = JSON.parse(body); } catch { return null; }
+  if (data && !Array.isArray(data) && Array.isArray(data.findings)) data = data.findings;
+  if (!Array.isArray(data) || !data.every((f) => f && typeof f === "object" && !Array.isArray(f))) return null;
+  if (!data.length) return h("p", { class: "findings-none" }, "Findings: none.");
+  const rows = [...data].sort((a, b) => (SEVERITY_ORDER[a.severity] ?? 3) - (SEVERITY_ORDER[b.severity] ?? 3));
+  return h("table", { class: "findings" },
+    h("thead", {}, h("tr", {}, ["Severity", "Place", "Finding"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, rows.map((f) => h("tr", { class: f.verified === false ? "unverified" : "" },
+      h("td", {}, String(f.severity ?? "")),
+      h("td", {}, h("code", {}, String(f.file ?? "") + (f.line != null ? `:${f.line}` : ""))),
+      h("td", {},
+        h("strong", {}, String(f.title ?? "")),
+        f.detail ? h("div", {}, String(f.detail)) : null,
+        f.verified === false ? h("div", { class: "unverified-note" }, "unverified: no run of the tree read this place") : null)))));
 }
