@@ -11,6 +11,8 @@ from functools import lru_cache
 
 from temporalio.common import RetryPolicy
 
+from keel.workflows.error_types import LLM_REQUEST_REJECTED, STORE_UNAVAILABLE, WEBHOOK_REJECTED
+
 
 @dataclass(frozen=True)
 class ActivityOptions:
@@ -33,7 +35,6 @@ LOCAL_RETRY_THRESHOLD = timedelta(seconds=30)
 # for this long, backing off to one attempt every `STORE_OUTAGE_MAX_DELAY`, before the
 # run fails.
 STORE_OUTAGE_BUDGET = timedelta(minutes=10)
-STORE_UNAVAILABLE = "StoreUnavailable"
 STORE_OUTAGE_FIRST_DELAY = timedelta(milliseconds=500)
 STORE_OUTAGE_MAX_DELAY = timedelta(seconds=10)
 # Retries bounded by time (a schedule-to-close timeout), not by a count of attempts.
@@ -68,7 +69,7 @@ def llm_retry(max_attempts: int) -> RetryPolicy:
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=60),
         maximum_attempts=max_attempts,
-        non_retryable_error_types=["LlmRequestRejected", STORE_UNAVAILABLE],
+        non_retryable_error_types=[LLM_REQUEST_REJECTED, STORE_UNAVAILABLE],
     )
 
 
@@ -202,7 +203,7 @@ MEMORY_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=3,
-    non_retryable_error_types=["LlmRequestRejected"],
+    non_retryable_error_types=[LLM_REQUEST_REJECTED],
 )
 MEMORY_RECALL = ActivityOptions(start_to_close=timedelta(seconds=30), retry=MEMORY_RETRY)
 MEMORY_EXTRACTION = ActivityOptions(start_to_close=timedelta(minutes=2), retry=MEMORY_RETRY)
@@ -215,7 +216,7 @@ WEBHOOK_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(minutes=10),
     maximum_attempts=0,  # bounded by the delivery window instead
-    non_retryable_error_types=["WebhookRejected"],
+    non_retryable_error_types=[WEBHOOK_REJECTED],
 )
 WEBHOOK_DELIVERY = ActivityOptions(
     # One POST; the activity's client gives up after 10 s.

@@ -19,6 +19,7 @@ from keel.workflows.context.budget import (
     plan_context,
 )
 from keel.workflows.context.model_windows import ModelWindow, window_for
+from keel.workflows.error_types import CONTEXT_TOO_LONG
 
 # How providers say a request is too long, and where they name the limit.
 _LIMITS = (
@@ -148,7 +149,7 @@ class ContextBudget:
                 f"hardest compaction: the system prompt, the run's input, the summary and "
                 f"the tool schemas alone take about {estimate} tokens. Use a model with a "
                 "larger window, or shorten the agent's prompt or the input.",
-                type="ContextTooLong",
+                type=CONTEXT_TOO_LONG,
                 non_retryable=True,
             )
         return level

@@ -32,6 +32,7 @@ from keel.workflows.context.budget import (
     estimate_tools,
     plan_context,
 )
+from keel.workflows.error_types import CONTEXT_TOO_LONG
 from keel.workflows.models import CompactionInput, CompactionResult
 
 # Says "summarise the conversation so far": the scripted reviewer keys on that phrase.
@@ -84,7 +85,7 @@ class CompactionActivities(ContextCompaction):
                 f"The run's first request (about {job.need.estimate} tokens) does not fit the "
                 f"model's context window of {job.need.window} tokens, and there is nothing "
                 "earlier to summarise. Shorten the input or use a model with a larger window.",
-                type="ContextTooLong",
+                type=CONTEXT_TOO_LONG,
                 non_retryable=True,
             )
         covered = [i for i in items if i.step <= through]
@@ -111,7 +112,7 @@ class CompactionActivities(ContextCompaction):
                     f"{plan.estimate if plan else 0} tokens) does not fit the model's context "
                     f"window of {window.context_window} tokens; the run cannot go on. Use a "
                     "model with a larger window.",
-                    type="ContextTooLong",
+                    type=CONTEXT_TOO_LONG,
                     non_retryable=True,
                 )
             fallback: str | None = None
@@ -134,7 +135,7 @@ class CompactionActivities(ContextCompaction):
                     raise ApplicationError(
                         f"The provider refused the summarising request as too long for its "
                         f"window of {refusal.limit} tokens: {refusal}",
-                        type="ContextTooLong",
+                        type=CONTEXT_TOO_LONG,
                         non_retryable=True,
                     ) from exc
                 await self._budget.store.learn_window(job.model, refusal.limit, job.run_id)

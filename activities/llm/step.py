@@ -44,6 +44,7 @@ from keel.activities.store.run_tree import RunTreeStore
 from keel.activities.tool_events import PREVIEW_CHARS, tool_events
 from keel.activities.tool_schemas import plugin_tool_definition, tool_definitions
 from keel.workflows.activity_refs import LlmCalls
+from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
 from keel.workflows.models import (
     CompactionNeed,
     GateResult,
@@ -187,7 +188,7 @@ class LlmActivities(LlmCalls):
         if budget is None or not budget.enabled:
             raise ApplicationError(
                 f"LLM provider rejected the request as too long: {refusal}",
-                type="LlmRequestRejected",
+                type=LLM_REQUEST_REJECTED,
                 non_retryable=True,
             )
         if refusal.limit is not None:
@@ -347,7 +348,7 @@ class LlmActivities(LlmCalls):
         except httpx.HTTPError as exc:  # the stream broke after the reply began
             raise ApplicationError(
                 f"LLM stream from {self._client.base_url} broke: {type(exc).__name__}: {exc}",
-                type="LlmUnavailable",
+                type=LLM_UNAVAILABLE,
             ) from exc
 
     async def _complete_plugin(
@@ -497,7 +498,7 @@ async def _chunks(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
             chunk = json.loads(data)
         except ValueError as exc:
             raise ApplicationError(
-                f"LLM provider sent a malformed stream chunk: {data[:200]}", type="LlmUnavailable"
+                f"LLM provider sent a malformed stream chunk: {data[:200]}", type=LLM_UNAVAILABLE
             ) from exc
         if not isinstance(chunk, dict):
             continue
@@ -505,7 +506,7 @@ async def _chunks(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
             error = chunk["error"]
             message = error.get("message", error) if isinstance(error, dict) else error
             raise ApplicationError(
-                f"LLM provider failed mid-stream: {str(message)[:300]}", type="LlmUnavailable"
+                f"LLM provider failed mid-stream: {str(message)[:300]}", type=LLM_UNAVAILABLE
             )
         yield chunk
 

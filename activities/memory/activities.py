@@ -39,6 +39,7 @@ from keel.activities.run_records import open_run
 from keel.activities.store.memory_store import ExtractionCounts, Memory, MemoryStore, StoredFact
 from keel.activities.store.run_store import Store
 from keel.workflows.activity_refs import AgentMemory
+from keel.workflows.error_types import LLM_UNAVAILABLE
 from keel.workflows.memory.models import RecallInput, RecallResult, RememberInput, RememberResult
 
 log = logging.getLogger("keel.memory")
@@ -77,14 +78,14 @@ class Embedder:
         except openai.APIStatusError as exc:
             if status_is_retryable(exc.status_code):
                 raise ApplicationError(
-                    f"Embeddings endpoint answered {exc.status_code}", type="LlmUnavailable"
+                    f"Embeddings endpoint answered {exc.status_code}", type=LLM_UNAVAILABLE
                 ) from exc
             raise EmbeddingsUnavailable(
                 f"the embeddings endpoint refused model {self.model} ({exc.status_code})"
             ) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ApplicationError(
-                f"Embeddings endpoint unreachable: {exc}", type="LlmUnavailable"
+                f"Embeddings endpoint unreachable: {exc}", type=LLM_UNAVAILABLE
             ) from exc
         ordered = sorted(response.data, key=lambda d: d.index)
         return [_floats(d.embedding) for d in ordered]

@@ -19,7 +19,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from keel.workflows.timeouts import STORE_UNAVAILABLE
+from keel.workflows.error_types import STORE_UNAVAILABLE
 
 __all__ = ["STORE_OUTAGES", "STORE_UNAVAILABLE", "StoreOutageInterceptor", "is_store_outage"]
 

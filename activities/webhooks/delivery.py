@@ -35,6 +35,7 @@ from keel.activities.webhooks.signature import (
     tenant_signing_secret,
 )
 from keel.workflows.activity_refs import WebhookDeliveries
+from keel.workflows.error_types import WEBHOOK_REJECTED, WEBHOOK_UNREACHABLE
 from keel.workflows.models import (
     PushTarget,
     PushTargets,
@@ -119,7 +120,7 @@ class WebhookActivities(WebhookDeliveries):
             raise ApplicationError(
                 f"The webhook receiver at {host} could not be reached ({type(exc).__name__}); "
                 "retrying.",
-                type="WebhookUnreachable",
+                type=WEBHOOK_UNREACHABLE,
             ) from exc
         status = response.status_code
         if 200 <= status < 300:
@@ -133,7 +134,7 @@ class WebhookActivities(WebhookDeliveries):
         raise ApplicationError(
             f"The webhook receiver at {host} refused the notice with {status}; "
             "fix the receiver (redirects are not followed), later notices will be sent.",
-            type="WebhookRejected",
+            type=WEBHOOK_REJECTED,
             non_retryable=True,
         )
 
@@ -143,7 +144,7 @@ class WebhookActivities(WebhookDeliveries):
         try:
             return await check_webhook_target(delivery.url, self._targets, self._resolve)
         except WebhookHostUnresolved as exc:
-            raise ApplicationError(f"{exc} Retrying.", type="WebhookUnreachable") from None
+            raise ApplicationError(f"{exc} Retrying.", type=WEBHOOK_UNREACHABLE) from None
         except WebhookTargetRefused as exc:
             if self._audit is not None:
                 # Once per delivery and target, however often a crashed attempt is retried.

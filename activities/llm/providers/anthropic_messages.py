@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import ContextLengthExceeded
 from keel.activities.llm.providers.retry_status import error_detail, provider_error, retry_after
+from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
 from keel.workflows.models import Usage
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def configured(adapter: AnthropicMessages | None, model: str) -> AnthropicMessag
         raise ApplicationError(
             f"The model {model} is served by Anthropic, and this worker has no "
             "ANTHROPIC_API_KEY; set it (and ANTHROPIC_BASE_URL for another endpoint).",
-            type="LlmRequestRejected",
+            type=LLM_REQUEST_REJECTED,
             non_retryable=True,
         )
     return adapter
@@ -168,7 +169,7 @@ class AnthropicMessages:
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
             raise ApplicationError(
                 f"Anthropic endpoint unreachable at {self._client.base_url}: {exc}",
-                type="LlmUnavailable",
+                type=LLM_UNAVAILABLE,
             ) from exc
 
     async def close(self) -> None:

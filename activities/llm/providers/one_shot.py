@@ -24,6 +24,7 @@ from keel.activities.llm.genai_spans import note_provider
 from keel.activities.llm.providers import anthropic_messages, openai_errors, plugin_models
 from keel.activities.plugin_api import PluginCode
 from keel.workflows.context.budget import estimate_message
+from keel.workflows.error_types import CONTEXT_TOO_LONG
 
 __all__ = ["OneShotModel", "OneShotReply"]
 
@@ -85,7 +86,7 @@ class OneShotModel:
                 raise
             raise ApplicationError(
                 f"The provider refused {purpose} as too long for the model {model}: {exc}",
-                type="ContextTooLong",
+                type=CONTEXT_TOO_LONG,
                 non_retryable=True,
             ) from exc
 

@@ -13,6 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import exceeded_limit
 from keel.activities.llm.providers.retry_status import error_detail, provider_error, retry_after
+from keel.workflows.error_types import LLM_UNAVAILABLE
 
 __all__ = ["status_error", "unreachable"]
 
@@ -35,5 +36,5 @@ def unreachable(base_url: object, exc: Exception, purpose: str | None = None) ->
     """The error for an endpoint that did not answer (connection refused, timed out)."""
     what = f" for {purpose}" if purpose else ""
     return ApplicationError(
-        f"LLM endpoint unreachable at {base_url}{what}: {exc}", type="LlmUnavailable"
+        f"LLM endpoint unreachable at {base_url}{what}: {exc}", type=LLM_UNAVAILABLE
     )

@@ -29,6 +29,7 @@ from keel.activities.llm.provider_api import (
 )
 from keel.activities.llm.providers.retry_status import retry_delay
 from keel.workflows.context.budget import estimate_message, estimate_text, estimate_tools
+from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
 from keel.workflows.models import Usage
 
 
@@ -67,13 +68,13 @@ async def complete(
     except Exception as exc:  # a plugin's bug or outage: retried like an unreachable endpoint
         raise ApplicationError(
             f"The model provider {ref.label} failed: {type(exc).__name__}: {str(exc)[:300]}",
-            type="LlmUnavailable",
+            type=LLM_UNAVAILABLE,
         ) from exc
     if not isinstance(reply, ModelReply):
         raise ApplicationError(
             f"The model provider {ref.label} answered a {type(reply).__name__}, not a "
             "ModelReply; fix the plugin.",
-            type="LlmRequestRejected",
+            type=LLM_REQUEST_REJECTED,
             non_retryable=True,
         )
     try:
@@ -83,7 +84,7 @@ async def complete(
         raise ApplicationError(
             f"The model provider {ref.label} answered a malformed ModelReply: "
             f"{type(exc).__name__}: {str(exc)[:300]}; fix the plugin.",
-            type="LlmRequestRejected",
+            type=LLM_REQUEST_REJECTED,
             non_retryable=True,
         ) from exc
 
@@ -109,12 +110,12 @@ def _mapped(ref: ProviderRef, exc: ModelProviderError) -> ApplicationError:
     if exc.retryable:
         return ApplicationError(
             f"The model provider {ref.label} failed: {exc}",
-            type="LlmUnavailable",
+            type=LLM_UNAVAILABLE,
             next_retry_delay=retry_delay(exc.retry_after_s),
         )
     return ApplicationError(
         f"The model provider {ref.label} rejected the request: {exc}",
-        type="LlmRequestRejected",
+        type=LLM_REQUEST_REJECTED,
         non_retryable=True,
     )
 

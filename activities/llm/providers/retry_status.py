@@ -15,6 +15,8 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
+from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
+
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_RETRY_AFTER_S = 300.0
 """The longest a provider's `Retry-After` holds a retry back; longer asks are capped."""
@@ -71,12 +73,12 @@ def provider_error(
     if status_is_retryable(status):
         return ApplicationError(
             f"{provider} answered {status}{what}: {detail}",
-            type="LlmUnavailable",
+            type=LLM_UNAVAILABLE,
             next_retry_delay=delay,
         )
     rejected = purpose or "the request"
     return ApplicationError(
         f"{provider} rejected {rejected} ({status}): {detail}",
-        type="LlmRequestRejected",
+        type=LLM_REQUEST_REJECTED,
         non_retryable=True,
     )
