@@ -31,6 +31,7 @@ from keel.activities.store.records import (
     RecordedCall,
     RunRecord,
 )
+from keel.activities.store.run_tree import WAITS_ON_SOMEONE
 from keel.workflows.models import StartRunInput
 from keel.workflows.run import findings
 
@@ -448,9 +449,11 @@ class Store:
         trigger: str | None = None,
         parent_run_id: str | None = None,
         top_level: bool = False,
+        waiting: bool | None = None,
     ) -> list[RunRecord]:
         """Newest first; `before` is the (created_at, id) of the last row already seen.
-        `top_level` leaves sub-agent runs out; `parent_run_id` lists one run's children."""
+        `top_level` leaves sub-agent runs out; `parent_run_id` lists one run's children;
+        `waiting` keeps only the runs that wait on a person (True) or those that do not."""
         filters = {
             "parent_run_id = %s": parent_run_id,
             "trigger = %s": trigger,
@@ -463,6 +466,8 @@ class Store:
         clauses = ["tenant_id = %s", *(clause for clause, value in filters.items() if value)]
         if top_level:
             clauses.append("parent_run_id IS NULL")
+        if waiting is not None:
+            clauses.append(("" if waiting else "NOT ") + f"({WAITS_ON_SOMEONE})")
         params: list[object] = [tenant_id, *(value for value in filters.values() if value)]
         if before:
             clauses.append("(created_at, id) < (%s, %s)")

@@ -30,6 +30,24 @@ WHERE tenant_id = %(tenant)s AND parent_run_id = ANY(%(ids)s)
 GROUP BY parent_run_id
 """
 
+# A live run waits on someone when it, or a run below it, has a pending interaction. Used
+# inside a query over `runs` (it names that row as `runs`).
+WAITS_ON_SOMEONE = """
+runs.status IN ('queued', 'running') AND EXISTS (
+    WITH RECURSIVE tree(id, depth) AS (
+        SELECT runs.id, 0
+        UNION ALL
+        SELECT r.id, t.depth + 1 FROM runs r JOIN tree t ON r.parent_run_id = t.id
+        WHERE r.tenant_id = runs.tenant_id AND t.depth < 16
+    )
+    SELECT 1 FROM interactions i JOIN tree ON i.run_id = tree.id WHERE i.status = 'pending'
+)
+"""
+
+WAITING_SQL = f"""
+SELECT id FROM runs WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s) AND {WAITS_ON_SOMEONE}
+"""
+
 CHILD_ANSWER_SQL = "SELECT agent, status, stop_reason, error, report FROM runs WHERE id = %s"
 
 
@@ -66,6 +84,16 @@ class RunTreeStore:
             cur = await conn.execute(CHILD_COUNTS_SQL, {"tenant": tenant_id, "ids": run_ids})
             rows = await cur.fetchall()
         return {str(row["parent_run_id"]): int(row["children"]) for row in rows}
+
+    async def waiting(self, tenant_id: str, run_ids: list[str]) -> set[str]:
+        """Those of the runs that wait on a person now (they or a sub-agent run below
+        them have a pending interaction)."""
+        if not run_ids:
+            return set()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(WAITING_SQL, {"tenant": tenant_id, "ids": run_ids})
+            rows = await cur.fetchall()
+        return {str(row["id"]) for row in rows}
 
     async def child_answer(self, run_id: str) -> ChildAnswer:
         """The report of a finished sub-agent run, as the parent's model reads it."""

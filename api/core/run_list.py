@@ -5,6 +5,10 @@ bury the run the user started. So a list shows top-level runs unless asked for c
 (`children="include"`), or lists the direct children of one run (`parent`), which must
 be the caller's: another tenant's parent answers 404, audited, like a read of that run.
 Paging is by `(created_at, id)` within the same filters, so cursors stay correct.
+
+A live run that waits on a person (it, or a sub-agent run below it, has a pending
+approval or question) is listed as `waiting`, not `running`; `status="waiting"` lists
+those, `status="running"` the others.
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ class RunListPage(BaseModel):
 
     runs: list[RunRecord]
     child_counts: dict[str, int]
+    waiting: set[str] = set()
+    """The runs of the page that wait on a person now."""
+
+    def status_of(self, run: RunRecord) -> str:
+        """The run's status as a list shows it: `waiting` while it waits on a person."""
+        return "waiting" if run.id in self.waiting else run.status
 
 
 class RunListing:
@@ -58,16 +68,21 @@ class RunListing:
             parent_key = (await self._runs.get(parent, user, allow_admin=False)).id
         # Asking for the runs a parent started is asking for children.
         top_level = children == "exclude" and parent_key is None and trigger != "parent"
+        waiting = {"waiting": True, "running": False}.get(status or "")
         found = await self._runs.page(
             user,
             limit=limit,
             before=before,
-            status=status,
+            status="running" if status == "waiting" else status,
+            waiting=waiting,
             agent=agent,
             trigger=trigger,
             schedule_id=schedule_id,
             parent_run_id=parent_key,
             top_level=top_level,
         )
-        counts = await self._tree.child_counts(user.tenant_id, [r.id for r in found])
-        return RunListPage(runs=found, child_counts=counts)
+        ids = [r.id for r in found]
+        counts = await self._tree.child_counts(user.tenant_id, ids)
+        return RunListPage(
+            runs=found, child_counts=counts, waiting=await self._tree.waiting(user.tenant_id, ids)
+        )

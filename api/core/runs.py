@@ -474,7 +474,8 @@ class RunService:
 
     async def live(self, record: RunRecord) -> RunPublic:
         """The run as clients see it, with its tree of sub-agent runs; a live run's
-        progress comes from the workflow itself.
+        progress comes from the workflow itself. A live run that waits on a person (it or
+        a sub-agent has a pending interaction) reads as `waiting`.
 
         Never waits for the step in flight: a busy workflow's progress is what Postgres
         has (steps so far, pending interactions).
@@ -488,6 +489,8 @@ class RunService:
             # waits on someone has started, whatever that earlier read said.
             if public.status == "queued" and (public.pending_interactions or public.steps):
                 public.status = "running"
+            if public.status == "running" and public.pending_interactions:
+                public.status = "waiting"
         return with_tree(public, await subtree(self._parts.store, record))
 
     async def pending(self, record: RunRecord) -> list[InteractionPublic]:

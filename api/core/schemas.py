@@ -158,7 +158,10 @@ class RunPublic(BaseModel):
     id: str
     agent: str
     model: str
-    status: str
+    status: str = Field(
+        description="`queued`, `running`, `waiting` (live, and it or a sub-agent run waits "
+        "on an approval or an answer), `completed`, `failed` or `cancelled`."
+    )
     stop_reason: str | None
     error: str | None
     trigger: str

@@ -33,7 +33,7 @@ from keel.api.evals.scenario import Decision, Scenario
 
 __all__ = ["EvalRunner", "OnResult", "match_decision", "model_names"]
 
-ACTIVE = ("queued", "running")
+ACTIVE = ("queued", "running", "waiting")
 POLL_INTERVAL_S = 0.25
 # After a cancel, how long the run may take to say it ended.
 CANCEL_GRACE_S = 30.0

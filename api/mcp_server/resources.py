@@ -106,16 +106,17 @@ class KeelResources:
         ]
         # The run list users read everywhere: top-level runs, not the sub-agent runs.
         listed = await self._service.run_list.page(user, limit=LISTED_RUNS, before=None)
-        return agents + [item for run in listed.runs for item in _run_resources(run)]
+        return agents + [
+            item for run in listed.runs for item in _run_resources(run, listed.status_of(run))
+        ]
 
 
-def _run_resources(run: RunRecord) -> list[Resource]:
+def _run_resources(run: RunRecord, status: str) -> list[Resource]:
     items = [
         Resource(
             uri=RUN_URI.format(run_id=run.id),
             name=f"run {run.id}",
-            description=f"{run.agent} run, {run.status}, "
-            f"started {run.created_at:%Y-%m-%d %H:%M} UTC.",
+            description=f"{run.agent} run, {status}, started {run.created_at:%Y-%m-%d %H:%M} UTC.",
             mime_type=JSON,
         )
     ]

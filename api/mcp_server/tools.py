@@ -175,7 +175,12 @@ class KeelTools:
         user = caller(ctx)
         # As on REST: the runs the caller started, not the sub-agent runs under them.
         listed = await self._service.run_list.page(user, limit=limit, before=None)
-        return RunSummaries(runs=[RunSummary.from_record(run) for run in listed.runs])
+        return RunSummaries(
+            runs=[
+                RunSummary.from_record(run).model_copy(update={"status": listed.status_of(run)})
+                for run in listed.runs
+            ]
+        )
 
     async def decide(
         self,

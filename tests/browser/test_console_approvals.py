@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import httpx
@@ -241,3 +242,40 @@ async def test_approve_always_lets_the_same_call_run_without_asking(
         assert (c.workspace / "notes" / "a.txt").read_text() == "v2"
         asked = (await http.get(f"/v1/runs/{run_id}/interactions", headers=LOCAL)).json()
         assert [i["id"] for i in asked] == [ia["id"]]  # the second write did not ask
+
+
+async def test_a_run_waiting_for_approval_shows_waiting_in_the_list_and_on_its_page(
+    console_stack: Any, page: Page
+) -> None:
+    script = Script(
+        turns=[
+            Turn(
+                tool_calls=[
+                    ScriptedToolCall(name="write_file", arguments={"path": "w.txt", "content": "x"})
+                ]
+            ),
+            Turn(content="Wrote it."),
+        ]
+    )
+    async with console_stack(script) as c, httpx.AsyncClient(base_url=c.url, timeout=30) as http:
+        run_id = await start_build(http, c, LOCAL)
+        [ia] = await pending(http, run_id, headers=LOCAL)
+        await sign_in_with_link(page, c.link)
+        await page.goto(f"{c.url}/console/runs")
+        row = page.locator(f"tr.run-row[data-run-id='{run_id}'] [data-status]")
+        await expect(row).to_have_text("waiting")
+        await page.select_option("#filter-status", "waiting")
+        await expect(page).to_have_url(re.compile(r"status=waiting"))
+        await expect(row).to_have_text("waiting")
+        await page.goto(f"{c.url}/console/runs/{run_id}")
+        await expect(page.locator("#run-header [data-status]")).to_have_text("waiting")
+
+        approved = await http.post(
+            f"/v1/runs/{run_id}/interactions/{ia['id']}",
+            headers=LOCAL,
+            json={"decision": "approve", "payload_hash": ia["payload_hash"]},
+        )
+        assert approved.status_code == 200, approved.text
+        assert (await finished(http, run_id, headers=LOCAL))["status"] == "completed"
+        await page.goto(f"{c.url}/console/runs")
+        await expect(row).to_have_text("completed")

@@ -346,7 +346,7 @@ async def test_a_run_waiting_for_approval_is_decided_through_decide(
         )
         run_id = started["run_id"]
         waiting = await until_run(alice, run_id, lambda d: bool(d["pending_interactions"]))
-        assert waiting["run"]["status"] == "running"
+        assert waiting["run"]["status"] == "waiting"
         [ia] = waiting["pending_interactions"]
         assert ia["tool"] == "write_file" and ia["subject"] == "notes/out.txt"
         assert ia["arguments"] == {"path": "notes/out.txt", "content": "hello"}

@@ -87,7 +87,7 @@ async def test_updates_progress_and_logs_over_http(workspace: Path, keel_app: La
         assert not result.is_error, result.content
         started: dict[str, Any] = result.structured_content or {}
         run_id = started["run_id"]
-        assert started["status"] == "running" and len(started["pending_interactions"]) == 1
+        assert started["status"] == "waiting" and len(started["pending_interactions"]) == 1
         assert heard.progress and "waits for you" in (heard.progress[-1][1] or "")
         assert [p for p, _ in heard.progress] == sorted(p for p, _ in heard.progress)
         assert heard.logs[-1].level == "warning" and heard.logs[-1].logger == "keel.run"

@@ -7,7 +7,7 @@ import { get, post, query, ApiError } from "./api.js";
 import { h, replace, fmtAgo, fmtCost, statusBadge } from "./dom.js";
 import { every, navigate } from "./nav.js";
 
-const STATUSES = ["", "queued", "running", "completed", "failed", "cancelled"];
+const STATUSES = ["", "queued", "running", "waiting", "completed", "failed", "cancelled"];
 const TRIGGERS = ["", "api", "cli", "a2a", "schedule", "parent"];
 const PAGE = 50;
 
@@ -92,7 +92,7 @@ function row(run) {
     h("td", {}, h("a", { href: `/console/runs/${encodeURIComponent(run.id)}` }, run.id),
       run.parent_run_id ? h("div", { class: "muted small" }, `child of ${run.parent_run_id}`) : null),
     h("td", {}, run.agent),
-    h("td", {}, statusBadge(run.status), run.pending_interactions?.length ? h("span", { class: "badge waiting" }, "waiting") : null),
+    h("td", {}, statusBadge(run.status)),
     h("td", {}, run.trigger, run.schedule_id ? h("div", { class: "muted small" }, run.schedule_id) : null),
     h("td", { title: run.created_at }, fmtAgo(run.created_at)),
     h("td", {}, String(run.steps)),

@@ -63,7 +63,8 @@ async def list_runs(
     ] = None,
 ) -> RunList:
     """Newest first; top-level runs only (each with its `child_count`) unless `children=include`
-    or `parent=RUN_ID` (that run's sub-agent runs). Filter by status, agent, trigger (`api`,
+    or `parent=RUN_ID` (that run's sub-agent runs). A live run that waits on a person is
+    `waiting`. Filter by status (`waiting` too), agent, trigger (`api`,
     `schedule`, …) or schedule id; pass `next_cursor` as `cursor` with the same filters."""
     before = decode_cursor(cursor) if cursor else None
     page = await service.run_list.page(
@@ -80,7 +81,9 @@ async def list_runs(
     runs = page.runs
     next_cursor = encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
     listed = [
-        RunPublic.from_record(r).model_copy(update={"child_count": page.child_counts.get(r.id, 0)})
+        RunPublic.from_record(r).model_copy(
+            update={"child_count": page.child_counts.get(r.id, 0), "status": page.status_of(r)}
+        )
         for r in runs
     ]
     return RunList(runs=listed, next_cursor=next_cursor)
