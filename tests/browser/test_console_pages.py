@@ -57,8 +57,84 @@ async def test_a_session_message_streams_its_answer_into_the_chat(
         await page.click("nav a[data-page=usage]")
         row = page.locator("#usage-table tr[data-agent=investigate]")
         await expect(row).to_contain_text("240")
-        assert await page.locator("svg.chart rect.bar").count() >= 2
+        await expect(page.locator(".chart-box canvas")).to_have_count(3)
         await screenshot(page, "usage")
+
+
+# Each label a chart drew, as the box it covers on its canvas (Chart.js draws on a canvas,
+# so the boxes come from its label items, measured with the font each was drawn in).
+LABEL_BOXES = """() => [...document.querySelectorAll(".chart-box canvas")].map((canvas) => {
+  const chart = Chart.getChart(canvas);
+  const ctx = chart.ctx;
+  const boxes = [];
+  for (const [axis, scale] of Object.entries(chart.scales)) {
+    for (const item of scale.getLabelItems()) {
+      ctx.save();
+      ctx.font = item.font.string;
+      const width = ctx.measureText(String(item.label)).width;
+      ctx.restore();
+      const height = item.font.lineHeight;
+      const [x, y] = item.options.translation;
+      const left = { left: x, right: x - width }[item.options.textAlign] ?? x - width / 2;
+      const top = { top: y, bottom: y - height }[item.options.textBaseline] ?? y - height / 2;
+      boxes.push({ axis, label: String(item.label), left, top, right: left + width,
+        bottom: top + height, rotation: item.options.rotation });
+    }
+  }
+  const bars = chart.getDatasetMeta(0).data.map((bar) => bar.width);
+  return { id: canvas.id, width: chart.width, height: chart.height, boxes, bars };
+})"""
+
+
+async def test_the_usage_charts_have_labels_that_do_not_overlap_and_separators(
+    console_stack: Any, page: Page
+) -> None:
+    script = Script(turns=[Turn(content="Done.", prompt_tokens=12_000, completion_tokens=345)])
+    async with console_stack(script) as c, httpx.AsyncClient(base_url=c.url, timeout=30) as http:
+        tenant = f"usage-{uuid.uuid4().hex[:6]}"
+        headers = auth_headers(tenant, "sam")
+        created = await http.post(
+            "/v1/runs",
+            headers=headers,
+            json={"agent": "investigate", "input": "Look.", "workspace": str(c.workspace)},
+        )
+        assert created.status_code == 201, created.text
+        await finished(http, created.json()["id"], headers=headers)
+        await sign_in_as(page, c, tenant, "sam")
+        await page.goto(f"{c.url}/console/usage")
+        await expect(page.locator("#usage-table tr[data-agent=investigate]")).to_contain_text(
+            "12,345"
+        )
+        await expect(page.locator(".chart-box canvas")).to_have_count(3)
+        await screenshot(page, "usage-charts")
+        charts = {chart["id"]: chart for chart in await page.evaluate(LABEL_BOXES)}
+
+        for chart in charts.values():
+            boxes = chart["boxes"]
+            assert boxes, chart["id"]
+            for i, a in enumerate(boxes):
+                assert a["rotation"] == 0, a
+                assert 0 <= a["left"] and a["right"] <= chart["width"], (chart["id"], a)
+                assert 0 <= a["top"] and a["bottom"] <= chart["height"], (chart["id"], a)
+                for b in boxes[i + 1 :]:
+                    apart = (
+                        a["right"] <= b["left"]
+                        or b["right"] <= a["left"]
+                        or a["bottom"] <= b["top"]
+                        or b["bottom"] <= a["top"]
+                    )
+                    assert apart, (chart["id"], a, b)
+
+        daily = charts["chart-tokens-day"]
+        # The month is 30 days of narrow bars, one labelled now and then, not one bar.
+        assert len(daily["bars"]) == 30
+        assert max(daily["bars"]) < daily["width"] / 10
+        assert 4 <= len([b for b in daily["boxes"] if b["axis"] == "x"]) < 30
+        values = [b["label"] for b in daily["boxes"] if b["axis"] == "y"]
+        assert any(re.fullmatch(r"\d{1,3}(,\d{3})+", v) for v in values), values
+        assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", v) for v in values), values
+        by_agent = charts["chart-tokens-agent"]
+        assert [b["label"] for b in by_agent["boxes"] if b["axis"] == "y"] == ["investigate"]
 
 
 async def test_create_pause_and_trigger_a_schedule(console_stack: Any, page: Page) -> None:

@@ -78,6 +78,13 @@ export function fmtLeft(iso) {
   return `${mm}m ${ss}s left`;
 }
 
+const COUNT = new Intl.NumberFormat();
+
+/** A count with the reader's thousands separators: 12345 → "12,345". */
+export function fmtCount(n) {
+  return COUNT.format(Number(n || 0));
+}
+
 export function fmtCost(usd) {
   return `$${Number(usd || 0).toFixed(4)}`;
 }

@@ -1,37 +1,57 @@
 // Usage: the tenant's tokens and cost per day and per agent, as bar charts and a table.
+// The charts are Chart.js (chart.umd.min.js, MIT, served from these assets like the rest
+// of the console): it lays out the axes, skips day labels that would collide, and the
+// tick callbacks below put thousands separators on every number.
 
 import { get } from "./api.js";
-import { h, replace, fmtCost } from "./dom.js";
+import { h, replace, fmtCost, fmtCount } from "./dom.js";
 
-const SVG = "http://www.w3.org/2000/svg";
+const DAY_MS = 86_400_000;
+const COST = new Intl.NumberFormat(undefined, { style: "currency", currency: "USD", maximumSignificantDigits: 4 });
 
-function svg(tag, attrs, ...children) {
-  const el = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return el;
+/** Every UTC day of the period, oldest first ("2026-12-02"), so a day without calls is a
+ * zero rather than a gap that lets one busy day fill the whole chart. */
+export function periodDays(days, now = Date.now()) {
+  const today = Math.floor(now / DAY_MS) * DAY_MS;
+  return Array.from({ length: days }, (_, i) => new Date(today - (days - 1 - i) * DAY_MS).toISOString().slice(0, 10));
 }
 
-function bars(title, rows, value, label) {
-  const width = 640, height = 160, pad = 24;
-  const max = Math.max(1, ...rows.map(value));
-  const w = rows.length ? (width - pad) / rows.length : 0;
-  const chart = svg("svg", { viewBox: `0 0 ${width} ${height + 30}`, class: "chart", role: "img", "aria-label": title });
-  rows.forEach((r, i) => {
-    const bh = (value(r) / max) * height;
-    chart.append(svg("rect", { x: pad + i * w + 2, y: height - bh, width: Math.max(w - 4, 1), height: bh, class: "bar" },
-      svg("title", {}, `${label(r)}: ${value(r)}`)));
-    if (rows.length <= 16) chart.append(svg("text", { x: pad + i * w + w / 2, y: height + 14, "text-anchor": "middle", class: "axis" }, label(r)));
-  });
-  chart.append(svg("text", { x: 0, y: 12, class: "axis" }, String(max)));
-  return h("figure", { class: "card" }, h("figcaption", {}, title), chart);
+function dayLabel(day) {
+  return new Date(`${day}T00:00:00Z`).toLocaleDateString(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+}
+
+function chart(Chart, id, title, labels, values, format, horizontal = false) {
+  const canvas = h("canvas", { id, role: "img", "aria-label": title });
+  const box = h("div", { class: "chart-box" }, canvas);
+  // One bar per agent, each tall enough for its name (set through the CSSOM, which the
+  // console's style policy allows).
+  if (horizontal) box.style.height = `${Math.max(160, labels.length * 28 + 40)}px`;
+  const figure = h("figure", { class: "card chart-card" }, h("figcaption", {}, title), box);
+  const valueAxis = { beginAtZero: true, ticks: { callback: (v) => format(v), maxTicksLimit: 6 }, grid: { color: "#eef0f3" } };
+  const labelAxis = { ticks: { autoSkip: true, autoSkipPadding: 12, maxRotation: 0 }, grid: { display: false } };
+  return {
+    figure,
+    draw: () => new Chart(canvas, {
+      type: "bar",
+      data: { labels, datasets: [{ label: title, data: values, backgroundColor: "#4f7fd9", maxBarThickness: 48 }] },
+      options: {
+        indexAxis: horizontal ? "y" : "x",
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        plugins: { legend: { display: false }, tooltip: { callbacks: { label: (item) => format(item.raw) } } },
+        scales: horizontal ? { x: valueAxis, y: { ...labelAxis, ticks: { ...labelAxis.ticks, autoSkip: false } } } : { x: labelAxis, y: valueAxis },
+      },
+    }),
+  };
 }
 
 export async function usagePage(main) {
   const params = new URLSearchParams(location.search);
   const days = Number(params.get("days") || 30);
-  const rows = await get(`/v1/usage?days=${days}`);
-  const byDay = new Map();
+  const [rows] = await Promise.all([get(`/v1/usage?days=${days}`), import("./chart.umd.min.js")]);
+  const Chart = window.Chart;
+  const byDay = new Map(periodDays(days).map((d) => [d, { key: d, tokens: 0, cost: 0, calls: 0 }]));
   const byAgent = new Map();
   for (const r of rows) {
     const tokens = r.prompt_tokens + r.completion_tokens;
@@ -43,13 +63,20 @@ export async function usagePage(main) {
   }
   const daily = [...byDay.values()].sort((a, b) => a.key.localeCompare(b.key));
   const agents = [...byAgent.values()].sort((a, b) => b.tokens - a.tokens);
+  const charts = [
+    chart(Chart, "chart-tokens-day", "Tokens per day", daily.map((d) => dayLabel(d.key)), daily.map((d) => d.tokens), fmtCount),
+    chart(Chart, "chart-cost-day", "Cost per day (USD)", daily.map((d) => dayLabel(d.key)), daily.map((d) => d.cost), (v) => COST.format(v)),
+  ];
+  if (agents.length) {
+    charts.push(chart(Chart, "chart-tokens-agent", "Tokens per agent", agents.map((a) => a.key), agents.map((a) => a.tokens), fmtCount, true));
+  }
   replace(main,
     h("h1", {}, `Usage · last ${days} days`),
     rows.length ? null : h("p", { class: "muted" }, "No model calls in this period."),
-    bars("Tokens per day", daily, (r) => r.tokens, (r) => r.key.slice(5)),
-    bars("Cost per day (USD)", daily, (r) => Number(r.cost.toFixed(6)), (r) => r.key.slice(5)),
-    bars("Tokens per agent", agents, (r) => r.tokens, (r) => r.key),
+    h("div", { class: "charts" }, charts.map((c) => c.figure)),
     h("table", { class: "list", id: "usage-table" },
-      h("thead", {}, h("tr", {}, ["Agent", "LLM calls", "Tokens", "Cost"].map((c) => h("th", {}, c)))),
-      h("tbody", {}, agents.map((a) => h("tr", { dataset: { agent: a.key } }, h("td", {}, a.key), h("td", {}, String(a.calls)), h("td", {}, String(a.tokens)), h("td", {}, fmtCost(a.cost)))))));
+      h("thead", {}, h("tr", {}, ["Agent", "LLM calls", "Tokens", "Cost"].map((c) => h("th", { class: c === "Agent" ? null : "num" }, c)))),
+      h("tbody", {}, agents.map((a) => h("tr", { dataset: { agent: a.key } },
+        h("td", {}, a.key), h("td", { class: "num" }, fmtCount(a.calls)), h("td", { class: "num" }, fmtCount(a.tokens)), h("td", { class: "num" }, fmtCost(a.cost)))))));
+  for (const c of charts) c.draw();
 }
