@@ -31,6 +31,7 @@ from keel.api.core.errors import (
     Conflict,
     Invalid,
     KeelError,
+    Misconfigured,
     NotFound,
     Unavailable,
     store_unavailable,
@@ -70,6 +71,8 @@ def a2a_error(exc: KeelError, *, cancelling: bool = False) -> A2AError:
         if seen is not None:
             seen.append(exc)
         return InternalError(message=exc.message)
+    if isinstance(exc, Misconfigured):
+        return InternalError(message=exc.message)  # an operator's to fix: not retryable
     if isinstance(exc, Invalid) and exc.field:
         return InvalidParamsError(message=f"{exc.field}: {exc.message}")
     return InvalidParamsError(message=exc.message)

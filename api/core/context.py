@@ -32,3 +32,8 @@ class CoreParts:
     audit: ApiAudit
     catalog: AgentCatalog
     settings: Settings
+
+    @property
+    def namespace(self) -> str:
+        """The Temporal namespace the service calls (for errors that name it)."""
+        return self.temporal.namespace

@@ -22,20 +22,20 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from keel.activities.store.interaction_closing import closed_sentence
 from keel.activities.store.records import RunRecord
-from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
+from keel.api.core.context import TEMPORAL_CALL_TIMEOUT, CoreParts
 from keel.api.core.errors import (
     Conflict,
     Forbidden,
     Invalid,
     KeelError,
     NotFound,
-    Unavailable,
     known_id,
 )
 from keel.api.core.local_results import local_result_refusal
 from keel.api.core.run_tree import child_owning
 from keel.api.core.runs import RunService
 from keel.api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
+from keel.api.core.temporal_errors import from_temporal, namespace_missing, temporal_refusals
 from keel.api.core.tenant_ids import in_view, interaction_key
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
@@ -75,6 +75,7 @@ class _DecidedMeanwhile(Exception):
         self.current = current
 
 
+@temporal_refusals("record the decision")
 class DecisionService:
     """Decide interactions, within the caller's tenant, as the caller."""
 
@@ -171,16 +172,19 @@ class DecisionService:
                 raise InteractionClosed(reason) from err
             raise ERROR_OF_PROBLEM.get(kind or "", Invalid)(reason) from err
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
+            if err.status == RPCStatusCode.NOT_FOUND and not namespace_missing(err):
                 return await self._after_the_run(run_id, decision, user)
             # Racing requests can keep Temporal from answering this one (too many updates
             # in flight for one run) while another decides it: then that is the answer.
             current = await parts.interactions.get(run_id, interaction_id)
             if current is not None and current.status != "pending":
                 return await self._too_late(run_id, decision, user, current)
-            raise Unavailable(
-                "Temporal did not answer, so the decision was not recorded; send it again shortly.",
-                retry_after_s=RETRY_AFTER_S,
+            raise from_temporal(
+                err,
+                doing="record the decision",
+                namespace=parts.namespace,
+                retry="Temporal did not answer, so the decision was not recorded; send it "
+                "again shortly.",
             ) from err
         # The workflow has taken the decision; its mirror in Postgres follows a moment later.
         taken = stored.model_copy(
@@ -254,9 +258,12 @@ class DecisionService:
                 AgentRunWorkflow.resolve_interaction, decision, rpc_timeout=TEMPORAL_CALL_TIMEOUT
             )
         except RPCError as err:
-            raise Unavailable(
-                "No worker answered and Temporal did not take the decision; send it again shortly.",
-                retry_after_s=RETRY_AFTER_S,
+            raise from_temporal(
+                err,
+                doing="queue the decision",
+                namespace=self._parts.namespace,
+                retry="No worker answered and Temporal did not take the decision; send it "
+                "again shortly.",
             ) from err
         return _result("queued", run_id, stored)
 

@@ -16,6 +16,7 @@ __all__ = [
     "Forbidden",
     "Invalid",
     "KeelError",
+    "Misconfigured",
     "NotFound",
     "Unauthenticated",
     "Unavailable",
@@ -87,6 +88,12 @@ class Unavailable(KeelError):
     def __init__(self, message: str, *, retry_after_s: int | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class Misconfigured(KeelError):
+    """Keel's setup is wrong (a Temporal namespace or its search attributes missing,
+    credentials refused): the message names the cause and what an operator must run.
+    Retrying will not help until they do; surfaces answer with a 500-class error."""
 
 
 # What a client is told to wait before trying again while Postgres is away.

@@ -25,6 +25,7 @@ from temporalio.client import (
 from keel.activities.store.retention_store import RetentionPolicy, RetentionStore
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Forbidden, NotFound
+from keel.api.core.temporal_errors import temporal_refusals
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
 from keel.workflows.retention.models import RetentionSweep
@@ -34,6 +35,7 @@ RETENTION_SCHEDULE_ID = "keel-retention"
 SWEEP_WORKFLOW_ID = "keel-retention-sweep"
 
 
+@temporal_refusals("keep the retention schedule")
 class RetentionService:
     """Policies in Postgres, sweeps on a Temporal Schedule."""
 

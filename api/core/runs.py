@@ -28,13 +28,21 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from keel.activities.store.records import EventRecord, NewRun, RunRecord
 from keel.activities.store.run_store import Store, texts_key
 from keel.api.core.agent_access import AgentAccess
 from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
-from keel.api.core.errors import Conflict, Invalid, NotFound, Unavailable, invalid_request, known_id
+from keel.api.core.errors import (
+    Conflict,
+    Invalid,
+    Misconfigured,
+    NotFound,
+    Unavailable,
+    invalid_request,
+    known_id,
+)
 from keel.api.core.router import router_agent, with_route
 from keel.api.core.run_tree import child_owning, subtree, tree_interactions, with_tree
 from keel.api.core.schemas import (
@@ -47,6 +55,7 @@ from keel.api.core.schemas import (
     StoredText,
 )
 from keel.api.core.session_home import on_our_queue
+from keel.api.core.temporal_errors import from_temporal, namespace_missing, temporal_refusals
 from keel.api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
 from keel.api.core.webhook_guard import check_webhook
 from keel.api.identity.auth import Principal
@@ -95,6 +104,10 @@ def workflow_busy(description: WorkflowExecutionDescription) -> bool:
 # The session workflow takes a message through an update, which a worker runs: long
 # enough for a worker that is starting up; Temporal itself being down shows sooner.
 SUBMIT_WAIT = timedelta(seconds=30)
+SESSION_DOWN = (
+    "Temporal (or a worker for the session) did not answer, so the message was not "
+    "queued; retry the same request (with the same run_id) shortly."
+)
 TEMPORAL_DOWN = (
     "Temporal did not answer, so the run was not started; retry the same request "
     "(with the same run_id) shortly."
@@ -238,6 +251,7 @@ async def as_started(store: Store, run: RunInput) -> RunInput:
     return lean(run, fast_model=await store.model_is_fast(run.model, timeouts.LLM_LOCAL_BELOW_MS))
 
 
+@temporal_refusals("serve the run")
 class RunService:
     """Start, read and cancel runs, within the caller's tenant."""
 
@@ -388,7 +402,7 @@ class RunService:
                 await self._start_workflow(started)
             else:
                 outcome = await self._submit(started, order.on_busy)
-        except (Conflict, Unavailable):
+        except (Conflict, Unavailable, Misconfigured):
             if fresh:
                 await parts.store.forget_unstarted_run(run.run_id)
             raise
@@ -412,7 +426,9 @@ class RunService:
         except WorkflowAlreadyStartedError:
             pass  # a retried request: the run started the first time
         except RPCError as err:
-            raise Unavailable(TEMPORAL_DOWN, retry_after_s=RETRY_AFTER_S) from err
+            raise from_temporal(
+                err, doing="start the run", namespace=self._parts.namespace, retry=TEMPORAL_DOWN
+            ) from err
 
     async def _submit(self, run: RunInput, on_busy: OnBusy) -> SubmitOutcome:
         """Hand the run to its session's workflow, which runs one at a time."""
@@ -446,12 +462,12 @@ class RunService:
             if kind == "SessionBusy":
                 raise Conflict(str(cause)) from err
             raise
-        except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as err:
-            raise Unavailable(
-                "Temporal (or a worker for the session) did not answer, so the message was "
-                "not queued; retry the same request (with the same run_id) shortly.",
-                retry_after_s=RETRY_AFTER_S,
+        except RPCError as err:
+            raise from_temporal(
+                err, doing="queue the message", namespace=self._parts.namespace, retry=SESSION_DOWN
             ) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+            raise Unavailable(SESSION_DOWN, retry_after_s=RETRY_AFTER_S) from err
 
     # -- reading ------------------------------------------------------------
 
@@ -659,6 +675,10 @@ class RunService:
                 rpc_timeout=TEMPORAL_CALL_TIMEOUT
             )
         except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND or namespace_missing(err):
+                raise from_temporal(
+                    err, doing=f"cancel run {shown}", namespace=self._parts.namespace
+                ) from err
             raise Conflict(f"Run {shown} can no longer be cancelled.") from err
         return await self._reloaded(run_id)
 

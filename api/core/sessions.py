@@ -12,12 +12,14 @@ from keel.api.core.context import CoreParts
 from keel.api.core.errors import NotFound, known_id
 from keel.api.core.runs import RunOrder, RunService, StartedRun, session_workflow_id
 from keel.api.core.schemas import SessionCreate, SessionMessage, SessionMessageCreate
+from keel.api.core.temporal_errors import temporal_refusals
 from keel.api.core.tenant_ids import in_view
 from keel.api.identity.auth import Principal
 from keel.workflows.models import SessionState
 from keel.workflows.sessions.workflow import SessionWorkflow
 
 
+@temporal_refusals("serve the session")
 class SessionService:
     """Create, read and talk to sessions, within the caller's tenant."""
 

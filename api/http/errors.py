@@ -22,6 +22,7 @@ from keel.api.core.errors import (
     Forbidden,
     Invalid,
     KeelError,
+    Misconfigured,
     NotFound,
     Unauthenticated,
     Unavailable,
@@ -35,6 +36,7 @@ ERROR_DESCRIPTIONS = {
     404: "No such resource, or it belongs to another tenant.",
     409: "The request conflicts with the resource's current state; the detail says which.",
     413: "The request body is larger than the server's limit (KEEL_MAX_BODY_BYTES).",
+    500: "Keel's setup is wrong (e.g. its Temporal namespace); the detail says what to run.",
     503: "A service Keel depends on did not answer; try again shortly.",
 }
 
@@ -89,6 +91,7 @@ STATUS_OF_ERROR: dict[type[KeelError], int] = {
     Conflict: 409,
     Invalid: 422,
     Unavailable: 503,
+    Misconfigured: 500,
 }
 
 

@@ -42,8 +42,14 @@ from keel.api.core.coordinations.schemas import (
     CoordinationPublic,
     CoordinationStatus,
 )
-from keel.api.core.errors import Conflict, Invalid, NotFound, Unavailable, known_id
+from keel.api.core.errors import Conflict, Invalid, KeelError, NotFound, Unavailable, known_id
 from keel.api.core.page_cursor import encode_cursor
+from keel.api.core.temporal_errors import (
+    from_temporal,
+    namespace_missing,
+    search_attributes_missing,
+    temporal_refusals,
+)
 from keel.api.core.tenant_ids import in_view, scoped
 from keel.api.core.webhook_guard import check_webhook
 from keel.api.identity.auth import Principal
@@ -92,6 +98,7 @@ class Found:
         return self.memo.get("tenant_id")
 
 
+@temporal_refusals("serve the coordination")
 class CoordinationService:
     """Start and read coordinations, within the caller's tenant."""
 
@@ -145,7 +152,9 @@ class CoordinationService:
                 ) from None
             return await self._public(key, existing)
         except RPCError as err:
-            raise Unavailable(TEMPORAL_DOWN, retry_after_s=RETRY_AFTER_S) from err
+            raise from_temporal(
+                err, doing="start the coordination", namespace=parts.namespace, retry=TEMPORAL_DOWN
+            ) from err
         await parts.audit.log.append(
             AuditEntry(
                 tenant_id=user.tenant_id,
@@ -184,9 +193,9 @@ class CoordinationService:
                 key = execution.id.removeprefix(WORKFLOW_PREFIX)
                 started[key] = max(execution.start_time, started.get(key, execution.start_time))
         except RPCError as err:
-            if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            if err.status == RPCStatusCode.INVALID_ARGUMENT and not search_attributes_missing(err):
                 raise _bad_cursor() from err
-            raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
+            raise self._refused(err, "list coordinations") from err
         places = [(at, key) for key, at in started.items() if before is None or (at, key) < before]
         places.sort(reverse=True)
         shown, more = places[:limit], len(places) > limit
@@ -222,8 +231,8 @@ class CoordinationService:
         try:
             await handle.cancel(rpc_timeout=TEMPORAL_CALL_TIMEOUT)
         except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
+            if err.status != RPCStatusCode.NOT_FOUND or namespace_missing(err):
+                raise self._refused(err, "cancel the coordination") from err
             ended = await self.get(given, user)  # it ended a moment ago
             raise Conflict(
                 f"Coordination {given} has already ended ({ended.status}); there is nothing "
@@ -275,15 +284,18 @@ class CoordinationService:
             return mine
         return chosen
 
+    def _refused(self, err: RPCError, doing: str) -> KeelError:
+        return from_temporal(err, doing=doing, namespace=self._parts.namespace, retry=TEMPORAL_SLOW)
+
     async def _describe(self, key: str) -> Found | None:
         handle = self._parts.temporal.get_workflow_handle(workflow_id(key))
         try:
             description = await handle.describe(rpc_timeout=TEMPORAL_CALL_TIMEOUT)
             return Found(description, await description.memo())
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
+            if err.status == RPCStatusCode.NOT_FOUND and not namespace_missing(err):
                 return None
-            raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
+            raise self._refused(err, "read the coordination") from err
 
     async def _public(self, key: str, found: Found) -> CoordinationPublic:
         described = found.description
@@ -306,7 +318,7 @@ class CoordinationService:
             try:
                 result = await handle.result(rpc_timeout=TEMPORAL_CALL_TIMEOUT)
             except RPCError as err:
-                raise Unavailable(TEMPORAL_SLOW, retry_after_s=RETRY_AFTER_S) from err
+                raise self._refused(err, "read the coordination's report") from err
             public.report, public.outcomes = result.report, result.outcomes
             public.findings = result.findings
             if not public.agents:  # started before its agents were in the memo

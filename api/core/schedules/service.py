@@ -51,6 +51,11 @@ from keel.api.core.schemas import (
     ScheduleTriggered,
     ScheduleUpdate,
 )
+from keel.api.core.temporal_errors import (
+    namespace_missing,
+    search_attributes_missing,
+    temporal_refusals,
+)
 from keel.api.core.tenant_ids import in_view, scoped
 from keel.api.core.webhook_guard import check_webhook
 from keel.api.identity.auth import Principal
@@ -78,6 +83,11 @@ def _summary(config: ScheduleCreate) -> dict[str, JsonValue]:
     }
 
 
+def _the_request_at_fault(err: RPCError) -> bool:
+    """Temporal refused what the schedule says, not the namespace Keel keeps it in."""
+    return err.status == RPCStatusCode.INVALID_ARGUMENT and not search_attributes_missing(err)
+
+
 def _refused_by_temporal(err: RPCError) -> Invalid:
     """Keel checks before Temporal does; this names the likeliest field if Temporal disagrees."""
     message = err.message
@@ -92,6 +102,7 @@ def _refused_by_temporal(err: RPCError) -> Invalid:
     return Invalid(f"Temporal refused the schedule: {message}", field=field)
 
 
+@temporal_refusals("manage the schedule")
 class ScheduleService:
     """Create, read, change, pause, fire and delete the caller's tenant's schedules."""
 
@@ -156,7 +167,10 @@ class ScheduleService:
                 return await self._parts.temporal.get_schedule_handle(key).describe()
             except RPCError as err:
                 # An id Temporal cannot even parse names no schedule either.
-                if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                if namespace_missing(err) or err.status not in (
+                    RPCStatusCode.NOT_FOUND,
+                    RPCStatusCode.INVALID_ARGUMENT,
+                ):
                     raise
         return None
 
@@ -208,7 +222,7 @@ class ScheduleService:
                         field="schedule_id",
                     ) from err
             except RPCError as err:
-                if err.status == RPCStatusCode.INVALID_ARGUMENT:
+                if _the_request_at_fault(err):
                     raise _refused_by_temporal(err) from err
                 raise
         await self._audit(user, "schedule.created", schedule_id, **_summary(config))
@@ -232,7 +246,7 @@ class ScheduleService:
                 try:
                     description = await temporal.get_schedule_handle(schedule_id).describe()
                 except RPCError as err:
-                    if err.status == RPCStatusCode.NOT_FOUND:
+                    if err.status == RPCStatusCode.NOT_FOUND and not namespace_missing(err):
                         return None  # deleted since the list was read
                     raise
                 owner = await owner_of(description)
@@ -285,7 +299,7 @@ class ScheduleService:
         try:
             await handle.update(keep_state)
         except RPCError as err:
-            if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            if _the_request_at_fault(err):
                 raise _refused_by_temporal(err) from err
             raise
         await self._audit(user, "schedule.updated", schedule_id, **_summary(config))
@@ -388,7 +402,7 @@ class ScheduleService:
         try:
             await self._parts.temporal.get_schedule_handle(stored.id).delete()
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
+            if err.status == RPCStatusCode.NOT_FOUND and not namespace_missing(err):
                 raise NotFound(f"No schedule {schedule_id}.") from err
             raise
         await self._audit(user, "schedule.deleted", schedule_id)
