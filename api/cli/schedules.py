@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, cast, get_args
-from zoneinfo import ZoneInfo
 
 import typer
 from pydantic import ValidationError
@@ -22,6 +21,7 @@ from keel.api.cli.connection import keel_api
 from keel.api.cli.flag_names import error_lines
 from keel.api.cli.schedule_client import ScheduleClient
 from keel.api.cli.tables import id_column
+from keel.api.core.schedules.shown_time import in_zone
 from keel.api.core.schedules.specs import fire_times
 from keel.api.core.schemas import (
     BackfillOverlap,
@@ -106,10 +106,6 @@ def _duration(seconds: int) -> str:
     return "".join(parts) or "0s"
 
 
-def _local(moment: datetime, zone: str) -> str:
-    return moment.astimezone(ZoneInfo(zone)).strftime("%a %Y-%m-%d %H:%M:%S %Z")
-
-
 @schedules_app.command("create")
 def create(
     agent: Annotated[str, typer.Argument(help="Agent to run.")],
@@ -179,7 +175,7 @@ def create(
     if preview:
         console.print(f"Fires {_when(body)} ({body.time_zone}); next {preview}:")
         for moment in fire_times(body, datetime.now(UTC), limit=preview):
-            console.print(f"  {_local(moment, body.time_zone)}")
+            console.print(f"  {in_zone(moment, body.time_zone)}")
     if dry_run:
         console.print("Dry run: nothing was created.")
         return
@@ -190,7 +186,7 @@ def create(
         state = "paused" if made.paused else "active"
         console.print(f"Schedule [bold]{made.id}[/bold] created ({state}).")
         if made.next_fire_times and not made.paused:
-            console.print(f"Temporal fires it next at {_local(made.next_fire_times[0], tz)}.")
+            console.print(f"Temporal fires it next at {in_zone(made.next_fire_times[0], tz)}.")
 
     _run(main())
 
@@ -207,7 +203,7 @@ def list_(limit: Annotated[int, typer.Option(min=1, max=200)] = 50) -> None:
             *("agent", "by", "when", "zone", "state", "next fire", "runs"),
         )
         for s in page.schedules:
-            nxt = _local(s.next_fire_times[0], s.time_zone) if s.next_fire_times else ""
+            nxt = in_zone(s.next_fire_times[0], s.time_zone) if s.next_fire_times else ""
             table.add_row(
                 s.id,
                 s.agent,
@@ -248,7 +244,7 @@ def show(schedule_id: str) -> None:
         if s.next_fire_times and not s.paused:
             console.print("Next fire times:")
             for moment in s.next_fire_times[:5]:
-                console.print(f"  {_local(moment, s.time_zone)}")
+                console.print(f"  {in_zone(moment, s.time_zone)}")
         table = Table(
             id_column("run", (run.id for run in runs.runs)), "status", "stop reason", "created"
         )
@@ -257,7 +253,7 @@ def show(schedule_id: str) -> None:
                 run.id,
                 run.status,
                 run.stop_reason or "",
-                _local(run.created_at, s.time_zone),
+                in_zone(run.created_at, s.time_zone),
             )
         console.print(table)
 
@@ -289,7 +285,7 @@ def resume(
     async def main() -> None:
         async with _client() as client:
             s = await client.unpause_schedule(schedule_id, note)
-        nxt = f"; next at {_local(s.next_fire_times[0], s.time_zone)}" if s.next_fire_times else ""
+        nxt = f"; next at {in_zone(s.next_fire_times[0], s.time_zone)}" if s.next_fire_times else ""
         console.print(f"{s.id}: active{nxt}")
 
     _run(main())

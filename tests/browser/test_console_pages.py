@@ -12,6 +12,7 @@ import httpx
 from playwright.async_api import Page, expect
 
 from keel.activities.store.run_store import Store
+from keel.api.core.schedules.shown_time import in_zone
 from keel.worker.scripted.llm import Script, Turn
 from tests.browser.conftest import finished, screenshot
 from tests.browser.test_console_runs import sign_in_with_link
@@ -152,7 +153,7 @@ async def test_create_pause_and_trigger_a_schedule(console_stack: Any, page: Pag
         fires = page.locator("#sched-preview .fire-time")
         await expect(fires).to_have_count(5)
         for text in await fires.all_inner_texts():
-            assert text.endswith("02:00:00Z")
+            assert text.endswith(" 02:00:00 UTC (UTC+00:00)"), text
         await page.fill("#sched-when", "61 2 * * *")
         await expect(page.locator("#sched-preview .error")).to_be_visible()
         await page.fill("#sched-when", "0 2 * * *")
@@ -197,6 +198,45 @@ async def test_create_pause_and_trigger_a_schedule(console_stack: Any, page: Pag
         await page.goto(f"{c.url}/console/schedules")
         await card.locator("button.delete").click()
         await expect(card).to_have_count(0)
+
+
+async def test_a_berlin_schedule_shows_its_times_in_berlin_as_the_cli_does(
+    console_stack: Any, page: Page
+) -> None:
+    async with console_stack(Script(turns=[Turn(content="unused")])) as c:
+        tenant = f"tz-{uuid.uuid4().hex[:6]}"
+        await sign_in_as(page, c, tenant, "sam")
+        await page.click("nav a[data-page=schedules]")
+        await page.select_option("#sched-agent", "review")
+        schedule_id = f"berlin-{uuid.uuid4().hex[:6]}"
+        await page.fill("#sched-id", schedule_id)
+        await page.fill("#sched-input", "Review what changed")
+        await page.fill("#sched-workspace", str(c.workspace))
+        await page.fill("#sched-when", "0 2 * * *")
+        await page.fill("#sched-zone", "Europe/Berlin")
+        fires = page.locator("#sched-preview .fire-time")
+        await expect(fires.first).to_contain_text("Europe/Berlin")
+        await expect(fires).to_have_count(5)
+        for text in await fires.all_inner_texts():
+            assert re.search(r" 02:00:00 Europe/Berlin \(UTC\+0[12]:00\)$", text), text
+        await page.click("#sched-create")
+        card = page.locator(f"article.schedule[data-schedule-id='{schedule_id}']")
+        await expect(card).to_contain_text("next:")
+
+        async with httpx.AsyncClient(base_url=c.url, timeout=30) as http:
+            made = await http.get(
+                f"/v1/schedules/{schedule_id}", headers=auth_headers(tenant, "sam")
+            )
+        assert made.status_code == 200, made.text
+        assert made.json()["agent"] == "review"
+        # The same string the CLI prints for each of them.
+        shown = [
+            in_zone(datetime.fromisoformat(t), "Europe/Berlin")
+            for t in made.json()["next_fire_times"][:3]
+        ]
+        await expect(card.locator(".muted.small").first).to_contain_text(
+            "next: " + ", ".join(shown)
+        )
 
 
 async def test_with_auth_off_every_page_says_so(console_stack: Any, page: Page) -> None:

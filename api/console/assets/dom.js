@@ -57,6 +57,23 @@ export function fmtTime(iso) {
   return d.toISOString().replace("T", " ").slice(0, 19) + "Z";
 }
 
+/** A schedule's time in its own zone, as the CLI prints it too (`api/core/schedules/
+ * shown_time.py`): "Wed 2026-12-02 02:00:00 Europe/Berlin (UTC+01:00)". */
+export function fmtZoned(iso, zone) {
+  if (!iso) return "";
+  let parts;
+  try {
+    parts = Object.fromEntries(new Intl.DateTimeFormat("en-US", {
+      timeZone: zone, weekday: "short", year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "longOffset",
+    }).formatToParts(new Date(iso)).map((p) => [p.type, p.value]));
+  } catch {
+    return fmtTime(iso); // a zone this browser does not know: UTC, marked Z
+  }
+  const offset = parts.timeZoneName === "GMT" ? "+00:00" : parts.timeZoneName.replace("GMT", "");
+  return `${parts.weekday} ${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${zone} (UTC${offset})`;
+}
+
 export function fmtAgo(iso) {
   if (!iso) return "";
   const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);

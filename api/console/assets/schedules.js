@@ -1,8 +1,9 @@
 // Schedules: the list with next fire times; create (cron or interval) with a preview of the
-// next fires; pause, resume, trigger now, backfill, delete.
+// next fires; pause, resume, trigger now, backfill, delete. Every time a schedule shows is
+// in its own time zone, named with its offset, as the CLI prints it (fmtZoned).
 
 import { api, get, post, ApiError } from "./api.js";
-import { h, replace, fmtTime } from "./dom.js";
+import { h, replace, fmtZoned } from "./dom.js";
 
 export async function schedulesPage(main) {
   const agents = await get("/v1/agents");
@@ -46,7 +47,7 @@ export async function schedulesPage(main) {
       if (!f.when.value.trim()) { replace(preview); return; }
       try {
         const p = await post("/v1/schedule-preview?count=5", spec());
-        replace(preview, h("li", {}, "Next fires:"), p.next_fire_times.map((t) => h("li", { class: "fire-time" }, fmtTime(t))));
+        replace(preview, h("li", {}, "Next fires:"), p.next_fire_times.map((t) => h("li", { class: "fire-time" }, fmtZoned(t, p.time_zone || f.zone.value || "UTC"))));
       } catch (err) { replace(preview, h("li", { class: "error" }, err.detail || String(err))); }
     }, 250);
   };
@@ -85,7 +86,7 @@ function card(s, refresh, notes) {
     h("header", {}, h("strong", {}, s.id), " ", h("span", { class: `badge ${s.paused ? "status-cancelled" : "status-running"}` }, s.paused ? "paused" : "active"),
       ` ${s.agent} · ${s.cron_expressions.length ? s.cron_expressions.join(", ") + ` (${s.time_zone})` : `every ${s.interval_s}s`}`),
     h("p", {}, s.input),
-    h("div", { class: "muted small" }, `next: ${s.next_fire_times.slice(0, 3).map(fmtTime).join(", ") || "—"} · started ${s.runs_started} runs`,
+    h("div", { class: "muted small" }, `next: ${s.next_fire_times.slice(0, 3).map((t) => fmtZoned(t, s.time_zone)).join(", ") || "—"} · started ${s.runs_started} runs`,
       s.running_runs.length ? ` · running: ${s.running_runs.join(", ")}` : ""),
     s.recent_runs.length ? h("div", { class: "small" }, "recent: ", s.recent_runs.slice(-5).map((r) => [h("a", { href: `/console/runs/${encodeURIComponent(r.run_id)}` }, r.run_id), " "])) : null,
     h("div", { class: "buttons" },
