@@ -12,7 +12,9 @@ from keel.activities.store.records import EventRecord, RunRecord
 from keel.api.core.schedules.fields import CronText, TimeZoneName, WebhookUrl
 from keel.api.core.tenant_ids import in_view, in_view_data
 from keel.api.evals.results import EvalReport
+from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
+from keel.workflows.router.models import ROUTER_AGENT
 from keel.workflows.run.findings import Finding
 
 
@@ -270,6 +272,11 @@ class AgentPublic(BaseModel):
     mcp_servers: list[str] = Field(
         default_factory=list, description="Names of the MCP servers whose tools it uses."
     )
+    read_only: bool = Field(
+        default=False,
+        description="Whether every tool it has only reads (no writes, commands, questions, "
+        "sub-agents or MCP tools); the console's forms start with such an agent selected.",
+    )
 
     @classmethod
     def from_spec(cls, agent: AgentSpec) -> AgentPublic:
@@ -279,6 +286,10 @@ class AgentPublic(BaseModel):
             tools=agent.tools,
             model=agent.model,
             mcp_servers=[server.name for server in agent.mcp_servers],
+            # The router has no tools of its own, but the agent it picks may act.
+            read_only=agent.name != ROUTER_AGENT
+            and not agent.mcp_servers
+            and all(tool in TOOL_SPECS and TOOL_SPECS[tool].read_only for tool in agent.tools),
         )
 
 

@@ -207,7 +207,13 @@ async def test_a_berlin_schedule_shows_its_times_in_berlin_as_the_cli_does(
         tenant = f"tz-{uuid.uuid4().hex[:6]}"
         await sign_in_as(page, c, tenant, "sam")
         await page.click("nav a[data-page=schedules]")
-        await page.select_option("#sched-agent", "review")
+        # The form starts with an agent that only reads, not the one that writes files.
+        agents = {
+            a["name"]: a for a in await page.evaluate("fetch('/v1/agents').then(r => r.json())")
+        }
+        assert agents["build"]["read_only"] is False and agents["auto"]["read_only"] is False
+        assert agents["review"]["read_only"] is True
+        await expect(page.locator("#sched-agent")).to_have_value("review")
         schedule_id = f"berlin-{uuid.uuid4().hex[:6]}"
         await page.fill("#sched-id", schedule_id)
         await page.fill("#sched-input", "Review what changed")
@@ -237,6 +243,8 @@ async def test_a_berlin_schedule_shows_its_times_in_berlin_as_the_cli_does(
         await expect(card.locator(".muted.small").first).to_contain_text(
             "next: " + ", ".join(shown)
         )
+        await page.goto(f"{c.url}/console/runs")
+        await expect(page.locator("#start-agent")).to_have_value("review")
 
 
 async def test_with_auth_off_every_page_says_so(console_stack: Any, page: Page) -> None:

@@ -6,6 +6,7 @@
 import { get, post, query, ApiError } from "./api.js";
 import { h, replace, fmtAgo, fmtCost, statusBadge } from "./dom.js";
 import { every, navigate } from "./nav.js";
+import { defaultAgent } from "./agents.js";
 
 const STATUSES = ["", "queued", "running", "waiting", "completed", "failed", "cancelled"];
 const TRIGGERS = ["", "api", "cli", "a2a", "schedule", "parent"];
@@ -104,7 +105,7 @@ function row(run) {
 }
 
 function startForm(agents) {
-  const agent = h("select", { id: "start-agent" }, agents.map((a) => h("option", { value: a.name }, a.name)));
+  const agent = h("select", { id: "start-agent" }, agents.map((a) => h("option", { value: a.name, selected: a.name === defaultAgent(agents) }, a.name)));
   const input = h("textarea", { id: "start-input", rows: 2, placeholder: "What should the agent do?" });
   const workspace = h("input", { id: "start-workspace", placeholder: "workspace directory (inside the server's root)", value: localStorage.getItem("keel.workspace") || "" });
   const note = h("span", { class: "error", id: "start-error" });

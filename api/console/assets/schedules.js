@@ -4,6 +4,7 @@
 
 import { api, get, post, ApiError } from "./api.js";
 import { h, replace, fmtZoned } from "./dom.js";
+import { defaultAgent } from "./agents.js";
 
 export async function schedulesPage(main) {
   const agents = await get("/v1/agents");
@@ -24,7 +25,7 @@ export async function schedulesPage(main) {
 
   const f = {
     id: h("input", { id: "sched-id", placeholder: "id (optional)" }),
-    agent: h("select", { id: "sched-agent" }, agents.map((a) => h("option", { value: a.name }, a.name))),
+    agent: h("select", { id: "sched-agent" }, agents.map((a) => h("option", { value: a.name, selected: a.name === defaultAgent(agents) }, a.name))),
     input: h("textarea", { id: "sched-input", rows: 2, placeholder: "The task each run gets" }),
     workspace: h("input", { id: "sched-workspace", placeholder: "workspace directory", value: localStorage.getItem("keel.workspace") || "" }),
     kind: h("select", { id: "sched-kind" }, h("option", { value: "cron" }, "cron"), h("option", { value: "interval" }, "every N seconds")),
