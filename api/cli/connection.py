@@ -22,10 +22,13 @@ async def keel_api(
     *,
     reuse_running: bool = True,
     ui: bool = False,
+    choose_model: bool = False,
 ) -> AsyncIterator[tuple[ClientT, StackInfo]]:
     """A client of Keel's API and where that API runs (`started_here` if this command
-    started it)."""
-    async with local_stack(settings or Settings(), reuse_running=reuse_running, ui=ui) as info:
+    started it; with `choose_model`, offline when no model is configured)."""
+    async with local_stack(
+        settings or Settings(), reuse_running=reuse_running, ui=ui, choose_model=choose_model
+    ) as info:
         client = client_class(info.api_url, token=cli_token(info.settings))
         async with client:
             yield client, info

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
+from keel.api.cli.model_choice import ModelChoice, chosen_model
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import EmbeddedStack, StackError, port_in_use
 
@@ -25,6 +26,8 @@ class StackInfo:
     settings: Settings
     started_here: bool
     temporal_ui: str | None = None
+    model: ModelChoice | None = None
+    """The model a stack started here talks to, when the command chose one."""
 
 
 async def api_is_up(url: str) -> bool:
@@ -75,18 +78,31 @@ async def serve_api(settings: Settings) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def local_stack(
-    settings: Settings, *, reuse_running: bool = True, ui: bool = True
+    settings: Settings,
+    *,
+    reuse_running: bool = True,
+    ui: bool = True,
+    choose_model: bool = False,
+    model: str | None = None,
 ) -> AsyncIterator[StackInfo]:
-    """Use a running API if there is one; otherwise start everything here."""
+    """Use a running API if there is one; otherwise start everything here.
+
+    With `choose_model`, a stack started here talks to `model` or the configured one,
+    or, with none configured, to the offline scripted model (`model_choice`)."""
     if reuse_running and await api_is_up(settings.resolved_api_url):
         yield StackInfo(api_url=settings.resolved_api_url, settings=settings, started_here=False)
         return
     from keel.worker.runtime import running_worker  # only a stack started here runs a worker
 
     async with AsyncExitStack() as stack:
+        choice = stack.enter_context(chosen_model(settings, model)) if choose_model else None
+        if choice is not None:
+            settings = choice.settings
         embedded = await stack.enter_async_context(EmbeddedStack(settings, ui=ui))
         resolved = embedded.settings
         await stack.enter_async_context(running_worker(resolved))
         url = await stack.enter_async_context(serve_api(resolved))
         ui_url = embedded.temporal.ui_url if embedded.temporal else None
-        yield StackInfo(api_url=url, settings=resolved, started_here=True, temporal_ui=ui_url)
+        yield StackInfo(
+            api_url=url, settings=resolved, started_here=True, temporal_ui=ui_url, model=choice
+        )

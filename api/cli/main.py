@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import signal
 import sys
 from importlib import resources
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -20,8 +20,9 @@ from keel.api.cli.client import KeelApiError, KeelClient
 from keel.api.cli.connection import keel_api
 from keel.api.cli.console_link import console_link
 from keel.api.cli.coordinations import coordinations_app
+from keel.api.cli.dev import dev
 from keel.api.cli.evals import eval_command
-from keel.api.cli.local_stack import StackInfo, local_stack, serve_api
+from keel.api.cli.local_stack import serve_api
 from keel.api.cli.local_tools import LOCAL_TOOLS, local_executor
 from keel.api.cli.memories import memories_app
 from keel.api.cli.payload_keys import keys_app
@@ -51,6 +52,7 @@ app.add_typer(retention_app, name="retention")
 app.add_typer(plugins_app, name="plugins")
 app.add_typer(memories_app, name="memories")
 app.command("eval")(eval_command)
+app.command()(dev)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -65,51 +67,6 @@ def _run(coro: object) -> None:
         asyncio.run(coro)  # type: ignore[arg-type]
     except (KeelApiError, StackError) as exc:
         raise _fail(str(exc)) from None
-
-
-def _print_stack(info: StackInfo) -> None:
-    s = info.settings
-    console.print(f"[bold]Keel[/bold] API        {info.api_url}  (docs at {info.api_url}/docs)")
-    console.print(f"     Temporal   {s.temporal_address}")
-    if info.temporal_ui:
-        console.print(f"     Temporal UI {info.temporal_ui}")
-    db = (
-        "embedded Postgres in " + str(s.data_dir / "postgres")
-        if "host=/" in (s.database_url or "")
-        else "DATABASE_URL"
-    )
-    console.print(f"     Database   {db}")
-    console.print(f"     Data dir   {s.data_dir}")
-    console.print(f"     Workspaces under {s.workspace_root}")
-    console.print(f"     LLM        {s.openai_base_url} (model {s.model})")
-    link = console_link(s, info.api_url)
-    # soft_wrap keeps the long link on one line, so it stays clickable.
-    console.print(f"     Console    {link}", soft_wrap=True, highlight=False)
-    if "#signin=" in link:
-        console.print("                (signs this browser in as the local user; valid 15 min)")
-
-
-@app.command()
-def dev(
-    no_ui: Annotated[
-        bool, typer.Option("--no-ui", help="Do not serve the Temporal Web UI.")
-    ] = False,
-) -> None:
-    """Start the whole stack here: Temporal, Postgres, the worker and the API."""
-    settings = Settings()
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        async with local_stack(settings, reuse_running=False, ui=not no_ui) as info:
-            _print_stack(info)
-            console.print("Ready. Ctrl-C stops everything.")
-            await stop.wait()
-            console.print("Stopping…")
-
-    _run(main())
 
 
 @app.command("console")
@@ -192,9 +149,12 @@ async def _start_and_follow(
     decider: Decider | None = None,
     reads_here: Path | None = None,
 ) -> RunPublic:
-    async with keel_api(KeelClient, settings, ui=ui) as (client, info):
+    async with keel_api(KeelClient, settings, ui=ui, choose_model=True) as (client, info):
         if info.started_here:
             console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
+            if info.model and info.model.offline:
+                for line in info.model.banner():
+                    console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
         run = await client.create_run(body)
         # With --local-tools the files read are this machine's, not the server's workspace.
         where = f"{reads_here} (read here)" if reads_here else run.workspace

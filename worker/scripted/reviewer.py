@@ -22,6 +22,9 @@ Two pieces the scripted server (`keel.worker.scripted.llm`) uses when a script a
   sub-agent read and, under `## Not covered`, every other one with the reason. A
   sub-agent's conversation (its prompt starts with `PART_CUE`) reads the files its
   prompt names and answers with its findings, `## Files read` and `## Not read`.
+  When the task names a file for the report ("write the report to REVIEW.md") and
+  `write_file` is offered, it writes the report there before answering, which is an
+  acting call a person must approve, and says in its answer whether the write took.
 
 Everything is a pure function of the request, so a retried request gets the same
 reply.
@@ -83,6 +86,8 @@ _REASON_LINE = re.compile(r"^- ([^\s:]+): (.+)$")
 # A directory's files on one line, as the reviewer writes its plan and summaries.
 _GROUP_LINE = re.compile(r"^- (\S+/): (.+)$")
 _CONTINUE = re.compile(r"start_line=(\d+)")
+# A task that names where the report goes: "... write the report to REVIEW.md".
+_REPORT_FILE = re.compile(r"\b(?:to|into|in)\s+`?([\w.-][\w./-]*\.(?:md|txt))`?", re.IGNORECASE)
 
 
 def message_tokens(message: object) -> int:
@@ -139,6 +144,8 @@ class _Knowledge:
     delegating: bool = False
     # A sub-agent's conversation: the files its prompt names.
     part: bool = False
+    # The report's `write_file` call, once answered: its path and what the tool said.
+    written: tuple[str, str] | None = None
 
     def list_file(self, path: str, size: int | None = None) -> None:
         if path not in self.listed:
@@ -205,7 +212,27 @@ def reviewer_reply(
         return ReviewerReply(
             content="\n\n".join(t for t in (notes, plan) if t) or "Reading.", tool_calls=calls
         )
-    return ReviewerReply(content=_part_answer(known) if known.part else _report(known))
+    if known.part:
+        return ReviewerReply(content=_part_answer(known))
+    return _final(known, tools)
+
+
+def _final(known: _Knowledge, tools: list[str] | None) -> ReviewerReply:
+    """The report; first written to the file the task names, when it names one and
+    `write_file` is offered (an acting call, so a person approves it)."""
+    report = _report(known)
+    target = _REPORT_FILE.search(known.task)
+    if target is None or "write_file" not in (tools or []):
+        return ReviewerReply(content=report)
+    if known.written is None:
+        call = ("write_file", {"path": target[1], "content": report + "\n"})
+        return ReviewerReply(content=f"Writing the report to {target[1]}.", tool_calls=[call])
+    path, output = known.written
+    if output.startswith("Error:"):
+        outcome = f"The report is not in {path}: {output.splitlines()[0][len('Error:') :].strip()}"
+    else:
+        outcome = f"The report is also in {path}."
+    return ReviewerReply(content=f"{report}\n\n{outcome}")
 
 
 def _delegates(known: _Knowledge, tools: list[str] | None) -> bool:
@@ -341,6 +368,9 @@ def _read_output(
 ) -> None:
     if name == "task":
         _read_answer(known, arguments, text, fresh=fresh)
+        return
+    if name == "write_file":
+        known.written = (str(arguments.get("path") or ""), text or "Error: no answer")
         return
     if text.startswith("Error:"):
         path = str(arguments.get("path") or "")
