@@ -56,6 +56,8 @@ RUN_CONTENT_TABLES = (
     "held_tool_outputs",
     # The router's decisions: their reasons and questions quote the request.
     "route_decisions",
+    # The findings ledger (migration 022): titles and details quote the code.
+    "run_findings",
 )
 
 POLICIES_SQL = (

@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import JsonValue
 
 from keel.activities.store.audit import AuditEntry, AuditLog, redact
+from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.interaction_closing import close_pending_in
 from keel.activities.store.interaction_rows import event_data
 from keel.activities.store.postgres_text import storable, storable_json
@@ -33,7 +34,6 @@ from keel.activities.store.records import (
 )
 from keel.activities.store.run_tree import WAITS_ON_SOMEONE
 from keel.workflows.models import StartRunInput
-from keel.workflows.run import findings
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
 MIGRATION_LOCK_ID = 7_411_203
@@ -380,7 +380,10 @@ class Store:
                 report = (row["content"] if row else "") or ""
                 if not report.strip():
                     report = f"The run stopped ({stop_reason}) before the model wrote an answer."
-            found = findings.extract(report) if final_step is not None else None
+            settled = await FindingsLedger.settle_in(
+                conn, run_id, report=report, final_step=final_step
+            )
+            report, found = settled.report, settled.record
             await conn.execute(
                 "UPDATE runs SET status = %s, stop_reason = %s, error = %s,"
                 " report = coalesce(%s, report), steps = %s, tool_calls = %s,"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from keel.activities.tools.workspace import PathEscapeError, Workspace
 from keel.workflows.gate.tool_specs import ListFilesArgs, ReadFileArgs, SearchCodeArgs
+from keel.workflows.run.findings import Finding
 
 __all__ = [
     "SKIP_DIRS",
@@ -77,6 +78,8 @@ class ToolOutput:
     is_error: bool = False
     seen: tuple[str, ...] = ()
     """Workspace-relative paths this call read, listed or found matches in."""
+    findings: tuple[Finding, ...] = ()
+    """Findings the call reported, for the findings ledger (`report_finding`)."""
 
 
 # ---------------------------------------------------------------- read_file

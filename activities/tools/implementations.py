@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from keel.activities.tools import acting_tools
 from keel.activities.tools.acting_tools import Begin
 from keel.activities.tools.file_tools import ToolOutput, list_files, read_file, search_code
+from keel.activities.tools.finding_tool import report_finding
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
 from keel.workflows.gate.tool_specs import (
@@ -23,6 +24,7 @@ from keel.workflows.gate.tool_specs import (
     EditFileArgs,
     ListFilesArgs,
     ReadFileArgs,
+    ReportFindingArgs,
     SearchCodeArgs,
     ToolArgs,
     ToolSpec,
@@ -90,6 +92,7 @@ IMPLEMENTATIONS: Mapping[str, ToolImplementation[Any]] = _index(
     implements("read_file", ReadFileArgs, lambda c, a: read_file(c.workspace, a)),
     implements("list_files", ListFilesArgs, lambda c, a: list_files(c.workspace, a)),
     implements("search_code", SearchCodeArgs, lambda c, a: search_code(c.workspace, a)),
+    implements("report_finding", ReportFindingArgs, lambda c, a: report_finding(c.workspace, a)),
     implements(
         "write_file",
         WriteFileArgs,

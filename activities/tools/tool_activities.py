@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 from keel.activities.heartbeats import with_heartbeats
 from keel.activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
 from keel.activities.store.audit import AuditLog, policy_entry
+from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.held_output_store import HeldOutputStore
 from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.mcp_tool_store import McpToolStore
@@ -74,6 +75,7 @@ class ToolActivities(ToolCalls):
         self._mcp_tools = McpToolStore(store.pool)
         self._plugins = plugins
         self._held = HeldOutputStore(store.pool)
+        self._findings = FindingsLedger(store.pool)
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolDigest:
@@ -85,6 +87,10 @@ class ToolActivities(ToolCalls):
                 call, acting=call.name in TOOL_SPECS and not TOOL_SPECS[call.name].read_only
             )
         )
+        if output.findings:
+            # Before the answer is stored: a retry after that answers from the store, and
+            # one before it records the same rows again, which the ledger's key ignores.
+            await self._findings.record(call.run_id, "tool", call.step, call.ord, output.findings)
         return await self._record(call, output)
 
     @activity.defn(name="run_mcp_tool")

@@ -15,6 +15,7 @@ from keel.activities.store.records import RunRecord
 from keel.api.core.schemas import InteractionPublic
 from keel.api.core.tenant_ids import in_view
 from keel.workflows.models import Interaction
+from keel.workflows.run.findings import FINDING_FIELDS
 
 TERMINAL_STATES = {
     TaskState.TASK_STATE_COMPLETED,
@@ -148,8 +149,13 @@ def report_artifact(run: RunRecord) -> Artifact:
     a file (`report.md`, its UTF-8 bytes), for a client that saves or attaches files."""
     report = run.report or ""
     parts = [Part(text=report, media_type="text/markdown")]
-    if run.findings is not None and run.findings.error is None:
-        data = {"findings": [f.model_dump(mode="json") for f in run.findings.findings]}
+    if run.findings is not None and (run.findings.findings or run.findings.error is None):
+        # Keel's shape for any agent (docs/findings.md): the finding's own fields.
+        data = {
+            "findings": [
+                f.model_dump(mode="json", include=FINDING_FIELDS) for f in run.findings.findings
+            ]
+        }
         parts.append(Part(data=ParseDict(data, Value()), media_type="application/json"))
     parts.append(
         Part(raw=report.encode("utf-8"), filename=REPORT_FILENAME, media_type="text/markdown")

@@ -15,7 +15,7 @@ from keel.api.evals.results import EvalReport
 from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
 from keel.workflows.router.models import ROUTER_AGENT
-from keel.workflows.run.findings import Finding
+from keel.workflows.run.findings import RecordedFinding
 
 
 def storable(value: str) -> str:
@@ -177,10 +177,12 @@ class RunPublic(BaseModel):
     tool_calls: int
     usage: UsagePublic
     report: str | None
-    findings: list[Finding] | None = Field(
+    findings: list[RecordedFinding] | None = Field(
         default=None,
-        description="The report's structured findings (file, line, severity, title, detail), "
-        "when it ended with a `findings` block; see docs/findings.md.",
+        description="The findings of the run and its sub-agent runs (file, line, severity, "
+        "title, detail, verified, reported_by), from Keel's findings ledger: one per place; "
+        "null when none was recorded and the answer had no `findings` block. See "
+        "docs/findings.md.",
     )
     findings_error: str | None = Field(
         default=None, description="Why the report's findings block was not taken, if it was not."
@@ -233,7 +235,9 @@ class RunPublic(BaseModel):
                 cost_usd=float(run.cost_usd),
             ),
             report=run.report,
-            findings=run.findings.findings if run.findings and not run.findings.error else None,
+            findings=run.findings.findings
+            if run.findings and (run.findings.findings or not run.findings.error)
+            else None,
             findings_error=run.findings.error if run.findings else None,
             created_at=run.created_at,
             started_at=run.started_at,

@@ -143,8 +143,17 @@ async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
         for outcome in result.outcomes:
             assert outcome.status == "completed" and outcome.task_id
             run = (await http.get(f"/v1/runs/{outcome.task_id}")).json()
-            jsonschema.validate(run["findings"], findings_schema())
-            assert run["findings"] == [{"detail": "", **f} for f in FINDINGS]
+            # Keel adds whether the tree read the place, and who reported it.
+            assert [(f["verified"], f["reported_by"]) for f in run["findings"]] == [
+                (True, [run["agent"]]),
+                (False, [run["agent"]]),  # README.md was never read
+            ]
+            kept = [
+                {k: v for k, v in f.items() if k not in ("verified", "reported_by")}
+                for f in run["findings"]
+            ]
+            jsonschema.validate(kept, findings_schema())
+            assert kept == [{"detail": "", **f} for f in FINDINGS]
             assert run["findings_error"] is None
             # ...and the A2A task carries them as a data part of its report artifact.
             got = await http.post(
@@ -161,7 +170,7 @@ async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
             text, data, file = artifact["parts"]
             assert text["mediaType"] == "text/markdown" and "```findings" in text["text"]
             assert data["mediaType"] == "application/json"
-            assert data["data"]["findings"] == run["findings"]
+            assert data["data"]["findings"] == kept
             # ...beside the report as a file (the v1.0 JSON binding sends bytes as base64).
             assert (file["filename"], file["mediaType"]) == ("report.md", "text/markdown")
             assert base64.b64decode(file["raw"]).decode("utf-8") == text["text"]

@@ -134,6 +134,18 @@ class TaskArgs(ToolArgs):
     )
 
 
+class ReportFindingArgs(ToolArgs):
+    """Arguments of `report_finding`: one finding, as a `findings` block holds it."""
+
+    file: str = Field(min_length=1, max_length=1000, description="Path relative to the workspace.")
+    line: int | None = Field(
+        default=None, ge=1, description="1-based line the finding is at; null for a whole file."
+    )
+    severity: Literal["high", "medium", "low"] = Field(description="high, medium or low.")
+    title: str = Field(min_length=1, max_length=300, description="The problem, in one line.")
+    detail: str = Field(default="", max_length=10_000, description="Why, and the fix.")
+
+
 class McpToolArgs(ToolArgs):
     """Arguments of a tool from an MCP server: any JSON object.
 
@@ -192,6 +204,11 @@ def _timeout(args: ToolArgs) -> int:
 def _command_line(args: ToolArgs) -> str:
     assert isinstance(args, BashArgs)
     return shlex.join(args.command)
+
+
+def _finding_file(args: ToolArgs) -> str:
+    assert isinstance(args, ReportFindingArgs)
+    return args.file
 
 
 def _question(args: ToolArgs) -> str:
@@ -277,6 +294,19 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             args_model=BashArgs,
             subject_of=_command_line,
             run_limit_of=_timeout,
+        ),
+        ToolSpec(
+            name="report_finding",
+            description=(
+                "Record one finding as soon as you are sure of it: file, line, severity, "
+                "title and detail. Keel keeps it and puts it in the final report whatever "
+                "happens to this conversation, so you need not carry it forward yourself."
+            ),
+            risk="read",
+            group="read",
+            read_only=True,
+            args_model=ReportFindingArgs,
+            subject_of=_finding_file,
         ),
         ToolSpec(
             name="ask_user",

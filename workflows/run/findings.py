@@ -1,16 +1,18 @@
 """Structured findings: what a review found, machine-readable, beside its Markdown report.
 
-A review ends its final answer with a fenced block tagged `findings` that holds a JSON
-array of findings (see `Finding`). When the run finishes Keel takes the last such block,
-validates it, and keeps it with the run, so a CI job or a coordinator reads `file`,
-`line` and `severity` instead of parsing prose. Pure code: the store calls `extract`
-and the coordinator calls `merge_findings`, so both read findings the same way.
+A run's final answer may end with a fenced block tagged `findings` that holds a JSON
+array of findings (see `Finding`); a run may also record findings one by one with the
+`report_finding` tool. Both go to the findings ledger (`activities/store/findings_store`),
+and a report's findings are rendered from the ledger of its run tree
+(`findings_report`). Pure code: the store calls `extract_all` and the coordinator calls
+`merge_findings`, so both read findings the same way.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -39,10 +41,24 @@ class Finding(BaseModel):
     detail: str = Field(default="", max_length=10_000, description="Why, and the fix.")
 
 
+class RecordedFinding(Finding):
+    """A finding as Keel keeps it for a run tree: once per place, with who reported it and
+    whether Keel's own tool records show that some run of the tree read that place."""
+
+    verified: bool = Field(
+        default=True,
+        description="Some run of the tree read the cited line (or, for a whole-file "
+        "finding, some of the file) with read_file; false: no record shows it was read.",
+    )
+    reported_by: list[str] = Field(
+        default_factory=list, description="The agents of the tree that reported it, in order."
+    )
+
+
 class FindingsRecord(BaseModel):
     """What a run's report said in machine-readable form, as the run keeps it."""
 
-    findings: list[Finding] = Field(default_factory=list)
+    findings: list[RecordedFinding] = Field(default_factory=list)
     error: str | None = Field(
         default=None, description="Why the report's findings block was not taken, if it was not."
     )
@@ -55,6 +71,7 @@ class MergedFinding(Finding):
 
 
 FINDINGS_LIST: TypeAdapter[list[Finding]] = TypeAdapter(list[Finding])
+FINDING_FIELDS = set(Finding.model_fields)
 
 
 def findings_schema() -> dict[str, object]:
@@ -62,13 +79,33 @@ def findings_schema() -> dict[str, object]:
     return FINDINGS_LIST.json_schema()
 
 
+# What a block may hold: a finding, or one Keel wrote for a report (a model that copies a
+# sub-agent's report copies those too); Keel's own fields are recomputed, never taken.
+BLOCK_LIST: TypeAdapter[list[RecordedFinding]] = TypeAdapter(list[RecordedFinding])
+
+
 def extract(report: str) -> FindingsRecord | None:
     """The findings of a report's last `findings` block; None when it has none."""
     blocks = FINDINGS_BLOCK.findall(report)
     if not blocks:
         return None
+    return parse_block(blocks[-1])
+
+
+def extract_all(report: str) -> list[FindingsRecord]:
+    """Each `findings` block of a report, in order, parsed on its own."""
+    return [parse_block(body) for body in FINDINGS_BLOCK.findall(report)]
+
+
+def without_blocks(report: str, keep: Callable[[str], bool]) -> str:
+    """The report without the `findings` blocks whose body `keep` rejects."""
+    return FINDINGS_BLOCK.sub(lambda m: m.group(0) if keep(m.group(1)) else "", report)
+
+
+def parse_block(body: str) -> FindingsRecord:
+    """One block's findings, or why it cannot be taken."""
     try:
-        data = json.loads(blocks[-1])
+        data = json.loads(body)
     except ValueError as exc:
         return FindingsRecord(error=f"The findings block is not valid JSON: {exc}.")
     if isinstance(data, dict) and set(data) == {"findings"}:
@@ -76,7 +113,10 @@ def extract(report: str) -> FindingsRecord | None:
     if isinstance(data, list) and len(data) > MAX_FINDINGS:
         return FindingsRecord(error=f"The findings block has more than {MAX_FINDINGS} findings.")
     try:
-        return FindingsRecord(findings=FINDINGS_LIST.validate_python(data))
+        found = BLOCK_LIST.validate_python(data)
+        return FindingsRecord(
+            findings=[RecordedFinding(**f.model_dump(include=FINDING_FIELDS)) for f in found]
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the block"
@@ -91,7 +131,7 @@ def merge_findings(by_agent: list[tuple[str, list[Finding]]]) -> list[MergedFind
     merged: dict[tuple[str, int | None], MergedFinding] = {}
     for agent, findings in by_agent:
         for finding in findings:
-            key = (_normal_path(finding.file), finding.line)
+            key = (normal_path(finding.file), finding.line)
             seen = merged.get(key)
             if seen is None:
                 merged[key] = MergedFinding(**finding.model_dump(), reported_by=[agent])
@@ -102,10 +142,10 @@ def merge_findings(by_agent: list[tuple[str, list[Finding]]]) -> list[MergedFind
             merged[key] = seen.model_copy(update={"reported_by": reporters})
     return sorted(
         merged.values(),
-        key=lambda f: (SEVERITY_ORDER[f.severity], _normal_path(f.file), f.line or 0),
+        key=lambda f: (SEVERITY_ORDER[f.severity], normal_path(f.file), f.line or 0),
     )
 
 
-def _normal_path(path: str) -> str:
+def normal_path(path: str) -> str:
     """`./pkg/a.py` and `pkg/a.py` are one place."""
     return path.strip().removeprefix("./")
