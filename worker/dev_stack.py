@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from keel.worker.cluster_check import cli_type
 from keel.worker.config.settings import Settings
 from keel.worker.temporal_client import connect
 from keel.workflows.run.run_visibility import SEARCH_ATTRIBUTES
@@ -101,7 +102,7 @@ class TemporalDevServer:
             "--log-level",
             "warn",
             # Keel's search attributes, so runs list by agent, tenant and the rest.
-            *(f"--search-attribute={key.name}=Keyword" for key in SEARCH_ATTRIBUTES),
+            *(f"--search-attribute={key.name}={cli_type(key)}" for key in SEARCH_ATTRIBUTES),
         ]
         if self.ui_port:
             args += ["--ui-port", str(self.ui_port), "--ui-ip", "127.0.0.1"]

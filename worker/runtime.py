@@ -42,6 +42,7 @@ from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.tool_activities import ToolActivities
 from keel.activities.webhooks.delivery import WebhookActivities
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.cluster_check import ClusterSetupError, check_cluster
 from keel.worker.config.a2a_tokens import A2ATokens, keel_urls
 from keel.worker.config.settings import Settings
 from keel.worker.config.webhook_secret import webhook_server_secret
@@ -288,6 +289,10 @@ async def running_worker(settings: Settings) -> AsyncIterator[WorkerParts]:
         runtime=worker_runtime(settings),
         data_converter=data_converter(settings),
     )
+    cluster = await check_cluster(client)
+    if not cluster.ok:
+        # Every run it took would fail on the first start of a child or a schedule.
+        raise ClusterSetupError(f"The worker did not start: {cluster.sentence()}")
     store = await Store.open(settings.database_url)
     try:
         await store.migrate()

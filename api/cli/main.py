@@ -32,10 +32,12 @@ from keel.api.cli.report_view import report_view
 from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
 from keel.api.cli.schedules import schedules_app
+from keel.api.cli.setup import setup_app
 from keel.api.cli.tables import id_column
 from keel.api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
 from keel.api.identity.auth import dev_token
 from keel.api.identity.config import local_secret
+from keel.worker.cluster_check import ClusterSetupError
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import StackError, free_port
 from keel.worker.observability.log_format import configure_logging
@@ -51,6 +53,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(plugins_app, name="plugins")
 app.add_typer(memories_app, name="memories")
+app.add_typer(setup_app, name="setup")
 app.command("eval")(eval_command)
 app.command()(dev)
 console = Console()
@@ -65,7 +68,7 @@ def _fail(message: str) -> typer.Exit:
 def _run(coro: object) -> None:
     try:
         asyncio.run(coro)  # type: ignore[arg-type]
-    except (KeelApiError, StackError) as exc:
+    except (KeelApiError, StackError, ClusterSetupError) as exc:
         raise _fail(str(exc)) from None
 
 
@@ -93,6 +96,8 @@ def worker() -> None:
         asyncio.run(run_worker_forever(settings))
     except KeyboardInterrupt:
         pass
+    except ClusterSetupError as exc:
+        raise _fail(str(exc)) from None
 
 
 @app.command()
@@ -412,7 +417,7 @@ def audit_verify(
 
     try:
         ok = asyncio.run(main())
-    except (KeelApiError, StackError) as exc:
+    except (KeelApiError, StackError, ClusterSetupError) as exc:
         raise _fail(str(exc)) from None
     if not ok:
         raise typer.Exit(code=1)

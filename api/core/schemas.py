@@ -311,8 +311,11 @@ class Readiness(BaseModel):
     """Whether this API can serve: both of its dependencies answer."""
 
     status: Literal["ready", "unready"]
-    temporal: Literal["ok", "unreachable"]
+    temporal: Literal["ok", "unreachable", "misconfigured"]
+    """`misconfigured`: Temporal answers, but the namespace or Keel's search attributes are
+    missing (`problems` says which, and what to run)."""
     database: Literal["ok", "unreachable"]
+    problems: list[str] | None = None
 
 
 class InteractionDecisionCreate(BaseModel):

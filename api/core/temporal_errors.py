@@ -104,7 +104,7 @@ def from_temporal(
         sentence = (
             f"Keel could not {doing}: Temporal refused the call with {err.status.name} "
             f"({detail}). This is a fault in Keel's setup or Keel, not in the request; "
-            "the server logged it."
+            f"the server logged it, and `{SETUP_COMMAND} --check` reports what is missing."
         )
     _log_once(err, doing, namespace)
     return Misconfigured(sentence)

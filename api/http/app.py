@@ -53,6 +53,7 @@ from keel.api.langgraph import router as langgraph_router
 from keel.api.mcp_server import McpEndpoint
 from keel.api.mcp_server.auth_discovery import discovery_routes
 from keel.worker.agent_catalog import AgentCatalog
+from keel.worker.cluster_check import report_cluster
 from keel.worker.config.settings import Settings
 from keel.worker.observability.tracing import temporal_plugins
 from keel.worker.payload_codec import data_converter
@@ -80,6 +81,7 @@ def create_app(settings: Settings) -> FastAPI:
             plugins=temporal_plugins(settings),
             data_converter=data_converter(settings),
         )
+        await report_cluster(temporal)
         store = await Store.open(database_url, wait_s=API_STORE_WAIT_S)
         audit = ApiAudit(AuditLog(store.pool))
         parts = CoreParts(

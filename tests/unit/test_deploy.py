@@ -342,6 +342,37 @@ def test_depends_on_waits_for_health() -> None:
         assert temporal_ready, f"{name} must wait for Temporal"
 
 
+def test_compose_runs_keel_setup_temporal_before_keel_starts() -> None:
+    services = compose()["services"]
+    setup = services["temporal-setup"]
+    assert setup["command"] == ["setup", "temporal"]
+    # Keel's own image (its ENTRYPOINT is `keel`), built like the Keel services.
+    assert setup["image"] == services["keel-api"]["image"]
+    assert setup["build"] == services["keel-api"]["build"]
+    assert setup["depends_on"]["temporal"]["condition"] == "service_healthy"
+    env = service_env(setup)
+    assert env["TEMPORAL_ADDRESS"] == service_env(services["keel-api"])["TEMPORAL_ADDRESS"]
+    assert env["TEMPORAL_NAMESPACE"] == service_env(services["keel-api"])["TEMPORAL_NAMESPACE"]
+    for name in KEEL_SERVICES:
+        waits = services[name]["depends_on"]["temporal-setup"]
+        assert waits["condition"] == "service_completed_successfully", name
+    # One definition of the attributes: no script of the compose file names them.
+    assert "search-attribute" not in compose_text()
+
+
+def test_keel_pods_run_keel_setup_temporal_before_they_start() -> None:
+    (config,) = [o for _, o in k8s_objects() if o["kind"] == "ConfigMap"]
+    for deployment in keel_deployments():
+        inits = deployment["spec"]["template"]["spec"]["initContainers"]
+        setup = container(deployment, "temporal-setup")
+        assert setup in inits, deployment["metadata"]["name"]
+        assert setup["command"] + setup["args"] == ["keel", "setup", "temporal"]
+        assert setup["image"] == pod_containers(deployment)[-1]["image"]
+        # The same TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE as the pod's Keel.
+        assert {"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} <= set(config["data"])
+        assert setup["envFrom"] == [{"configMapRef": {"name": config["metadata"]["name"]}}]
+
+
 def test_only_loopback_ports_are_published() -> None:
     for name, service in compose()["services"].items():
         for port in service.get("ports", []):

@@ -3,7 +3,8 @@
 Runs can be listed and filtered by agent, tenant, trigger and schedule
 (`KeelAgent = "review" AND KeelTenant = "acme"`); the memo names the requester.
 The attributes must be registered on the namespace first: the embedded server does
-it at start (`worker.dev_stack`), a cluster with the command in docs/operations.md.
+it at start (`worker.dev_stack`), a cluster with `keel setup temporal`
+(`worker.cluster_check`, which the API and worker also check at start).
 Every start of an agent run (API, schedules, sessions) uses these two functions.
 """
 

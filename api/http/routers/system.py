@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from temporalio.client import Client
 
 from keel.activities.store.outage import is_store_outage
 from keel.activities.store.run_store import Store
@@ -15,6 +16,7 @@ from keel.api.core.router import router_agent
 from keel.api.core.schemas import AgentPublic, Health, Liveness, Readiness
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, STORE_RETRY_AFTER_S, documented
+from keel.worker.cluster_check import ClusterReport, check_cluster
 
 router = APIRouter(tags=["system"])
 log = logging.getLogger("keel.api")
@@ -52,18 +54,30 @@ async def livez() -> Liveness:
 
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
 async def readyz(service: ServiceDep) -> JSONResponse:
-    """Readiness: Temporal and Postgres both answer within a couple of seconds."""
+    """Readiness: Temporal and Postgres both answer within a couple of seconds, and
+    Temporal's namespace has what Keel needs (`keel setup temporal`)."""
     parts = service.parts
-    temporal_ok, database_ok = await asyncio.gather(
-        _answers(parts.temporal.service_client.check_health()), _answers(_ping(parts.store))
+    cluster, database_ok = await asyncio.gather(
+        _cluster(parts.temporal), _answers(_ping(parts.store))
     )
+    temporal_ok = cluster is not None and cluster.ok
     ready = temporal_ok and database_ok
     body = Readiness(
         status="ready" if ready else "unready",
-        temporal="ok" if temporal_ok else "unreachable",
+        temporal="ok" if temporal_ok else "unreachable" if cluster is None else "misconfigured",
         database="ok" if database_ok else "unreachable",
+        problems=cluster.problems() if cluster is not None and not cluster.ok else None,
     )
-    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if ready else 503)
+
+
+async def _cluster(temporal: Client) -> ClusterReport | None:
+    """What Temporal's namespace lacks for Keel; None when Temporal does not answer."""
+    try:
+        return await asyncio.wait_for(check_cluster(temporal), timeout=READY_TIMEOUT_S)
+    except Exception as exc:  # any failure means not ready; the reason goes to the log
+        log.warning("readiness check failed: %s", type(exc).__name__)
+        return None
 
 
 async def _ping(store: Store) -> object:
