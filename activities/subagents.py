@@ -16,7 +16,13 @@ from temporalio.exceptions import ApplicationError
 from keel.activities.store.records import NewRun
 from keel.activities.store.run_store import Store
 from keel.workflows.activity_refs import Subagents
-from keel.workflows.models import AgentSpec, ChildEventInput, OpenSubagentInput, SubagentPlan
+from keel.workflows.models import (
+    AgentSpec,
+    ChildEventInput,
+    OpenSubagentInput,
+    SubagentPlan,
+    SubagentTask,
+)
 
 AgentLookup = Callable[[str], AgentSpec | None]
 # Tool results of a step start at this ordinal, in the order of the assistant's calls.
@@ -46,7 +52,10 @@ class SubagentActivities(Subagents):
                 type="MissingParentRun",
                 non_retryable=True,
             )
-        call_id, arguments = await self._task_call(child)
+        if task.part is not None:
+            call_id, arguments = f"part-{task.part}", part_call(child.agent, task)
+        else:
+            call_id, arguments = await self._task_call(child)
         prompt = str(arguments.get("prompt", ""))
         spec = self._agents(child.agent)
         model = (spec.model if spec is not None else None) or parent.model
@@ -134,3 +143,16 @@ class SubagentActivities(Subagents):
                 "pending_interactions": child.pending,
             },
         )
+
+
+def part_call(agent: str, task: SubagentTask) -> dict[str, object]:
+    """The `task` call Keel makes for a part of a coverage plan: its agent and prompt."""
+    files = "\n".join(f"- {path}" for path in task.files)
+    prompt = (
+        f"Review part {task.part} of this workspace ({len(task.files)} files), planned by "
+        "Keel so that every file is read. Read every line of each file below: when an "
+        "output is cut, call read_file again with the start_line it names. Report each "
+        "finding as `- path:line: problem`, then `## Files read` and `## Not read` (with "
+        f"the reason for each).\n## Files to read\n{files}"
+    )
+    return {"agent": agent, "prompt": prompt}

@@ -212,7 +212,7 @@ def review_agent(steps: int) -> AgentSpec:
         }
     )
     # The step loop without sub-agents, as measured before they existed.
-    return spec.model_copy(update={"limits": limits, "subagents": []})
+    return spec.model_copy(update={"limits": limits, "subagents": [], "coverage": "model"})
 
 
 def script(steps: int) -> Script:

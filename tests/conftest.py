@@ -110,6 +110,9 @@ def settings_for(temporal_server: TemporalDevServer, database_url: str, tmp_path
             # catches nondeterministic workflow code; `keel worker` processes in the
             # tests run without it, as production does by default.
             "workflow_sandbox": True,
+            # Scripted turns play the model's own way through a review; the tests of
+            # Keel's coverage plans (test_coverage) turn them on.
+            "coverage_plans": False,
         }
         values.update(overrides)
         return settings_from(**values)

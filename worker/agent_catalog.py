@@ -61,6 +61,11 @@ class AgentFrontMatter(BaseModel):
         max_length=32,
         description="Roles the router may send callers of to this agent; empty: everyone.",
     )
+    coverage: Literal["model", "files"] = Field(
+        default="model",
+        description="`files`: Keel plans the reading of every file in parts run by the "
+        "`explore` agent and reports what its records show was read.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -156,6 +161,7 @@ def parse_agent(
         plugin_tools=[plugin_tools[t] for t in meta.tools if t in plugin_tools],
         client_tools=list(meta.client_tools),
         roles=list(meta.roles),
+        coverage=meta.coverage,
     )
 
 
@@ -176,6 +182,11 @@ def link_subagents(agents: dict[str, AgentSpec], sources: dict[str, str]) -> dic
     """
     linked: dict[str, AgentSpec] = {}
     for name, spec in agents.items():
+        if spec.coverage == "files" and "explore" not in agents:
+            raise AgentDefinitionError(
+                f"{sources[name]}: coverage: files runs its parts with the `explore` agent, "
+                "which is not defined; define it, or set coverage: model."
+            )
         if not spec.subagents:
             linked[name] = spec
             continue
@@ -207,8 +218,14 @@ class AgentCatalog:
 
     @classmethod
     def load(
-        cls, extra_dir: Path | None = None, plugins: PluginRegistry | None = None
+        cls,
+        extra_dir: Path | None = None,
+        plugins: PluginRegistry | None = None,
+        *,
+        coverage_plans: bool = True,
     ) -> AgentCatalog:
+        """The catalog; without `coverage_plans`, `coverage: files` agents read as their model
+        chooses (`KEEL_COVERAGE_PLANS=false`)."""
         plugins = plugins if plugins is not None else PluginRegistry.installed()
         agents: dict[str, AgentSpec] = {}
         sources: dict[str, str] = {}
@@ -229,6 +246,8 @@ class AgentCatalog:
         hooks = plugins.hook_refs()
         if hooks:
             agents = {n: s.model_copy(update={"hooks": hooks}) for n, s in agents.items()}
+        if not coverage_plans:
+            agents = {n: s.model_copy(update={"coverage": "model"}) for n, s in agents.items()}
         return cls(link_subagents(agents, sources), plugins)
 
     def get(self, name: str) -> AgentSpec | None:

@@ -17,6 +17,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from keel.activities.a2a.client import A2AClientActivities
 from keel.activities.agent_access import AgentAccessActivities
 from keel.activities.context import CompactionActivities, ContextBudget
+from keel.activities.coverage import CoverageActivities
 from keel.activities.hooks import HookActivities
 from keel.activities.interactions import InteractionActivities
 from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
@@ -28,6 +29,7 @@ from keel.activities.router.activities import RouterActivities, sandbox_tool_pro
 from keel.activities.run_records import RunRecordActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.context_store import ContextStore
+from keel.activities.store.coverage_store import CoverageStore
 from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.mcp_tool_store import McpToolStore
 from keel.activities.store.memory_store import MemoryStore
@@ -129,7 +131,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     llm = openai_client(settings)
     plugins = installed_plugins()
     # The agents a `task` call may start; a malformed file stops the worker here.
-    catalog = AgentCatalog.load(settings.agents_dir, plugins)
+    catalog = AgentCatalog.load(
+        settings.agents_dir, plugins, coverage_plans=settings.coverage_plans
+    )
     audit = AuditLog(store.pool)
     a2a_activities = A2AClientActivities(
         A2ATokens(settings),
@@ -189,6 +193,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     )
     retention_activities = RetentionActivities(RetentionStore(store.pool))
     subagent_activities = SubagentActivities(store, catalog.get)
+    coverage_activities = CoverageActivities(
+        CoverageStore(store.pool), ContextStore(store.pool), budget, settings.workspace_root
+    )
     router_activities = RouterActivities(
         store,
         llm,
@@ -232,6 +239,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             webhook_activities.push_targets,
             subagent_activities.open_subagent,
             subagent_activities.record_child_event,
+            coverage_activities.list_workspace,
+            coverage_activities.note_parts,
+            coverage_activities.close_coverage,
             retention_activities.purge_expired_runs,
             *router_activities.registered(),
             AgentAccessActivities(catalog.get, audit).check_agent_roles,

@@ -62,11 +62,19 @@ from keel.workflows.router.models import (
     DispatchInput,
     RecordRouteInput,
 )
+from keel.workflows.run.coverage_plan import (
+    CoverageClose,
+    CoverageSummary,
+    ListWorkspaceInput,
+    PartsNoteInput,
+    WorkspaceListing,
+)
 
 __all__ = [
     "A2ADelegation",
     "AgentMemory",
     "ContextCompaction",
+    "Coverage",
     "InteractionRecords",
     "LlmCalls",
     "McpDiscovery",
@@ -191,6 +199,25 @@ class InteractionRecords(Protocol):
     @activity.defn(name="session_rules")
     async def session_rules(self, request: SessionRulesInput) -> SessionRulesResult:
         """What `approve_always` granted in a session."""
+        ...
+
+
+class Coverage(Protocol):
+    """Keel's coverage plan: workspace, parts' answers, ledger (`activities.coverage`)."""
+
+    @activity.defn(name="list_workspace")
+    async def list_workspace(self, request: ListWorkspaceInput) -> WorkspaceListing:
+        """Every file with its size, lines and what marks it binary or generated."""
+        ...
+
+    @activity.defn(name="note_parts")
+    async def note_parts(self, note: PartsNoteInput) -> None:
+        """The parts' answers, as a message the run's next model call sends."""
+        ...
+
+    @activity.defn(name="close_coverage")
+    async def close_coverage(self, close: CoverageClose) -> CoverageSummary:
+        """The ledger over the run's tree, stored on the run with its coverage section."""
         ...
 
 

@@ -15,6 +15,7 @@ from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.gate.plugin_refs import HookRef, PluginToolRef
 from keel.workflows.gate.tool_specs import Risk
 from keel.workflows.router.models import RouteRequest
+from keel.workflows.run.coverage_plan import CoverageState, CoverageSummary
 
 Trigger = Literal["api", "cli", "a2a", "schedule", "parent"]
 RunStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
@@ -158,6 +159,11 @@ class AgentSpec(BaseModel):
         default_factory=list,
         description="Roles whose callers the router may send to this agent; empty: everyone.",
     )
+    coverage: Literal["model", "files"] = Field(
+        default="model",
+        description="`files`: Keel plans the reading of every file and checks it from its "
+        "records; `model`: what is read is left to the model.",
+    )
 
 
 class Usage(BaseModel):
@@ -222,6 +228,9 @@ class RunState(BaseModel):
     )
     subagent_tool_calls: int = Field(
         default=0, description="Tool calls the run's finished sub-agents made, for its limits."
+    )
+    coverage: CoverageState | None = Field(
+        default=None, description="Set for a run whose agent asks Keel to cover its files."
     )
 
 
@@ -420,6 +429,9 @@ class RunResult(BaseModel):
     usage: Usage
     report_preview: str = ""
     error: str | None = None
+    coverage: CoverageSummary | None = Field(
+        default=None, description="What Keel's ledger says was read, for a covering run."
+    )
 
 
 class RunProgress(BaseModel):
@@ -660,6 +672,15 @@ class SubagentTask(BaseModel):
         default=False,
         description="Handed the user's own request by the router (not a prompt its parent "
         "wrote): it recalls and remembers for the user like a run the user started.",
+    )
+    part: str | None = Field(
+        default=None,
+        description="Set for a part of its parent's coverage plan (`round-index`): Keel "
+        "wrote its prompt from `files`, no model call started it.",
+    )
+    files: list[str] = Field(default_factory=list, description="A part's files to read.")
+    max_steps: int | None = Field(
+        default=None, ge=1, description="A part's steps: as many as its pages need."
     )
 
 

@@ -182,6 +182,14 @@ STORE_CALL = ActivityOptions(
     schedule_to_close=STORE_OUTAGE_BUDGET,
 )
 
+# Listing a workspace for a coverage plan: a walk and a sniff of each file's head,
+# seconds for tens of thousands of files; retried like a store call.
+COVERAGE_LISTING = ActivityOptions(
+    start_to_close=timedelta(minutes=2),
+    retry=OUTAGE_RETRY,
+    schedule_to_close=STORE_OUTAGE_BUDGET,
+)
+
 # -- retention ---------------------------------------------------------------------
 
 # One batch deletes a few hundred runs' rows per tenant in one transaction each: seconds,

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from keel.workflows.models import RunInput
+from keel.workflows.run.coverage_plan import CoverageRecord
 from keel.workflows.run.findings import FindingsRecord
 
 
@@ -42,6 +43,8 @@ class RunRecord(BaseModel):
     """What the requester attached to the run (`RunCreate.metadata`)."""
     findings: FindingsRecord | None = None
     """The report's structured findings, when it had a findings block."""
+    coverage: CoverageRecord | None = None
+    """Keel's coverage record (`close_coverage`), for a run whose agent covers files."""
 
 
 class NewRun(BaseModel):

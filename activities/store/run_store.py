@@ -59,6 +59,9 @@ POOL_WAIT_S = 5.0
 CONNECT_TIMEOUT_S = 5
 
 
+COVERAGE_SECTION_SQL = "SELECT coverage->>'section' AS section FROM runs WHERE id = %s"
+
+
 class StoreUnavailable(RuntimeError):
     """Postgres could not be reached; retrying later may help."""
 
@@ -384,6 +387,12 @@ class Store:
                 conn, run_id, report=report, final_step=final_step
             )
             report, found = settled.report, settled.record
+            if final_step is not None:
+                # Keel's own account of what was read follows the model's text and findings.
+                cur = await conn.execute(COVERAGE_SECTION_SQL, (run_id,))
+                row = await cur.fetchone()
+                if row is not None and row["section"]:
+                    report = f"{report.rstrip()}\n\n{row['section']}"
             await conn.execute(
                 "UPDATE runs SET status = %s, stop_reason = %s, error = %s,"
                 " report = coalesce(%s, report), steps = %s, tool_calls = %s,"

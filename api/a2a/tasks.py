@@ -121,6 +121,15 @@ def task_of(
     task.metadata.update(
         {"agent": run.agent, "stopReason": run.stop_reason or "", "steps": run.steps}
     )
+    if run.coverage is not None:
+        # What Keel's records show was read: a partial review says so here too.
+        task.metadata.update(
+            {
+                "coverage": run.coverage.status,
+                "filesCovered": run.coverage.files_covered,
+                "filesTotal": run.coverage.files_total,
+            }
+        )
     return task
 
 

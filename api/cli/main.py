@@ -182,8 +182,13 @@ def _report(run: RunPublic, out: Path | None, data_dir: Path) -> None:
         # A path to copy: whole on one line, and never read as markup.
         console.print(f"\nReport saved to {saved}", soft_wrap=True, markup=False)
     usage = run.usage
+    covered = ""
+    if run.coverage is not None:
+        # What Keel's records show was read: a partial review never reads as just "completed".
+        coverage = run.coverage
+        covered = f"{coverage.status} · {coverage.files_covered} of {coverage.files_total} files · "
     console.print(
-        f"[bold]{run.status}[/bold] · stop reason {run.stop_reason} · {run.steps} steps · "
+        f"[bold]{run.status}[/bold] · {covered}stop reason {run.stop_reason} · {run.steps} steps · "
         f"{run.tool_calls} tool calls · {usage.total_tokens} tokens"
     )
     if run.status != "completed":
@@ -202,6 +207,14 @@ def review(
         str | None,
         typer.Option(help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL)."),
     ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            help="A ceiling on the tokens of the review and its sub-agents; reached before "
+            "every file is read, the review ends partial and says which files it missed.",
+        ),
+    ] = None,
 ) -> None:
     """Review a directory and print the Markdown report."""
     target = path.expanduser().resolve()
@@ -213,12 +226,18 @@ def review(
         settings = settings.model_copy(update={"workspace_root": target})
     body = request_body(
         RunCreate,
-        flags={"agent": "--agent", "input": "--prompt", "workspace": "PATH"},
+        flags={
+            "agent": "--agent",
+            "input": "--prompt",
+            "workspace": "PATH",
+            "max_total_tokens": "--max-tokens",
+        },
         agent=agent,
         input=prompt,
         workspace=str(target),
         trigger="cli",
         model=model,
+        max_total_tokens=max_tokens,
     )
     _run(_start_and_follow(settings, body, out))
 
@@ -446,7 +465,7 @@ def runs_list(
             table.add_row(
                 run.id,
                 run.agent,
-                run.status,
+                run.status + (f" · {run.coverage.status}" if run.coverage is not None else ""),
                 run.stop_reason or "",
                 str(run.steps),
                 str(run.tool_calls),
@@ -534,6 +553,8 @@ def demo(
                 "temporal_port": free_port(),
                 "temporal_ui_port": free_port(),
                 "api_url": None,
+                # The script plays one model's whole review turn by turn, with no parts.
+                "coverage_plans": False,
             }
         )
         console.print(f"[dim]Scripted model at {llm.base_url}; sample project in {workspace}[/dim]")

@@ -136,6 +136,8 @@ class RunOrder(BaseModel):
     """The metadata of the session, when this run creates it."""
     route_only: bool = False
     """With `agent: "auto"`: only decide the agent (see `docs/router.md`)."""
+    max_total_tokens: int | None = Field(default=None, ge=1000, le=10_000_000_000)
+    """A ceiling on the tokens of the run and its sub-agents; it replaces the agent's."""
 
     @classmethod
     def from_create(cls, body: RunCreate) -> RunOrder:
@@ -155,6 +157,8 @@ class RunOrder(BaseModel):
         body = self.model_dump(mode="json", exclude={"run_id", "on_busy"})
         if not body["route_only"]:
             del body["route_only"]  # so requests recorded before the router hash the same
+        if body["max_total_tokens"] is None:
+            del body["max_total_tokens"]  # so requests recorded before ceilings hash the same
         body["requester"] = [user.tenant_id, user.subject]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -211,6 +215,9 @@ def run_input(
     max_parallel_subagents: int = 4,
 ) -> RunInput:
     """The workflow's input for an order, with the texts still inline."""
+    if order.max_total_tokens is not None:
+        limits = agent.limits.model_copy(update={"max_total_tokens": order.max_total_tokens})
+        agent = agent.model_copy(update={"limits": limits})
     return RunInput(
         run_id=run_id,
         agent=agent,

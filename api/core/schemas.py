@@ -107,6 +107,13 @@ class RunCreate(BaseModel):
             "`local_tool_result` interaction that the client answers with the output."
         ),
     )
+    max_total_tokens: int | None = Field(
+        default=None,
+        ge=1000,
+        le=10_000_000_000,
+        description="A ceiling on the tokens of the run and its sub-agents (it replaces the "
+        "agent's). A review that reaches it ends `completed` with `coverage: partial`.",
+    )
     route_only: bool = Field(
         default=False,
         description='With `agent: "auto"`: decide which agent fits and report it, run none.',
@@ -151,6 +158,20 @@ def usage_of(run: RunRecord) -> UsagePublic:
         completion_tokens=run.completion_tokens,
         total_tokens=run.prompt_tokens + run.completion_tokens,
         cost_usd=float(run.cost_usd),
+    )
+
+
+class CoveragePublic(BaseModel):
+    """What Keel's records show a covering run read (agents with `coverage: files`)."""
+
+    status: Literal["complete", "partial"] = Field(
+        description="`partial`: some file the plan had to read was not read whole."
+    )
+    files_total: int = Field(description="Files the plan had to read.")
+    files_covered: int = Field(description="Of those, files some run of the tree read whole.")
+    files_skipped: int = Field(description="Files left out by rule (binary, generated...).")
+    not_covered: dict[str, str] = Field(
+        default_factory=dict, description="Files to read that were not read whole, with why."
     )
 
 
@@ -202,6 +223,11 @@ class RunPublic(BaseModel):
         description="How many sub-agent runs it started directly; set in run lists "
         "(`GET /v1/runs?parent=ID` lists them).",
     )
+    coverage: CoveragePublic | None = Field(
+        default=None,
+        description="For a run whose agent has Keel cover its files: what was read, from "
+        "Keel's records; the report ends with the same account.",
+    )
     total_usage: UsagePublic | None = Field(
         default=None,
         description="Usage and cost of the run and every sub-agent run below it; "
@@ -239,6 +265,7 @@ class RunPublic(BaseModel):
             if run.findings and (run.findings.findings or not run.findings.error)
             else None,
             findings_error=run.findings.error if run.findings else None,
+            coverage=coverage_of(run),
             created_at=run.created_at,
             started_at=run.started_at,
             finished_at=run.finished_at,
@@ -720,3 +747,16 @@ class EvalResultPublic(EvalResultSummary):
     """An eval result with every scenario and attempt."""
 
     report: EvalReport
+
+
+def coverage_of(run: RunRecord) -> CoveragePublic | None:
+    record = run.coverage
+    if record is None:
+        return None
+    return CoveragePublic(
+        status=record.status,
+        files_total=record.files_total,
+        files_covered=record.files_covered,
+        files_skipped=record.files_skipped,
+        not_covered=record.unread,
+    )

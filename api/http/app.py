@@ -90,7 +90,7 @@ def create_app(settings: Settings) -> FastAPI:
             interactions=InteractionStore(store.pool),
             sessions=SessionStore(store.pool),
             audit=audit,
-            catalog=AgentCatalog.load(settings.agents_dir),
+            catalog=AgentCatalog.load(settings.agents_dir, coverage_plans=settings.coverage_plans),
             settings=settings,
         )
         app.state.service = KeelService(parts, Authenticator(config, build_verifier(config), audit))

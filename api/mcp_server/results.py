@@ -63,16 +63,24 @@ class RunSummary(BaseModel):
     agent: str
     status: str
     stop_reason: str | None
+    coverage: str | None = Field(
+        default=None,
+        description="For a review Keel covers: `complete`, or `partial · N of M files`.",
+    )
     created_at: datetime
     finished_at: datetime | None
 
     @classmethod
     def from_record(cls, run: RunRecord) -> RunSummary:
+        covered = run.coverage
         return cls(
             id=in_view(run.tenant_id, run.id),
             agent=run.agent,
             status=run.status,
             stop_reason=run.stop_reason,
+            coverage=None
+            if covered is None
+            else f"{covered.status} · {covered.files_covered} of {covered.files_total} files",
             created_at=run.created_at,
             finished_at=run.finished_at,
         )

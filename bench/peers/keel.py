@@ -63,6 +63,8 @@ def one_tool_agent(steps: int) -> AgentSpec:
             "tools": [TOOL],
             "limits": limits,
             "subagents": [],
+            # The peers leave reading to the model: so does this run.
+            "coverage": "model",
         }
     )
 

@@ -15,9 +15,10 @@ from keel.workflows.run.agent_run import AgentRunWorkflow
 READ_TOOLS = ["list_files", "read_file", "search_code"]
 
 
-def agent(name: str = "review", **limits: int) -> AgentSpec:
-    """The built-in agent, with limits overridden for the test."""
-    spec = AgentCatalog.load().get(name)
+def agent(name: str = "review", *, coverage_plans: bool = False, **limits: int) -> AgentSpec:
+    """The built-in agent, with limits overridden for the test (and no coverage plan unless
+    asked: scripted turns play the model's own way through a review)."""
+    spec = AgentCatalog.load(coverage_plans=coverage_plans).get(name)
     assert spec is not None
     if limits:
         spec = spec.model_copy(update={"limits": Limits(**{**spec.limits.model_dump(), **limits})})

@@ -19,6 +19,7 @@ from temporalio import activity, workflow
 
 from keel.activities.a2a.client import A2AClientActivities
 from keel.activities.context import CompactionActivities
+from keel.activities.coverage import CoverageActivities
 from keel.activities.hooks import HookActivities
 from keel.activities.interactions import InteractionActivities
 from keel.activities.llm.step import LlmActivities
@@ -46,6 +47,7 @@ IMPLEMENTATIONS: dict[type, type] = {
     activity_refs.WebhookDeliveries: WebhookActivities,
     activity_refs.A2ADelegation: A2AClientActivities,
     activity_refs.Subagents: SubagentActivities,
+    activity_refs.Coverage: CoverageActivities,
     activity_refs.RetentionPurges: RetentionActivities,
     activity_refs.PluginHooks: HookActivities,
     activity_refs.Routing: RouterActivities,

@@ -73,6 +73,12 @@ class Settings(BaseSettings):
         validation_alias=_env("KEEL_CONTEXT_BUDGET"),
         description="Cap, prune and compact to fit the window; off sends everything as is.",
     )
+    coverage_plans: bool = Field(
+        default=True,
+        validation_alias=_env("KEEL_COVERAGE_PLANS"),
+        description="Agents with `coverage: files` (the review agent) have Keel plan and "
+        "check the reading of every file; off: they read what their model chooses.",
+    )
     memory_embedding_model: str = Field(
         default="text-embedding-3-small",
         min_length=1,

@@ -151,8 +151,9 @@ class Script(BaseModel):
     """Model name listed by `/v1/models` and used when a request names none."""
     context_window: int | None = Field(default=None, ge=1)
     """Refuse requests larger than this many tokens, as OpenAI does; none: no limit."""
-    policy: Literal["reviewer"] | None = None
-    """Decide each reply from the request instead of playing `turns`."""
+    policy: Literal["reviewer", "plain_reviewer"] | None = None
+    """Decide each reply from the request instead of playing `turns`; `plain_reviewer`
+    never calls `task` and writes no coverage sections in its report."""
 
     conversations: list[Conversation] = Field(default_factory=list)
     """Other conversations' turns; the first that matches a request plays, else `turns`."""
@@ -485,9 +486,12 @@ class ScriptedLLMServer:
             return _error("Scripted summary failure.", status=503)
         if summarising and self.script.summaries == "empty":
             return self._respond(body, Turn(content=""), index)
-        if self.script.policy == "reviewer" or summarising:
+        if self.script.policy is not None or summarising:
             # A compaction's request is answered with a summary in every mode; it is no turn.
-            return self._respond(body, _reviewer_turn(body, size), index)
+            if not self._answering.is_set():
+                await asyncio.to_thread(self._answering.wait)
+            plain = self.script.policy == "plain_reviewer"
+            return self._respond(body, _reviewer_turn(body, size, plain=plain), index)
         if index >= len(turns):
             return _error(
                 f"script exhausted: the request carries {index} assistant messages but "
@@ -630,14 +634,16 @@ class _Reply:
         yield "data: [DONE]\n\n"
 
 
-def _reviewer_turn(body: dict[str, Any], size: RequestSize | None) -> Turn:
+def _reviewer_turn(body: dict[str, Any], size: RequestSize | None, *, plain: bool = False) -> Turn:
     """The reviewer policy's reply to this request, as a turn."""
     tools = [
         str(t.get("function", {}).get("name"))
         for t in body.get("tools") or []
         if isinstance(t, dict) and isinstance(t.get("function"), dict)
     ]
-    reply = reviewer_reply(body["messages"], tools, may_call=body.get("tool_choice") != "none")
+    reply = reviewer_reply(
+        body["messages"], tools, may_call=body.get("tool_choice") != "none", plain=plain
+    )
     return Turn(
         content=reply.content,
         tool_calls=[ScriptedToolCall(name=n, arguments=a) for n, a in reply.tool_calls],

@@ -146,6 +146,8 @@ class _Knowledge:
     part: bool = False
     # The report's `write_file` call, once answered: its path and what the tool said.
     written: tuple[str, str] | None = None
+    # An ordinary model's report: no files reviewed, no files not covered.
+    plain: bool = False
 
     def list_file(self, path: str, size: int | None = None) -> None:
         if path not in self.listed:
@@ -180,14 +182,23 @@ class _Knowledge:
 
 
 def reviewer_reply(
-    messages: list[object], tools: list[str] | None = None, *, may_call: bool = True
+    messages: list[object],
+    tools: list[str] | None = None,
+    *,
+    may_call: bool = True,
+    plain: bool = False,
 ) -> ReviewerReply:
     """The reviewer's answer to a request carrying `messages` and offering `tools`.
 
     With `may_call` false (`tool_choice: none`, a run out of steps or calls) it answers
-    at once with what it knows, and says which files it had no time to read.
+    at once with what it knows, and says which files it had no time to read. A `plain`
+    reviewer is an ordinary model: it never delegates and its report is a summary and
+    findings, with no account of which files it read.
     """
+    if plain:
+        tools = [t for t in tools or [] if t != "task"]
     known = _read_context([m for m in messages if isinstance(m, dict)])
+    known.plain = plain
     if asks_for_summary(messages):
         return ReviewerReply(content=_summary(known))
     if not may_call:
@@ -309,7 +320,7 @@ def _read_context(messages: list[dict[str, Any]]) -> _Knowledge:
         text = _text(message.get("content"))
         if role == "user" and not known.task and not text.startswith("[Summary"):
             known.task = text.strip().splitlines()[0] if text.strip() else ""
-            known.part = known.task.startswith(PART_CUE)
+            known.part = known.task.startswith(PART_CUE) or "\n## Files to read\n" in text
         if role in ("user", "assistant"):
             _read_notes(known, text)
         if role == "assistant":
@@ -523,6 +534,14 @@ def _part_answer(known: _Knowledge) -> str:
 
 
 def _report(known: _Knowledge) -> str:
+    if known.plain:
+        return "\n\n".join(
+            [
+                f"## Summary\nThe review found {_count(len(known.findings), 'finding')}.",
+                _findings_section(known),
+                _findings_block(known),
+            ]
+        )
     return "\n\n".join(
         [
             f"## Summary\nReviewed {len(known.covered)} of {_count(len(known.listed), 'file')}; "

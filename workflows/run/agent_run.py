@@ -87,7 +87,7 @@ with workflow.unsafe.imports_passed_through():
         WebhookNotice,
     )
     from keel.workflows.router.workflow import RouterSteps
-    from keel.workflows.run import convergence, run_memory, subagents
+    from keel.workflows.run import convergence, coverage, run_memory, subagents
     from keel.workflows.run.agent_roles_run import AgentRolesSteps
     from keel.workflows.webhooks.delivery import WebhookDeliveryWorkflow
 
@@ -135,9 +135,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             run = run.model_copy(
                 update={
                     "parent_run_id": parent.workflow_id,
-                    "run_id": subagents.child_run_id(
-                        parent.workflow_id, run.task.step, run.task.ord
-                    ),
+                    "run_id": subagents.task_run_id(parent.workflow_id, run.task),
                 }
             )
         if not run.run_id:
@@ -161,6 +159,9 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
                     await self._discover_mcp_tools(run)
                 if run_memory.remembers(run):
                     await self._recall(run)
+                if coverage.covers_files(run):  # Keel plans the reading, then the model reports
+                    await self._record_opening()
+                    await coverage.CoverageDriver(self._state, self._take_seqs).drive(run)
             return await self._loop(run)
         except FailureError as err:
             # A regular activity fails with an ActivityError around the cause; a local
@@ -1172,6 +1173,15 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         state = self._state
         if status == "completed" and run_memory.remembers(run):
             state.usage = state.usage.plus(await run_memory.remember(run))
+        covered = None
+        if state.coverage is not None and status == "completed":
+            covered = await coverage.CoverageDriver(state, self._take_seqs).close(run, reason)
+            if (
+                covered.status == "partial"
+                and reason == "final_answer"
+                and state.coverage.stopped_by
+            ):
+                reason = state.coverage.stopped_by  # the limit that left files unread
         finished = await run_activity(
             RunRecords.finish_run,
             FinishRunInput(
@@ -1212,6 +1222,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             usage=state.usage,
             report_preview=finished.report_preview,
             error=error,
+            coverage=covered,
         )
 
     async def _notify(

@@ -36,6 +36,13 @@ def child_run_id(parent_run_id: str, step: int, ord_: int) -> str:
     return f"{parent_run_id}-task-{step}-{ord_}"
 
 
+def task_run_id(parent_run_id: str, task: SubagentTask) -> str:
+    """The run id of the child `task` describes: a part of a coverage plan, or a call's."""
+    if task.part is not None:
+        return f"{parent_run_id}-part-{task.part}"
+    return child_run_id(parent_run_id, task.step, task.ord)
+
+
 def child_input(
     parent: RunInput, agent: str, task: SubagentTask, *, fast_model: bool = False
 ) -> RunInput:
@@ -80,10 +87,22 @@ def share_of(parent: Limits, state: RunState, share: int) -> tuple[int, int | No
 
 
 def within_share(own: Limits, task: SubagentTask) -> Limits:
-    """The child's own limits, cut down to the share its parent gave it."""
+    """The child's own limits, cut down to the share its parent gave it.
+
+    A part of a coverage plan gets the steps and tool calls its pages need instead:
+    the plan sized them, whatever the sub-agent's defaults are.
+    """
     tokens = own.max_total_tokens
     if task.max_total_tokens is not None:
         tokens = task.max_total_tokens if tokens is None else min(tokens, task.max_total_tokens)
+    if task.part is not None:
+        return own.model_copy(
+            update={
+                "max_steps": task.max_steps or own.max_steps,
+                "max_tool_calls": task.max_tool_calls,
+                "max_total_tokens": task.max_total_tokens,
+            }
+        )
     return own.model_copy(
         update={
             "max_tool_calls": min(own.max_tool_calls, task.max_tool_calls),

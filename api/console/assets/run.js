@@ -27,7 +27,7 @@ export async function runPage(main, runId) {
 
   function drawHeader() {
     replace(header,
-      h("h1", {}, "Run ", h("code", { id: "run-id" }, run.id), " ", statusBadge(run.status)),
+      h("h1", {}, "Run ", h("code", { id: "run-id" }, run.id), " ", statusBadge(run.status), coverageBadge(run.coverage)),
       h("dl", { class: "facts" },
         fact("Agent", run.agent), fact("Model", run.model), fact("Trigger", run.trigger),
         run.schedule_id ? fact("Schedule", run.schedule_id) : null,
@@ -80,4 +80,11 @@ function fact(label, value) {
 
 function total(label, value, id) {
   return h("div", { class: "total" }, h("div", { class: "muted small" }, label), h("div", { class: "value", id: `total-${id}` }, String(value)));
+}
+
+// What Keel's records show a review read: a partial one never shows as just "completed".
+function coverageBadge(coverage) {
+  if (!coverage) return null;
+  const text = `${coverage.status} · ${coverage.files_covered} of ${coverage.files_total} files`;
+  return h("span", { id: "run-coverage", class: `badge coverage-${coverage.status}`, "data-coverage": coverage.status }, text);
 }
