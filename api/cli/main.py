@@ -158,8 +158,8 @@ async def _start_and_follow(
         if info.started_here:
             console.print(f"[dim]Started an embedded stack (API {info.api_url}).[/dim]")
             if info.model and info.model.offline:
-                for line in info.model.banner():
-                    console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+                for label, line in zip(["Model: ", ""], info.model.banner(), strict=False):
+                    console.print(f"[dim]{label}{escape(line)}[/dim]", highlight=False)
         run = await client.create_run(body)
         # With --local-tools the files read are this machine's, not the server's workspace.
         where = f"{reads_here} (read here)" if reads_here else run.workspace

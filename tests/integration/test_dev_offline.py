@@ -1,10 +1,10 @@
 """`keel dev` on a machine with no model configured, as a newcomer starts it.
 
 A real `keel dev` process with none of the model variables set: it starts the scripted
-model, says so, and `keel review` and an approved `keel run build` complete through the
-CLI with no network. The commands run are the README's first screen (checked there
-too: `tests/unit/test_doc_commands.py`). A model that is configured without its key is
-refused before anything starts.
+model and says so, and the README's first-hour commands (a review of your own code,
+the console link, a run that waits for approval, approved and rejected) run as the
+README writes them, read from its shell blocks, with no network. A model that is
+configured without its key is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from keel.worker.dev_stack import free_port
+from tests.doc_commands import ROOT, keel_commands
 
 # What would choose a model, or a Keel other than the one each test starts.
 UNSET = (
@@ -36,6 +37,8 @@ UNSET = (
 )
 START_TIMEOUT_S = 180
 PROJECT = "path/to/your/project"  # as the README writes it
+# The README's sections a newcomer follows in their first hour.
+FIRST_HOUR = ("A first review", "Watching it in the console", "An approval")
 
 
 def newcomer_env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -118,7 +121,45 @@ async def keel_dev(tmp_path: Path) -> AsyncIterator[tuple[dict[str, str], list[s
                 await proc.wait()
 
 
-async def test_keel_dev_with_no_model_reviews_and_asks_offline(
+async def _start_waiting(
+    args: tuple[str, ...], env: dict[str, str], cwd: Path
+) -> tuple[asyncio.subprocess.Process, str, str, list[str]]:
+    """`keel ARGS` started, read until it waits on a person: the process, run, interaction."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "keel.api.cli.main",
+        *args,
+        env=env,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    seen: list[str] = []
+    waiting = await asyncio.wait_for(
+        _read_until(proc.stdout, r"`keel approve (\S+) (\S+)`", seen), timeout=120
+    )
+    return proc, waiting[1], waiting[2], seen
+
+
+async def _finish(proc: asyncio.subprocess.Process, seen: list[str]) -> str:
+    rest, _ = await asyncio.wait_for(proc.communicate(), timeout=120)
+    out = "".join(seen) + rest.decode()
+    assert proc.returncode == 0, out
+    return out
+
+
+def readme_first_hour() -> list[tuple[str, ...]]:
+    """The `keel` commands of the README's first review, console and approval, in order."""
+    return [
+        command.args
+        for command in keel_commands(ROOT / "README.md")
+        if command.section.startswith(FIRST_HOUR)
+    ]
+
+
+async def test_the_readme_first_hour_runs_offline_as_written(
     keel_dev: tuple[dict[str, str], list[str]], tmp_path: Path
 ) -> None:
     env, banner = keel_dev
@@ -128,44 +169,49 @@ async def test_keel_dev_with_no_model_reviews_and_asks_offline(
     assert "OPENAI_API_KEY" in shown and "ANTHROPIC_API_KEY" in shown, shown
     code_dir = project(tmp_path)
 
-    code, out = await keel("review", PROJECT, env=env, cwd=tmp_path)
-    assert code == 0, out
-    assert "completed · stop reason final_answer" in out, out
-    assert "billing/totals.py:2: float money; sum Decimals instead" in out, out
-    assert "Started an embedded stack" not in out  # it used the running keel dev
-
-    # The README's approval: the agent's write waits for a person.
-    run = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "keel.api.cli.main",
-        "run",
-        "build",
-        "Review the code and write the report to REVIEW.md",
-        "--workspace",
-        PROJECT,
-        env=env,
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert run.stdout is not None
-    seen: list[str] = []
-    waiting = await asyncio.wait_for(
-        _read_until(run.stdout, r"`keel approve (\S+) (\S+)`", seen), timeout=120
-    )
-    run_id, interaction_id = waiting[1], waiting[2]
-    assert not (code_dir / "REVIEW.md").exists()
-
-    code, listed = await keel("interactions", run_id, env=env, cwd=tmp_path)
-    assert code == 0 and "write_file" in listed and "REVIEW.md" in listed, listed
-    code, approved = await keel("approve", run_id, interaction_id, env=env, cwd=tmp_path)
-    assert code == 0 and "accepted" in approved, approved
-
-    rest, _ = await asyncio.wait_for(run.communicate(), timeout=120)
-    assert run.returncode == 0, "".join(seen) + rest.decode()
-    assert "The report is also in REVIEW.md." in rest.decode()
-    assert "billing/totals.py:2: float money" in (code_dir / "REVIEW.md").read_text()
+    commands = readme_first_hour()
+    assert commands[0] == ("dev",), commands  # what the fixture started, as written
+    names = {args[0] for args in commands}
+    assert {"review", "console", "run", "interactions", "approve", "reject"} <= names, commands
+    ids: dict[str, str] = {}
+    decided: list[str] = []
+    for args in commands[1:]:
+        if args[0] == "run" or (args[0] == "reject" and "approve" in decided):
+            # A run that waits on a person; the README's reject answers a run of its own.
+            run = args if args[0] == "run" else next(c for c in commands if c[0] == "run")
+            assert not (code_dir / "REVIEW.md").exists()
+            proc, run_id, interaction_id, seen = await _start_waiting(run, env, tmp_path)
+            ids = {"RUN_ID": run_id, "INTERACTION_ID": interaction_id}
+            if args[0] == "run":
+                continue
+        code, out = await keel(*(ids.get(a, a) for a in args), env=env, cwd=tmp_path)
+        assert code == 0, f"keel {' '.join(args)}:\n{out}"
+        if args[0] == "review":
+            assert "completed · stop reason final_answer" in out, out
+            assert "billing/totals.py:2: float money; sum Decimals instead" in out, out
+            assert "Started an embedded stack" not in out  # it used the running keel dev
+            found = re.search(r"Run (run-\w+)", out)
+            assert found is not None, out
+            ids = {"RUN_ID": found[1]}
+        elif args[0] == "runs":
+            assert ids["RUN_ID"] in out, out
+        elif args[0] == "console":
+            assert "/console/#signin=" in out, out
+        elif args[0] == "interactions":
+            assert "write_file" in out and "REVIEW.md" in out, out
+        elif args[0] in ("approve", "reject"):
+            decided.append(args[0])
+            assert "accepted" in out, out
+            answer = await _finish(proc, seen)
+            if args[0] == "approve":
+                assert "The report is also in REVIEW.md." in answer, answer
+                review = (code_dir / "REVIEW.md").read_text()
+                assert "billing/totals.py:2: float money" in review
+                (code_dir / "REVIEW.md").unlink()
+            else:
+                assert "The report is not in REVIEW.md" in answer, answer
+                assert not (code_dir / "REVIEW.md").exists()
+    assert decided == ["approve", "reject"], decided
 
 
 @pytest.mark.parametrize(
