@@ -231,3 +231,39 @@ async def test_the_runs_page_lists_top_level_runs_and_links_each_count_to_its_ch
         await expect(page).to_have_url(re.compile(r"children=include"))
         await expect(page.locator(f"tr[data-run-id='{kids[1]}']")).to_be_visible()
         assert page.script_errors == []  # type: ignore[attr-defined]
+
+
+async def test_a_sub_agent_prompt_reads_as_its_text_in_the_timeline(
+    console_stack: Any, page: Page
+) -> None:
+    from tests.integration.test_subagents import child, task
+
+    prompt = 'CHILD-A: read pkg/core.py.\nThen list its "TODO" lines.\n\n<b>not bold</b>'
+    script = Script(
+        turns=[
+            Turn(tool_calls=[task("explore", prompt)]),
+            Turn(content="## Files reviewed\n- pkg/core.py\n"),
+        ],
+        conversations=[child("CHILD-A", "pkg/core.py", "- pkg/core.py:2 TODO")],
+    )
+    async with console_stack(script) as c:
+        async with httpx.AsyncClient(base_url=c.url, headers=auth_headers()) as http:
+            body = {"agent": "review", "input": "Review it", "workspace": str(c.workspace)}
+            run_id = (await http.post("/v1/runs", json=body)).json()["id"]
+            for _ in range(300):
+                run = (await http.get(f"/v1/runs/{run_id}")).json()
+                if run["status"] == "completed":
+                    break
+                await asyncio.sleep(0.1)
+        assert run["status"] == "completed", run
+
+        await sign_in_with_link(page, c.link)
+        await page.goto(f"{c.url}/console/runs/{run_id}")
+        call = page.locator(".ev-tool_call").filter(has=page.locator(".task-prompt"))
+        await expect(call.locator(".task-agent")).to_have_text("explore")
+        shown = await call.locator(".task-prompt").inner_text()
+        assert shown == prompt  # its own line breaks and quotes, not JSON with \n
+        assert "\\n" not in await call.inner_text()
+        assert await call.locator("b").count() == 0  # text, never markup
+        await screenshot(page, "sub-agent-prompt")
+        assert page.script_errors == []  # type: ignore[attr-defined]

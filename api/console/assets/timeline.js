@@ -186,8 +186,7 @@ export class Timeline {
       case "tool_call": {
         this.totals.tools++;
         const result = h("div", { class: "tool-result muted" }, "running…");
-        const li = this.item(event, h("strong", { class: "tool-name" }, d.name), " ",
-          h("pre", { class: "arguments" }, json(parsed(d.arguments))), result);
+        const li = this.item(event, h("strong", { class: "tool-name" }, d.name), " ", toolArguments(d.name, d.arguments), result);
         li.dataset.callId = d.call_id;
         this.tools.set(`${d.step}:${d.call_id}`, result);
         break;
@@ -295,7 +294,7 @@ export class Timeline {
     const node = h("div", { class: "child-run", dataset: { childRunId: childId || "" } },
       h("strong", {}, "Sub-agent "), d.agent ? `${d.agent} ` : "",
       childId ? h("a", { href: `/console/runs/${encodeURIComponent(childId)}` }, childId) : "",
-      " · ", state, d.task || d.prompt ? h("div", { class: "muted" }, d.task || d.prompt) : null,
+      " · ", state, d.task || d.prompt ? h("div", { class: "muted child-task" }, d.task || d.prompt) : null,
       childId && this.depth < 4 ? toggle : null, nested);
     node.update = (data) => {
       node.dataset.status = data.status || "";
@@ -324,6 +323,19 @@ function memoryEvent(d) {
   return [h("strong", {}, title),
     facts.length ? [" ", h("span", { class: "muted" }, facts.map(([k, v]) => `${k}: ${v}`).join(" · "))] : "",
     items.length ? h("ul", { class: "memory-list small" }, items) : null];
+}
+
+/** A tool call's arguments: JSON, except a sub-agent's task, which reads as the agent it
+ * goes to and the prompt it is given (its line breaks kept, not `\n`). */
+function toolArguments(name, value) {
+  const args = parsed(value);
+  if (name === "task" && args && typeof args.prompt === "string") {
+    return h("div", { class: "arguments task-arguments" },
+      h("div", {}, "to ", h("strong", { class: "task-agent" }, String(args.agent ?? "")),
+        ...Object.entries(args).filter(([k]) => k !== "agent" && k !== "prompt").map(([k, v]) => ` · ${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)),
+      h("pre", { class: "task-prompt" }, args.prompt));
+  }
+  return h("pre", { class: "arguments" }, json(args));
 }
 
 /** Tool arguments arrive as canonical JSON text or as an object; show them pretty. */
