@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from keel.api.core.plain_errors import plain_message
+
 __all__ = [
     "Conflict",
     "Forbidden",
@@ -112,7 +114,8 @@ def store_unavailable() -> Unavailable:
 def invalid_request(exc: ValidationError) -> Invalid:
     """pydantic's errors as one `Invalid`: the first names the field, all are kept."""
     problems = [
-        {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()
+        {"loc": ["body", *e["loc"]], "msg": plain_message(e), "type": e["type"]}
+        for e in exc.errors()
     ]
     first = problems[0] if problems else {"loc": ["body"], "msg": str(exc)}
     field = ".".join(str(p) for p in first["loc"][1:]) or None

@@ -6,9 +6,10 @@ import json
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from keel.activities.store.records import EventRecord, RunRecord
+from keel.api.core.plain_errors import task_text
 from keel.api.core.schedules.fields import CronText, TimeZoneName, WebhookUrl
 from keel.api.core.tenant_ids import in_view, in_view_data
 from keel.api.evals.results import EvalReport
@@ -40,9 +41,13 @@ ChosenId = Annotated[str, Field(pattern=ID_PATTERN)]
 LocalTool = Literal["read_file", "list_files", "search_code"]
 """A run or session id a client chose."""
 InputText = Annotated[
-    str, Field(min_length=1, max_length=MAX_INPUT_CHARS), AfterValidator(storable)
+    str,
+    Field(min_length=1, max_length=MAX_INPUT_CHARS),
+    # After the constraints in this list, so it runs before them (pydantic wraps them).
+    BeforeValidator(task_text),
+    AfterValidator(storable),
 ]
-"""The task a run is given."""
+"""The task a run is given: some text, not only spaces."""
 
 
 class FieldProblem(BaseModel):
@@ -521,9 +526,7 @@ class ScheduleCreate(BaseModel):
         description="Choose the id; by default `sch-` and 12 hex digits.",
     )
     agent: StoredText = Field(min_length=1, max_length=64, description="Agent definition name.")
-    input: StoredText = Field(
-        min_length=1, max_length=200_000, description="The task each run is given."
-    )
+    input: InputText = Field(description="The task each run is given.")
     workspace: StoredText = Field(
         min_length=1, max_length=4096, description="Directory the runs work on (inside the root)."
     )
@@ -582,7 +585,7 @@ class ScheduleUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     agent: StoredText | None = Field(default=None, min_length=1, max_length=64)
-    input: StoredText | None = Field(default=None, min_length=1, max_length=200_000)
+    input: InputText | None = None
     workspace: StoredText | None = Field(default=None, min_length=1, max_length=4096)
     model: StoredText | None = Field(default=None, max_length=200)
     cron_expressions: list[CronText] | None = Field(default=None, max_length=20)

@@ -27,6 +27,7 @@ from keel.api.core.errors import (
     Unauthenticated,
     Unavailable,
 )
+from keel.api.core.plain_errors import plain_errors
 from keel.api.core.schemas import Problem
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -145,9 +146,10 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     # As FastAPI's own, but ASCII: errors echo the input, and a lone surrogate in it
     # (valid in JSON, refused by pydantic) cannot be encoded as UTF-8.
-    detail: object = exc.errors()
-    if _sentence_only(request) and exc.errors():
-        first = exc.errors()[0]
+    errors = plain_errors(exc.errors())
+    detail: object = errors
+    if _sentence_only(request) and errors:
+        first = errors[0]
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         detail = f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
     body = json.dumps({"detail": jsonable_encoder(detail)}, ensure_ascii=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from keel.api.core.errors import KeelError
+from keel.api.core.plain_errors import plain_message
 from keel.api.http.errors import detail_of
 
 
@@ -16,7 +17,7 @@ def invalid_arguments(tool: str, exc: ValidationError) -> str:
         if err["type"] == "missing":
             problems.append(f"`{field}` is required")
         else:
-            problems.append(f"`{field}`: {err['msg'].removeprefix('Value error, ').rstrip('.')}")
+            problems.append(f"`{field}`: {plain_message(err).rstrip('.')}")
     return f"Invalid arguments: {'; '.join(problems)}. Correct them and call {tool} again."
 
 

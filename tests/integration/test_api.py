@@ -93,8 +93,9 @@ async def test_bad_requests_get_clear_errors_and_start_nothing(
             ({"agent": "nope", "input": "x", "workspace": str(workspace)}, "Unknown agent"),
             ({"agent": "review", "input": "x", "workspace": str(outside)}, "outside the allowed"),
             ({"agent": "review", "input": "x", "workspace": "missing"}, "not an existing"),
-            ({"agent": "review", "input": "", "workspace": str(workspace)}, "at least 1"),
-            ({"agent": "review", "input": "x", "workspace": ".", "extra": 1}, "Extra inputs"),
+            ({"agent": "review", "input": "", "workspace": str(workspace)}, "The task is empty"),
+            ({"agent": "review", "input": " ", "workspace": str(workspace)}, "or only spaces"),
+            ({"agent": "review", "input": "x", "workspace": ".", "extra": 1}, "Not a field"),
         ]
         for body, message in cases:
             response = await http.post("/v1/runs", json=body)
