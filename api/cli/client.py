@@ -38,6 +38,10 @@ def _explain(response: httpx.Response) -> str:
         detail = response.text
     if isinstance(detail, list):
         detail = "; ".join(error_lines(d for d in detail if isinstance(d, dict)))
+    # A refusal of what the user asked (a bad value, an unknown id) is its sentence; the
+    # status says more when the server or the login is at fault.
+    if response.status_code in (400, 404, 409, 422):
+        return str(detail)
     return f"{response.status_code}: {detail}"
 
 

@@ -8,6 +8,9 @@ field by its schema name. Every place the CLI prints such an error names the fla
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar
+
+from keel.api.core.plain_errors import plain_message
 
 # Request-body field -> what the user typed for it (`keel run`, `keel schedules create`);
 # a command whose flags differ passes its own (e.g. `keel review` takes `--prompt`).
@@ -33,13 +36,16 @@ FLAGS: dict[str, str] = {
     "cursor": "--cursor",  # list commands
     "limit": "--limit",
 }
+COMMAND_FLAGS: ContextVar[Mapping[str, str] | None] = ContextVar("command_flags", default=None)
+"""The running command's own names (`keel review` takes the workspace as PATH), set when
+it builds its request, so the API's answer to that request names them too."""
 # FastAPI prefixes a field's location with where it came from.
 _SOURCES = {"body", "query", "path"}
 
 
 def field_label(loc: Sequence[object], flags: Mapping[str, str] | None = None) -> str:
     """The flag for a pydantic/FastAPI error location, else its dotted field path."""
-    named = {**FLAGS, **(flags or {})}
+    named = {**FLAGS, **(COMMAND_FLAGS.get() or {}), **(flags or {})}
     # A field the API names by its path (`agents.0.url`) is split as pydantic would.
     parts = [part for p in loc for part in str(p).split(".")]
     if parts and parts[0] in _SOURCES:
@@ -54,12 +60,16 @@ def error_lines(
     default: str = "request",
     flags: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """`--every: Input should be greater than 0`, one line per error; `flags` are the
-    command's own names where they differ from `FLAGS`."""
+    """`--every: Must be at least 1.`, one line per error; `flags` are the command's own
+    names where they differ from `FLAGS`. A refusal that is a sentence of its own (Keel's
+    `Unknown agent 'x'. Known agents: …`) is shown as it is, without a label."""
     lines = []
     for error in errors:
         loc = error.get("loc")
         where = field_label(loc if isinstance(loc, (list, tuple)) else [], flags) or default
-        message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-        lines.append(f"{where}: {message}")
+        message = plain_message(error)
+        own_sentence = (
+            error.get("type") == "value_error" and str(error.get("msg", ""))[:1].isupper()
+        )
+        lines.append(message if own_sentence else f"{where}: {message}")
     return lines

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from keel.api.cli.flag_names import error_lines
+from keel.api.cli.flag_names import COMMAND_FLAGS, error_lines
 from keel.api.core.schemas import RunCreate
 from keel.worker.config.settings import Settings
 
@@ -20,7 +20,9 @@ M = TypeVar("M", bound=BaseModel)
 
 def request_body(schema: type[M], /, *, flags: Mapping[str, str] | None = None, **fields: Any) -> M:
     """`schema(**fields)`, or exit 1 naming each field that is wrong and why, by the flag
-    the user typed (`flags` where the command's differ from `flag_names.FLAGS`)."""
+    the user typed (`flags` where the command's differ from `flag_names.FLAGS`); the
+    API's answer to the request names them too."""
+    COMMAND_FLAGS.set(flags or {})
     try:
         return schema(**fields)
     except ValidationError as exc:

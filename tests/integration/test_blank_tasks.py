@@ -121,3 +121,17 @@ async def test_a_blank_task_is_refused_with_a_sentence_everywhere_and_starts_not
         assert runs == [], runs
         assert (await http.get("/v1/schedules")).json()["schedules"] == []
 
+
+async def test_the_cli_shows_the_apis_refusal_as_its_sentence(
+    workspace: Path, tmp_path: Path, keel_app: LaunchKeel
+) -> None:
+    async with keel_app(Script(turns=[Turn(content="unused")]), worker=False) as http:
+        env = clean_env(
+            KEEL_API_URL=base_url(http),
+            KEEL_DATA_DIR=str(tmp_path / "cli"),
+            KEEL_JWT_SECRET=JWT_SECRET,
+        )
+        code, out = await keel("run", "nope", "Look.", "--workspace", str(workspace), env=env)
+        flat = " ".join(out.split())
+        assert code == 1 and "error: Unknown agent 'nope'. Known agents:" in flat, out
+        assert "422" not in out and "AGENT:" not in out, out

@@ -481,4 +481,4 @@ async def test_the_cli_manages_a_schedule_through_the_api(
         code, out = await keel("schedules", "delete", sid, "--yes", env=env)
         assert code == 0 and f"{sid}: deleted" in out, out
         code, out = await keel("schedules", "pause", sid, env=env)
-        assert code == 1 and f"404: No schedule {sid}." in out, out
+        assert code == 1 and f"error: No schedule {sid}." in out, out

@@ -15,6 +15,7 @@ from keel.api.cli.evals import where_recorded
 from keel.api.cli.main import app
 from keel.api.cli.request_body import ignored_model
 from keel.api.cli.tables import id_column
+from keel.api.core.plain_errors import BLANK_TASK
 from keel.api.core.schemas import RunCreate
 from keel.worker.config.settings import Settings
 
@@ -38,10 +39,14 @@ def test_an_id_column_is_never_cut_short(width: int) -> None:
     ("args", "said"),
     [
         # Each names what the user typed: the argument or the flag, not the field.
-        (["run", "review", ""], "error: PROMPT: String should have at least 1 character"),
-        (["run", "review", "x", "--model", "m" * 201], "error: --model: "),
-        (["review", ".", "--prompt", ""], "error: --prompt: String should have at least 1"),
-        (["coordinate", "", "--agent", "http://a"], "error: TASK: String should have at least 1"),
+        (["run", "review", ""], f"error: PROMPT: {BLANK_TASK}"),
+        (["run", "review", "   "], f"error: PROMPT: {BLANK_TASK}"),
+        (["run", "review", "x", "--model", "m" * 201], "error: --model: Too long: at most 200"),
+        (["run", "", "x"], "error: AGENT: Must not be empty."),
+        (["review", ".", "--prompt", ""], f"error: --prompt: {BLANK_TASK}"),
+        (["review", ".", "--prompt", " \n\t"], f"error: --prompt: {BLANK_TASK}"),
+        (["coordinate", "", "--agent", "http://a"], f"error: TASK: {BLANK_TASK}"),
+        (["coordinate", "  ", "--agent", "http://a"], f"error: TASK: {BLANK_TASK}"),
         (["coordinate", "Review", "--agent", "ftp://a"], "error: --agent: String should match"),
         (["coordinate", "Review", "--agent", "http://a", "--id", "a b"], "error: --id: "),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from pathlib import Path
 
 import httpx
@@ -10,6 +11,8 @@ from typer.testing import CliRunner
 from keel.api.cli.client import _explain
 from keel.api.cli.flag_names import error_lines, field_label
 from keel.api.cli.main import app
+from keel.api.cli.request_body import request_body
+from keel.api.core.schemas import RunCreate
 
 runner = CliRunner()
 
@@ -33,17 +36,54 @@ def test_an_api_validation_error_names_the_flag() -> None:
     }
     response = httpx.Response(422, json=body)
     assert _explain(response) == (
-        "422: --every: Input should be greater than 0; --tz: unknown time zone Moon/Base"
+        "--every: Input should be greater than 0; --tz: Unknown time zone Moon/Base"
     )
 
 
 def test_fields_without_a_flag_keep_their_path() -> None:
     assert field_label(["body", "limits", "max_steps"]) == "limits.max_steps"
     assert field_label(["input"]) == "PROMPT"
-    assert error_lines([{"loc": [], "msg": "bad"}], default="RunCreate") == ["RunCreate: bad"]
+    assert error_lines([{"loc": [], "msg": "bad"}], default="RunCreate") == ["RunCreate: Bad"]
 
 
 def test_an_agent_url_the_api_refused_names_the_agent_flag() -> None:
     body = {"detail": [{"loc": ["body", "agents.1.url"], "msg": "The A2A agent host h ..."}]}
     said = _explain(httpx.Response(422, json=body))
-    assert said == "422: --agent: The A2A agent host h ..."
+    assert said == "--agent: The A2A agent host h ..."
+
+
+def test_the_apis_refusal_reads_as_its_sentence_naming_what_the_user_typed(
+    tmp_path: Path,
+) -> None:
+    unknown = {
+        "detail": [
+            {
+                "loc": ["body", "agent"],
+                "msg": "Unknown agent 'nope'. Known agents: build, review.",
+                "type": "value_error",
+            }
+        ]
+    }
+    assert _explain(httpx.Response(422, json=unknown)) == (
+        "Unknown agent 'nope'. Known agents: build, review."
+    )
+    # `keel review PATH` takes the workspace as PATH: the API's answer says PATH, too.
+    too_long = {
+        "detail": [{"loc": ["body", "workspace"], "msg": "Too long: at most 4096 characters."}]
+    }
+
+    def review_command() -> str:
+        request_body(
+            RunCreate,
+            flags={"agent": "--agent", "input": "--prompt", "workspace": "PATH"},
+            agent="review",
+            input="Review it.",
+            workspace=str(tmp_path),
+        )
+        return _explain(httpx.Response(422, json=too_long))
+
+    said = contextvars.copy_context().run(review_command)
+    assert said == "PATH: Too long: at most 4096 characters.", said
+    assert _explain(httpx.Response(422, json=too_long)).startswith("--workspace: ")
+    assert _explain(httpx.Response(404, json={"detail": "No run run-x."})) == "No run run-x."
+    assert _explain(httpx.Response(503, json={"detail": "Retry."})) == "503: Retry."
