@@ -14,7 +14,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.tree import Tree
 
 from keel.api.cli.client import KeelApiError, KeelClient
 from keel.api.cli.connection import keel_api
@@ -31,10 +30,11 @@ from keel.api.cli.progress import Decider, follow_run, terminal_decider
 from keel.api.cli.report_view import report_view
 from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
+from keel.api.cli.run_view import run_view
 from keel.api.cli.schedules import schedules_app
 from keel.api.cli.setup import setup_app
 from keel.api.cli.tables import id_column
-from keel.api.core.schemas import InteractionDecisionCreate, RunChildPublic, RunCreate, RunPublic
+from keel.api.core.schemas import InteractionDecisionCreate, RunCreate, RunPublic
 from keel.api.identity.auth import dev_token
 from keel.api.identity.config import local_secret
 from keel.worker.cluster_check import ClusterSetupError
@@ -490,41 +490,23 @@ def runs_cancel(run_id: str) -> None:
 
 
 @runs_app.command("show")
-def runs_show(run_id: str) -> None:
-    """Show one run and its report."""
+def runs_show(
+    run_id: str,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run as the API answers it, as JSON.")
+    ] = False,
+) -> None:
+    """Show one run: what it was asked, how it ended, its sub-agent runs and its report."""
 
     async def main() -> None:
         async with keel_api(KeelClient) as (client, _):
             run = await client.get_run(run_id)
-        console.print_json(run.model_dump_json(exclude={"report", "children"}))
-        if run.children:
-            console.print(run_tree(run))
-        if run.report:
-            console.print(report_view(run.report))
+        if as_json:
+            console.print_json(run.model_dump_json())
+        else:
+            console.print(run_view(run))
 
     _run(main())
-
-
-def run_tree(run: RunPublic) -> Tree:
-    """The run and its sub-agent runs, each with its status and its own usage."""
-
-    def label(node: RunPublic | RunChildPublic) -> str:
-        usage = node.usage
-        return (
-            f"{node.id}  {node.agent}  {node.status}  "
-            f"{usage.total_tokens} tokens  ${usage.cost_usd:.4f}"
-        )
-
-    def add(branch: Tree, children: list[RunChildPublic]) -> None:
-        for child in children:
-            add(branch.add(label(child)), child.children)
-
-    tree = Tree(label(run))
-    add(tree, run.children)
-    if run.total_usage is not None:
-        total = run.total_usage
-        tree.add(f"total with sub-agents: {total.total_tokens} tokens  ${total.cost_usd:.4f}")
-    return tree
 
 
 @app.command()

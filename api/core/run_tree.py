@@ -27,6 +27,7 @@ def with_tree(public: RunPublic, records: list[RunRecord]) -> RunPublic:
         if parent is not None:
             parent.children.append(nodes[record.id])
     public.children = [nodes[r.id] for r in records[1:] if r.parent_run_id == records[0].id]
+    public.child_count = len(public.children)
     public.total_usage = UsagePublic(
         prompt_tokens=sum(r.prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records),

@@ -225,8 +225,8 @@ class RunPublic(BaseModel):
     )
     child_count: int = Field(
         default=0,
-        description="How many sub-agent runs it started directly; set in run lists "
-        "(`GET /v1/runs?parent=ID` lists them).",
+        description="How many sub-agent runs it started directly, in lists and in one "
+        "run's view alike (`GET /v1/runs?parent=ID` lists them).",
     )
     coverage: CoveragePublic | None = Field(
         default=None,

@@ -101,7 +101,7 @@ async def test_review_runs_list_and_show_on_a_running_stack(
         code, listing = await keel("runs", "list", env={**env, "COLUMNS": "60"})
         assert code == 0 and run_id.group(1) in listing, listing
         code, shown = await keel("runs", "show", run_id.group(1), env=env)
-        assert code == 0 and '"status": "completed"' in shown
+        assert code == 0 and f"Run {run_id.group(1)}  review  completed" in shown, shown
 
         code, missing = await keel("review", str(tmp_path / "nope"), env=env)
         assert code == 1 and "is not a directory" in missing

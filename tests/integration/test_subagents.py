@@ -584,12 +584,23 @@ async def test_keel_review_delegates_and_runs_show_prints_the_tree(
         assert found is not None
         run_id = found.group(1)
         code, shown = await keel("runs", "show", run_id, env=env)
-    assert code == 0, shown
+        assert code == 0, shown
+        code, raw = await keel("runs", "show", run_id, "--json", env=env)
+    assert code == 0, raw
     for ord_ in (2, 3):
         line = next(x for x in shown.splitlines() if f"{run_id}-task-2-{ord_}" in x)
         assert "explore" in line and "completed" in line and "tokens" in line
     # The parent's three calls and each child's two, of 120 tokens each.
     assert "total with sub-agents: 840 tokens" in shown
+    # A view for people first: no JSON dump, and the count agrees with the tree.
+    assert not shown.lstrip().startswith("{") and '"child_count"' not in shown, shown
+    assert shown.lstrip().startswith(f"Run {run_id}  review  completed"), shown
+    assert "Sub-agent runs: 2 started directly, 2 in all" in shown, shown
+    assert "task" in shown and "Review this codebase" in shown, shown
+    # --json is the API's answer, whole: the same count, the children, the report.
+    answered = json.loads(raw)
+    assert answered["child_count"] == 2 and len(answered["children"]) == 2, answered
+    assert answered["report"].startswith("## Files reviewed"), answered
 
 
 def large_workspace(root: Path, dirs: int = 12, files: int = 10, size: int = 5_000) -> set[str]:
