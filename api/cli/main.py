@@ -429,9 +429,11 @@ def audit_verify(
     async def main() -> bool:
         async with keel_api(KeelClient) as (client, _):
             result = await client.verify_audit(tenant)
-        colour = "green" if result.ok else "red"
-        console.print(f"[{colour}]{result.message}[/{colour}]")
-        console.print(f"{result.rows_checked} rows in {result.chains_checked} chains checked.")
+        if result.ok:  # the sentence says how many rows and chains were verified
+            console.print(f"[green]{result.message}[/green]")
+        else:
+            console.print(f"[red]{result.message}[/red]")
+            console.print(f"{result.rows_checked} rows in {result.chains_checked} chains checked.")
         return result.ok
 
     try:

@@ -109,6 +109,8 @@ async def test_audit_verify_detects_an_edited_row(
         env.update(KEEL_API_URL=url, KEEL_JWT_SECRET=JWT_SECRET, KEEL_DATA_DIR=str(tmp_path))
         code, out = await keel("audit", "verify", env=env)
         assert code == 0 and "intact" in out.lower(), out
+        # Said once: one line, not the same count twice.
+        assert len(out.strip().splitlines()) == 1 and out.count("chains") == 1, out
 
         # Tamper with one row of a tenant's chain, as an attacker with database access would.
         victim = rows[-1]
