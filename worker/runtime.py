@@ -167,6 +167,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         mcp=mcp,
         sandbox=sandbox,
         plugins=plugins,
+        tenancy=settings.workspace_tenancy,
     )
     hook_activities = HookActivities(plugins, tool_activities, audit)
     mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool))

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.heartbeats import with_heartbeats
 from keel.activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
-from keel.activities.store.audit import AuditLog, policy_entry
+from keel.activities.store.audit import AuditEntry, AuditLog, policy_entry
 from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.held_output_store import HeldOutputStore
 from keel.activities.store.interaction_store import InteractionStore
@@ -30,6 +30,7 @@ from keel.activities.tools.implementations import implementation_of
 from keel.activities.tools.mcp_client import McpClient
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
+from keel.activities.tools.workspace_roots import Tenancy, WorkspaceRoots
 from keel.workflows.activity_refs import ToolCalls
 from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.models import ToolCallInput, ToolDigest
@@ -65,11 +66,12 @@ class ToolActivities(ToolCalls):
         mcp: McpClient,
         sandbox: Sandbox,
         plugins: PluginCode | None = None,
+        tenancy: Tenancy = "shared",
     ) -> None:
         self._store = store
         self._interactions = interactions
         self._audit = audit
-        self._allowed_root = allowed_root.resolve()
+        self._roots = WorkspaceRoots(allowed_root, tenancy)
         self._mcp = mcp
         self._sandbox = sandbox
         self._mcp_tools = McpToolStore(store.pool)
@@ -82,6 +84,9 @@ class ToolActivities(ToolCalls):
         stored = await self._stored_digest(call)
         if stored is not None:
             return stored
+        refused = await self._outside_the_tenant(call)
+        if refused is not None:
+            return await self._record(call, refused)
         output = await with_heartbeats(
             self._execute_once(
                 call, acting=call.name in TOOL_SPECS and not TOOL_SPECS[call.name].read_only
@@ -108,6 +113,9 @@ class ToolActivities(ToolCalls):
         stored = await self._stored_digest(call)
         if stored is not None:
             return stored
+        refused = await self._outside_the_tenant(call)
+        if refused is not None:
+            return await self._record(call, refused)
         output = await with_heartbeats(self._call_plugin_tool(call))
         return await self._record(call, output)
 
@@ -298,12 +306,37 @@ class ToolActivities(ToolCalls):
             )
         return None
 
+    async def _outside_the_tenant(self, call: ToolCallInput) -> ToolOutput | None:
+        """The error (audited) for a run whose workspace lies in another tenant's directory:
+        whatever started it (a schedule made before the boundary, a session, a sub-agent),
+        no tool of it runs there."""
+        owner = self._roots.owner(Path(call.workspace))
+        if owner is None or owner == call.tenant_id:
+            return None
+        await self._audit.append_once(
+            AuditEntry(
+                tenant_id=call.tenant_id,
+                actor="system",
+                category="tenancy",
+                action="workspace.cross_tenant_denied",
+                severity="warning",
+                subject=f"{call.run_id}/{call.step}/{call.ord}",
+                detail={"kind": "workspace", "tool": call.name},
+            )
+        )
+        return ToolOutput(
+            text=f"Error: the run's workspace {call.workspace} is not one of this tenant's "
+            "workspaces, so no tool runs there. Start the run again in one of them.",
+            is_error=True,
+        )
+
     def _workspace_of(self, call: ToolCallInput) -> Workspace | ToolOutput:
         """The run's workspace, or the error the model gets when it is not a usable one."""
         root = Path(call.workspace).resolve()
-        if not root.is_relative_to(self._allowed_root):
+        if not self._roots.holds(call.tenant_id, root):
             return ToolOutput(
-                text=f"Error: the run's workspace {root} is outside the allowed root.",
+                text=f"Error: the run's workspace {root} is outside the allowed root"
+                + (" of this tenant's workspaces." if self._roots.per_tenant else "."),
                 is_error=True,
             )
         try:

@@ -301,7 +301,8 @@ class KeelA2AHandler(RequestHandler):
             order = RunOrder.of(
                 agent=agent_name,
                 input=text,
-                workspace=str(meta.get("workspace") or settings.workspace_root),
+                # Relative to the caller's root: the root itself, or its tenant's there.
+                workspace=str(meta.get("workspace") or "."),
                 trigger="a2a",
                 run_id=run_id,
                 session_id=params.message.context_id or f"ctx-{uuid.uuid4().hex[:16]}",

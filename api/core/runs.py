@@ -58,6 +58,7 @@ from keel.api.core.session_home import on_our_queue
 from keel.api.core.temporal_errors import from_temporal, namespace_missing, temporal_refusals
 from keel.api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
 from keel.api.core.webhook_guard import check_webhook
+from keel.api.core.workspaces import TenantWorkspaces
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
 from keel.workflows import timeouts
@@ -171,29 +172,6 @@ class StartedRun(BaseModel):
     interrupted: str | None = None
 
 
-def resolve_workspace(raw: str, root: Path) -> Path:
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = root / path
-    try:
-        path = path.resolve()
-    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
-        raise Invalid(
-            f"Workspace {raw} cannot be resolved ({exc.__class__.__name__}: a symlink loop or "
-            "an unreadable path); choose a plain directory inside the root.",
-            field="workspace",
-        ) from exc
-    if not path.is_relative_to(root.resolve()):
-        raise Invalid(
-            f"Workspace {path} is outside the allowed root {root.resolve()}; "
-            "choose a directory inside it or start Keel with KEEL_WORKSPACE_ROOT set.",
-            field="workspace",
-        )
-    if not path.is_dir():
-        raise Invalid(f"Workspace {path} is not an existing directory.", field="workspace")
-    return path
-
-
 def new_run_id(given: str | None) -> str:
     return given or f"run-{uuid.uuid4().hex[:16]}"
 
@@ -266,6 +244,7 @@ class RunService:
         self._parts = parts
         self.ids = TenantIds(parts)
         self.access = AgentAccess(parts)
+        self.workspaces = TenantWorkspaces(parts)
 
     # -- checks shared with sessions and schedules --------------------------
 
@@ -288,10 +267,11 @@ class RunService:
         await self.access.require(agent, user, via=via)
         return agent
 
-    def workspace(self, raw: str) -> Path:
-        return resolve_workspace(raw, self._parts.settings.workspace_root)
+    async def workspace(self, raw: str, user: Principal) -> Path:
+        """The caller's workspace `raw` names (`api.core.workspaces`)."""
+        return await self.workspaces.resolve(raw, user)
 
-    def template(
+    async def template(
         self, order: RunOrder, user: Principal, *, run_id: str = "", schedule_id: str | None = None
     ) -> RunInput:
         """The workflow input an order makes, checked (agent, workspace), texts inline."""
@@ -314,7 +294,7 @@ class RunService:
             agent=agent,
             order=order,
             model=order.model or agent.model or settings.model,
-            workspace=self.workspace(order.workspace),
+            workspace=await self.workspace(order.workspace, user),
             user=user,
             llm_max_attempts=settings.llm_max_attempts,
             schedule_id=schedule_id,
@@ -329,7 +309,7 @@ class RunService:
         (created if new). A retried order with the same `run_id` answers with its run."""
         parts = self._parts
         await check_webhook(parts, order.webhook_url, user)
-        run = self.template(order, user, run_id=await self._key_for(order.run_id, user))
+        run = await self.template(order, user, run_id=await self._key_for(order.run_id, user))
         await self.access.require(run.agent, user, via=order.trigger)
         if order.session_id is not None:
             session_key = await self._join_session(order, run, user)

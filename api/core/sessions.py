@@ -29,7 +29,7 @@ class SessionService:
 
     async def create(self, body: SessionCreate, user: Principal) -> SessionRecord:
         agent = await self._runs.usable_agent(body.agent, user, via="session")
-        workspace = self._runs.workspace(body.workspace)
+        workspace = await self._runs.workspace(body.workspace, user)
         session_id = body.session_id or f"ses-{uuid.uuid4().hex[:16]}"
         # Another tenant's session by that id is not this tenant's business: it gets its own.
         return await self._runs.ids.open_session(

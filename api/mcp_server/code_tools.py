@@ -25,8 +25,8 @@ from keel.workflows.gate.tool_specs import ListFilesArgs, ReadFileArgs, SearchCo
 WorkspaceArg = Annotated[
     str,
     Field(
-        description="The directory to look at: absolute, or relative to the server's "
-        "workspace root, and inside that root."
+        description="The directory to look at: absolute, or relative to your workspace "
+        "root (the server's, or your tenant's directory in it), and inside that root."
     ),
 ]
 
@@ -60,12 +60,12 @@ class CodeTools:
     ) -> str:
         """Read a text file of a workspace, or a range of its lines, with line numbers.
         Long files are cut at 256 KB with a note saying which start_line continues."""
-        caller(ctx)
+        user = caller(ctx)
         try:
             args = ReadFileArgs(path=path, start_line=start_line, end_line=end_line)
         except ValidationError as exc:
             raise ToolError(invalid_arguments("read_file", exc)) from None
-        return answer(await self._call(self._reads.read_file(workspace, args)))
+        return answer(await self._call(self._reads.read_file(workspace, args, user)))
 
     async def list_files(
         self,
@@ -76,12 +76,12 @@ class CodeTools:
     ) -> str:
         """List the files of a workspace matching a glob, with their sizes; skips .git,
         node_modules, virtualenvs and caches."""
-        caller(ctx)
+        user = caller(ctx)
         try:
             args = ListFilesArgs(pattern=pattern, path=path)
         except ValidationError as exc:
             raise ToolError(invalid_arguments("list_files", exc)) from None
-        return answer(await self._call(self._reads.list_files(workspace, args)))
+        return answer(await self._call(self._reads.list_files(workspace, args, user)))
 
     async def search_code(
         self,
@@ -96,12 +96,12 @@ class CodeTools:
     ) -> str:
         """Search a workspace's files for a regular expression; answers `path:line: text`
         lines, capped at max_results."""
-        caller(ctx)
+        user = caller(ctx)
         try:
             args = SearchCodeArgs(pattern=pattern, path=path, glob=glob, max_results=max_results)
         except ValidationError as exc:
             raise ToolError(invalid_arguments("search_code", exc)) from None
-        return answer(await self._call(self._reads.search_code(workspace, args)))
+        return answer(await self._call(self._reads.search_code(workspace, args, user)))
 
     @staticmethod
     async def _call(reading: Awaitable[ToolOutput]) -> ToolOutput:

@@ -109,6 +109,15 @@ class Settings(BaseSettings):
         validation_alias=_env("KEEL_WORKSPACE_ROOT"),
         description="Runs may only work on directories inside this root.",
     )
+    workspace_tenancy: Literal["shared", "per-tenant"] = Field(
+        default="shared",
+        validation_alias=_env("KEEL_WORKSPACE_TENANCY"),
+        description=(
+            "`shared`: every tenant's workspaces lie anywhere under KEEL_WORKSPACE_ROOT (one "
+            "user or one team). `per-tenant`: a tenant's lie under KEEL_WORKSPACE_ROOT/{tenant} "
+            "and no other tenant's are found (docs/operations.md)."
+        ),
+    )
     agents_dir: Path | None = Field(
         default=None,
         validation_alias=_env("KEEL_AGENTS_DIR"),

@@ -110,7 +110,7 @@ class ScheduleService:
         self._parts = parts
         self._runs = runs
 
-    def _checked(self, config: ScheduleCreate) -> ScheduleCreate:
+    async def _checked(self, config: ScheduleCreate, user: Principal) -> ScheduleCreate:
         """What Temporal cannot check, checked: the configuration with its workspace
         resolved; `Invalid` naming the field at fault if not."""
         if bool(config.cron_expressions) == (config.interval_s is not None):
@@ -119,10 +119,10 @@ class ScheduleService:
                 field="cron_expressions",
             )
         self._runs.agent(config.agent)
-        workspace = self._runs.workspace(config.workspace)
+        workspace = await self._runs.workspace(config.workspace, user)
         return config.model_copy(update={"workspace": str(workspace)})
 
-    def _scheduled_run(self, config: ScheduleCreate, owner: ScheduleOwner) -> RunInput:
+    async def _scheduled_run(self, config: ScheduleCreate, owner: ScheduleOwner) -> RunInput:
         """What every run of the schedule starts with; its id is the one Temporal gives it."""
         assert config.schedule_id is not None
         creator = Principal(
@@ -140,7 +140,7 @@ class ScheduleService:
             approval_expires_after_s=config.approval_expires_after_s,
             webhook_url=config.webhook_url,
         )
-        run = self._runs.template(order, creator, schedule_id=config.schedule_id)
+        run = await self._runs.template(order, creator, schedule_id=config.schedule_id)
         # Checked again as each run starts: the agent file may have changed since.
         return run.model_copy(update={"acting_roles": list(owner.roles)})
 
@@ -191,7 +191,7 @@ class ScheduleService:
     async def create(self, body: ScheduleCreate, user: Principal) -> SchedulePublic:
         """Create a schedule; its runs are ordinary runs with trigger `schedule`."""
         temporal = self._parts.temporal
-        config = self._checked(body)
+        config = await self._checked(body, user)
         await check_webhook(self._parts, config.webhook_url, user)
         await self._runs.usable_agent(config.agent, user, via="schedule")
         chosen = body.schedule_id or f"sch-{uuid.uuid4().hex[:12]}"
@@ -207,7 +207,7 @@ class ScheduleService:
         # The id, or its scoped key when another tenant's schedule has the id.
         for schedule_id in (chosen, scoped(user.tenant_id, chosen)):
             config = config.model_copy(update={"schedule_id": schedule_id})
-            run = self._scheduled_run(config, owner)
+            run = await self._scheduled_run(config, owner)
             try:
                 handle = await temporal.create_schedule(
                     schedule_id,
@@ -281,11 +281,11 @@ class ScheduleService:
         except ValidationError as exc:
             raise InvalidConfiguration(exc) from exc
         # What Temporal keeps names the schedule by its key (`api.core.tenant_ids`).
-        config = self._checked(config).model_copy(update={"schedule_id": stored.id})
+        config = (await self._checked(config, user)).model_copy(update={"schedule_id": stored.id})
         if "webhook_url" in changes:
             await check_webhook(self._parts, config.webhook_url, user)
         await self._runs.usable_agent(config.agent, user, via="schedule")
-        run = self._scheduled_run(config, stored.owner)
+        run = await self._scheduled_run(config, stored.owner)
         action = stored.description.schedule.action
         assert isinstance(action, ScheduleActionStartWorkflow)
         replacement = temporal_schedule(config, run, action.task_queue)
