@@ -242,3 +242,17 @@ async def test_keel_dev_refuses_a_configured_model_without_its_key_at_start(
     assert sentence in flat and "keel dev --model scripted" in flat, out
     assert asyncio.get_running_loop().time() - started < 30
     assert not (tmp_path / "keel-data" / "postgres").exists()  # refused before starting
+
+
+async def test_keel_review_with_no_keel_running_starts_one_offline(tmp_path: Path) -> None:
+    code_dir = project(tmp_path)
+    env = newcomer_env(
+        tmp_path / "keel-data",
+        KEEL_API_PORT=str(free_port()),
+        KEEL_TEMPORAL_PORT=str(free_port()),
+        KEEL_TEMPORAL_UI_PORT=str(free_port()),
+    )
+    code, out = await keel("review", str(code_dir), env=env, cwd=tmp_path)
+    assert code == 0, out
+    assert "Started an embedded stack" in out and "Model: scripted" in out, out
+    assert "offline" in out and "billing/totals.py:2" in out, out
