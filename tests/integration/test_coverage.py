@@ -8,13 +8,17 @@ coverage section itself.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
@@ -32,6 +36,9 @@ from keel.workflows.run.coverage_plan import COVERAGE_SECTION_HEADING
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_cli import clean_env, keel
+from tests.integration.test_durability import spawn_worker, wait_until
+
+__all__ = ["spawn_worker"]  # a fixture, used by name
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -74,14 +81,22 @@ async def review(
     return result
 
 
+@pytest.mark.parametrize(
+    "total_bytes",
+    # About 440 files in 4 MB take ~35 s here; 300 KB, ~5 s.
+    [pytest.param(300_000, id="300KB"), pytest.param(4_100_000, id="4MB")],
+)
 async def test_a_model_that_never_delegates_gets_every_file_read(
     temporal_client: Client,
     store: Store,
     scripted: StartLLM,
     settings_for: MakeSettings,
     tmp_path: Path,
+    total_bytes: int,
 ) -> None:
-    ws = workspace_with_extras(tmp_path / "ws", total_bytes=300_000)
+    ws = workspace_with_extras(tmp_path / "ws", total_bytes=total_bytes)
+    if total_bytes > 4_000_000:
+        assert len(ws.files) >= 300 and ws.total_bytes >= 4_000_000
     llm = scripted(Script(name="scripted", policy="plain_reviewer", context_window=WINDOW))
     settings = settings_for(llm, tmp_path, model_context_window=WINDOW, coverage_plans=True)
     async with in_process_worker(temporal_client, store, settings):
@@ -111,6 +126,9 @@ async def test_a_model_that_never_delegates_gets_every_file_read(
     # The parts' findings reached the model through Keel's note, and its report.
     for path, (line, _) in ws.bugs.items():
         assert f"{path}:{line}:" in model_text, f"finding in {path} lost"
+    assert run.findings is not None
+    recorded = {(f.file, f.line) for f in run.findings.findings}
+    assert {(path, line) for path, (line, _) in ws.bugs.items()} <= recorded
     # The model never delegated; Keel's parts did the reading.
     tree = await RunTreeStore(store.pool).subtree("default", result.run_id)
     parts = [r for r in tree if "-part-" in r.id]
@@ -124,7 +142,7 @@ async def test_a_model_that_never_delegates_gets_every_file_read(
         workflows=[AgentRunWorkflow], data_converter=DATA_CONVERTER
     ).replay_workflow(history)
     assert replayed.replay_failure is None
-    if os.environ.get("KEEL_RECORD_HISTORY"):
+    if os.environ.get("KEEL_RECORD_HISTORY") and total_bytes < 1_000_000:
         (HISTORIES / "agent_run_coverage.json").write_text(
             json.dumps(history.to_json_dict(), indent=1)
         )
@@ -177,3 +195,51 @@ async def test_a_ceiling_that_cannot_cover_everything_ends_partial_and_says_so(
     [row] = [r for r in listed.json()["runs"] if r["id"] == run_id[1]]
     assert row["coverage"]["status"] == "partial"
     assert llm.requests and not any(r.rejected for r in llm.requests)
+
+
+async def test_a_worker_killed_while_parts_run_reads_each_file_once_and_no_part_twice(
+    temporal_client: Client,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+    spawn_worker: Callable[[Settings], subprocess.Popen[bytes]],
+) -> None:
+    ws = workspace_with_extras(tmp_path / "ws", total_bytes=300_000)
+    llm = scripted(Script(name="scripted", policy="plain_reviewer", context_window=WINDOW))
+    settings = settings_for(llm, ws.root, model_context_window=WINDOW, coverage_plans=True)
+    first = spawn_worker(settings)
+    handle = await start_run(
+        temporal_client, settings, ws.root, spec=agent("review", coverage_plans=True)
+    )
+    # Parts are under way: their conversations have begun.
+    await wait_until(lambda: llm.total_requests >= 8, limit_s=60)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    spawn_worker(settings)
+    result = await asyncio.wait_for(handle.result(), timeout=180)
+    assert result.status == "completed", result.error
+    assert result.coverage is not None and result.coverage.status == "complete"
+
+    run = await store.get_run(result.run_id)
+    assert run is not None and run.report is not None
+    section = run.report.split(COVERAGE_SECTION_HEADING, 1)[1]
+    files = reviewed(section)
+    assert len(files) == len(set(files)) and sorted(files) == sorted(ws.files)
+    # Each part ran once: one child start each in the run's history, one record each.
+    planned = re.search(r"in (\d+) parts", section)
+    assert planned is not None
+    history = await handle.fetch_history()
+    started = [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    assert len(started) == len(set(started)) == int(planned[1])
+    tree = await RunTreeStore(store.pool).subtree("default", result.run_id)
+    assert sorted(r.id for r in tree[1:]) == sorted(started)
+    # Every planted finding is recorded once for the tree.
+    assert run.findings is not None
+    keys = [(f.file, f.line) for f in run.findings.findings]
+    for path, (line, _) in ws.bugs.items():
+        assert keys.count((path, line)) == 1, f"finding in {path}:{line}"

@@ -44,6 +44,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
             "task_queue",
             "workspace_root",
             "data_dir",
+            "coverage_plans",
+            "model_context_window",
         ),
     }
 
