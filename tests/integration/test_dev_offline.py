@@ -159,6 +159,7 @@ def readme_first_hour() -> list[tuple[str, ...]]:
     ]
 
 
+@pytest.mark.timeout(600)  # a whole keel dev comes up first; slow on a loaded machine
 async def test_the_readme_first_hour_runs_offline_as_written(
     keel_dev: tuple[dict[str, str], list[str]], tmp_path: Path
 ) -> None:
