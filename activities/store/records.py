@@ -65,6 +65,8 @@ class NewRun(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     request_hash: str | None = None
     """SHA-256 of the request that asked for the run; a retry must carry the same."""
+    schedule_id: str | None = None
+    """The schedule that started the run, if one did."""
 
     @classmethod
     def of(cls, run: RunInput, *, metadata: dict[str, str], request_hash: str | None) -> NewRun:

@@ -42,11 +42,18 @@ FAST_MODEL_SAMPLE = 10
 FAST_MODEL_MIN_CALLS = 3
 
 
+# The one statement that creates a run's row, whoever records the run first: the API
+# (before it starts the workflow) or the run's own start (a schedule's run, a child's).
 INSERT_QUEUED_RUN_SQL = (
     "INSERT INTO runs (id, tenant_id, session_id, agent, model, requester, trigger,"
-    " parent_run_id, workspace, input, status, metadata, request_hash)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s)"
+    " parent_run_id, workspace, input, status, metadata, request_hash, schedule_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s, %s)"
     " ON CONFLICT (id) DO NOTHING"
+)
+# A queued run starts once: a retried start finds it running and changes nothing.
+MARK_RUN_STARTED_SQL = (
+    "UPDATE runs SET status = 'running', started_at = coalesce(started_at, now())"
+    " WHERE id = %s AND status = 'queued'"
 )
 # Storing texts again marks them used now, so retention keeps texts a recent run uses.
 INSERT_RUN_TEXTS_SQL = (
@@ -73,6 +80,29 @@ def sha256_text(text: str) -> str:
 def texts_key(system_prompt: str, input: str) -> str:
     """Content address of a run's texts: the same texts always get the same key."""
     return sha256_text(json.dumps([system_prompt, input]))
+
+
+async def _insert_queued(conn: AsyncConnection[dict[str, Any]], run: NewRun) -> bool:
+    """Write a run's row, queued; False if a run with its id is there already."""
+    cur = await conn.execute(
+        INSERT_QUEUED_RUN_SQL,
+        (
+            run.run_id,
+            run.tenant_id,
+            run.session_id,
+            run.agent,
+            run.model,
+            run.requester,
+            run.trigger,
+            run.parent_run_id,
+            run.workspace,
+            run.input,
+            Jsonb(run.metadata),
+            run.request_hash,
+            run.schedule_id,
+        ),
+    )
+    return cur.rowcount == 1
 
 
 def run_started_entry(start: StartRunInput) -> AuditEntry:
@@ -232,24 +262,7 @@ class Store:
         """Record a queued run, and its texts, in one transaction; False if a run with this
         id already exists (then nothing is written)."""
         async with self._pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                INSERT_QUEUED_RUN_SQL,
-                (
-                    run.run_id,
-                    run.tenant_id,
-                    run.session_id,
-                    run.agent,
-                    run.model,
-                    run.requester,
-                    run.trigger,
-                    run.parent_run_id,
-                    run.workspace,
-                    run.input,
-                    Jsonb(run.metadata),
-                    run.request_hash,
-                ),
-            )
-            if cur.rowcount != 1:
+            if not await _insert_queued(conn, run):
                 return False
             if run.system_prompt is not None:
                 await conn.execute(
@@ -315,27 +328,24 @@ class Store:
                 )
             start = start.model_copy(update={"system_prompt": texts[0], "input": texts[1]})
         async with self._pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                "INSERT INTO runs (id, tenant_id, session_id, agent, model, requester, trigger,"
-                " parent_run_id, workspace, input, status, started_at, schedule_id)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', now(), %s)"
-                " ON CONFLICT (id) DO UPDATE SET status = 'running',"
-                " started_at = coalesce(runs.started_at, now())"
-                " WHERE runs.status = 'queued'",
-                (
-                    start.run_id,
-                    start.tenant_id,
-                    start.session_id,
-                    start.agent,
-                    start.model,
-                    start.requester,
-                    start.trigger,
-                    start.parent_run_id,
-                    start.workspace,
-                    start.input,
-                    start.schedule_id,
+            # A run the API queued has its row; a schedule's run gets it here, the same way.
+            await _insert_queued(
+                conn,
+                NewRun(
+                    run_id=start.run_id,
+                    tenant_id=start.tenant_id,
+                    agent=start.agent,
+                    model=start.model,
+                    requester=start.requester,
+                    trigger=start.trigger,
+                    workspace=start.workspace,
+                    input=start.input,
+                    session_id=start.session_id,
+                    parent_run_id=start.parent_run_id,
+                    schedule_id=start.schedule_id,
                 ),
             )
+            cur = await conn.execute(MARK_RUN_STARTED_SQL, (start.run_id,))
             await self._put_message(conn, start.run_id, 0, 0, "system", start.system_prompt)
             await self._put_message(conn, start.run_id, 0, 1, "user", start.input)
             started: dict[str, object] = {
