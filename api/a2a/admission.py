@@ -35,6 +35,6 @@ async def admit(keel: KeelService, request: Request) -> Principal:
     )
     request.state.principal = principal
     agent = request.path_params.get("agent")
-    if agent is not None and routable(keel.parts.catalog, agent) is None:
+    if agent is not None and routable(keel.catalog, agent) is None:
         raise UnknownAgent(agent)
     return principal

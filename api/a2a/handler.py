@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
@@ -61,11 +62,10 @@ from keel.api.a2a.tasks import (
 )
 from keel.api.core.errors import Invalid, KeelError, NotFound
 from keel.api.core.push_configs import PushConfigOrder
-from keel.api.core.run_tree import subtree
+from keel.api.core.run_events import Wake
 from keel.api.core.runs import RunOrder, new_run_id
 from keel.api.core.schemas import InteractionDecisionCreate
 from keel.api.core.service import KeelService
-from keel.api.core.tenant_ids import in_view
 from keel.api.identity.auth import Principal
 
 POLL_S = 0.5
@@ -78,10 +78,9 @@ REJECT_WORDS = {"reject", "rejected", "no", "n", "deny"}
 class KeelA2AHandler(RequestHandler):
     """A2A operations on Keel runs; the task id is the run id, the context id the session."""
 
-    def __init__(self, service_of: Callable[[], KeelService], hub_of: Callable[[], Any]) -> None:
+    def __init__(self, service_of: Callable[[], KeelService]) -> None:
         # The service is built in the app's lifespan, after the routes.
         self._service_of = service_of
-        self._hub_of = hub_of
 
     @property
     def _service(self) -> KeelService:
@@ -293,9 +292,8 @@ class KeelA2AHandler(RequestHandler):
         run_id: str | None,
     ) -> RunRecord:
         service = self._service
-        settings = service.parts.settings
         # `/a2a` speaks for the configured default agent (KEEL_A2A_DEFAULT_AGENT).
-        agent_name = context.state.get("agent") or settings.a2a_default_agent
+        agent_name = context.state.get("agent") or service.default_agent
         meta = {**MessageToDict(params.metadata), **MessageToDict(params.message.metadata)}
         try:
             order = RunOrder.of(
@@ -372,12 +370,7 @@ class KeelA2AHandler(RequestHandler):
         took, if it took one."""
         if decision_id is None:
             return None
-        parts = self._service.parts
-        for record in await subtree(parts.store, run):
-            for interaction in await parts.interactions.for_run(record.id):
-                if interaction.decision_id == decision_id:
-                    return in_view(run.tenant_id, interaction.id)
-        return None
+        return await self._service.tasks.decided_by(run, decision_id)
 
     async def _settled(
         self, run_id: str, history_length: int | None, *, answered: str | None = None
@@ -427,8 +420,8 @@ class KeelA2AHandler(RequestHandler):
                     task_id=task.id, context_id=task.context_id, status=task.status
                 )
 
-    def _subscription(self, run_id: str) -> Any:
-        return _Wake(self._hub_of(), run_id)
+    def _subscription(self, run_id: str) -> AbstractAsyncContextManager[Wake]:
+        return self._service.events.wake(run_id)
 
     async def _task(self, run: RunRecord, *, history_length: int | None = None) -> Task:
         return (await self._task_and_pending(run, history_length=history_length))[0]
@@ -436,10 +429,10 @@ class KeelA2AHandler(RequestHandler):
     async def _task_and_pending(
         self, run: RunRecord, *, history_length: int | None = None
     ) -> tuple[Task, set[str]]:
-        parts = self._service.parts
         pending = await self._service.runs.pending(run)
         # Every follow-up that answered the task, in order, for its history.
-        decided = [i for i in await parts.interactions.for_run(run.id) if i.decision is not None]
+        asked = await self._service.tasks.interactions(run)
+        decided = [i for i in asked if i.decision is not None]
         task = task_of(run, pending, history_length=history_length, decided=decided)
         return task, {i.id for i in pending}
 
@@ -454,36 +447,7 @@ class KeelA2AHandler(RequestHandler):
             raise _invalid_params(exc.message, "id") from exc
 
     async def _reload(self, run_id: str) -> RunRecord:
-        run = await self._service.parts.store.get_run(run_id)
-        assert run is not None
-        return run
-
-
-class _Wake:
-    """Wait for a run's next event notice, or at most a poll interval."""
-
-    def __init__(self, hub: Any, run_id: str) -> None:
-        self._hub = hub
-        self._run_id = run_id
-        self._context: Any = None
-        self._subscription: Any = None
-
-    async def __aenter__(self) -> Any:
-        if self._hub is not None:
-            self._context = self._hub.subscribe(self._run_id)
-            self._subscription = await self._context.__aenter__()
-
-        async def wake(wait_s: float) -> None:
-            if self._subscription is None:
-                await asyncio.sleep(wait_s)
-            else:
-                await self._subscription.next(wait_s)
-
-        return wake
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._context is not None:
-            await self._context.__aexit__(*exc)
+        return await self._service.tasks.reload(run_id)
 
 
 def _push_order(params: TaskPushNotificationConfig) -> PushConfigOrder:

@@ -340,7 +340,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         built: KeelService = state.service
         return built
 
-    handler = KeelA2AHandler(service, lambda: getattr(state, "event_hub", None))
+    handler = KeelA2AHandler(service)
     dispatcher = JsonRpcDispatcher(
         request_handler=handler, context_builder=_PrincipalContext(), enable_v0_3_compat=True
     )
@@ -397,7 +397,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
         token offers only the agents open to everyone)."""
         agent = request.path_params.get("agent")
         keel = service()
-        catalog = keel.parts.catalog
+        catalog = keel.catalog
         user = await _card_reader(keel, request)
         offered = keel.access.usable(user)
         if agent is not None and (
@@ -429,7 +429,7 @@ def a2a_routes(state: Any, base_url: str) -> list[BaseRoute]:
 
     def cached(request: Request, data: dict[str, Any]) -> Response:
         """Cards change only when the agent definitions are loaded again (a restart)."""
-        loaded = service().parts.catalog.loaded_at
+        loaded = service().catalog.loaded_at
         response = conditional_json(request, data, last_modified=loaded, max_age_s=CARD_MAX_AGE_S)
         if request.headers.get("authorization"):
             # A card read with a token is that caller's: no shared cache may keep it.

@@ -21,9 +21,9 @@ from keel.api.core.errors import Invalid, known_id
 from keel.api.core.runs import RunOrder
 from keel.api.core.schemas import InteractionPublic
 from keel.api.core.service import KeelService
+from keel.api.core.threads import ThreadRun
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.identity.auth import Principal
-from keel.api.langgraph.adapter import LangGraphAdapter, StartedLangGraphRun
 
 __all__ = ["PREFIX", "router"]
 
@@ -42,12 +42,10 @@ router = APIRouter(prefix=PREFIX, tags=["ag-ui"], include_in_schema=False)
 async def run_agent(
     agent: str, body: RunAgentInput, request: Request, service: ServiceDep, user: CurrentUser
 ) -> StreamingResponse:
-    state = request.app.state
-    adapter = LangGraphAdapter(service, state.event_hub, state.event_reads)
-    started = await _start(adapter, service, agent, body, user)
+    started = await _start(service, agent, body, user)
 
     async def pending(run_id: str) -> list[InteractionPublic]:
-        return await adapter.waiting_of(run_id, user)
+        return await service.threads.waiting_of(run_id, user)
 
     translator = AgUiTranslator(
         thread_id=body.thread_id,
@@ -60,7 +58,7 @@ async def run_agent(
 
     async def sse() -> AsyncIterator[str]:
         yield encoder.encode(translator.started())
-        async for event in translator.events(adapter.events(started.record)):
+        async for event in translator.events(service.events.stream(started.record).items()):
             yield encoder.encode(event)
 
     return StreamingResponse(
@@ -71,12 +69,8 @@ async def run_agent(
 
 
 async def _start(
-    adapter: LangGraphAdapter,
-    service: KeelService,
-    agent: str,
-    body: RunAgentInput,
-    user: Principal,
-) -> StartedLangGraphRun:
+    service: KeelService, agent: str, body: RunAgentInput, user: Principal
+) -> ThreadRun:
     """Resume the thread's run with the answers the request carries, or start a new one."""
     thread_id = known_id(body.thread_id, "thread")
     props: dict[str, Any] = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
@@ -90,8 +84,8 @@ async def _start(
             )
             for entry in body.resume
         }
-        return await adapter.resume(session, answers, user)
-    session = await adapter.thread_session(
+        return await service.threads.resume(session, answers, user)
+    session = await service.threads.session(
         thread_id, {"graph_id": agent, "workspace": props.get("workspace") or "."}, user
     )
     order = RunOrder.of(
@@ -105,7 +99,7 @@ async def _start(
         approver=session.approver,
     )
     started = await service.runs.start(order, user)
-    return StartedLangGraphRun(record=started.record, thread_id=thread_id)
+    return ThreadRun(record=started.record, thread_id=thread_id)
 
 
 def _last_user_text(body: RunAgentInput) -> str:

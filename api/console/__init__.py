@@ -2,7 +2,6 @@
 API and event streams (same origin, same tenancy), and the browser sign-in they need."""
 
 from keel.api.console.pages import router as pages_router
-from keel.api.console.sign_in import console_sessions
 from keel.api.console.sign_in import router as sign_in_router
 
-__all__ = ["console_sessions", "pages_router", "sign_in_router"]
+__all__ = ["pages_router", "sign_in_router"]

@@ -10,23 +10,13 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from keel.api.identity.auth import LOCAL_PRINCIPAL, AuthConfig, AuthError, Principal
-from keel.api.identity.console_session import COOKIE_NAME, ConsoleSession, ConsoleSessions
-from keel.worker.config.local_secrets import local_secret
-from keel.worker.config.settings import Settings
+from keel.api.core.errors import Unauthenticated
+from keel.api.core.service import KeelService
+from keel.api.identity.auth import LOCAL_PRINCIPAL, Principal
+from keel.api.identity.console_session import COOKIE_NAME, ConsoleSession
 
 # Not in the OpenAPI document: the console's own plumbing, described in docs/console.md.
 router = APIRouter(prefix="/console/session", tags=["console"], include_in_schema=False)
-
-CONSOLE_SECRET_FILE = "console-secret"
-
-
-def console_sessions(settings: Settings, config: AuthConfig) -> ConsoleSessions:
-    """KEEL_CONSOLE_SECRET, else the JWT secret, else a file in the data directory."""
-    secret = settings.console_secret or config.hs256_secret
-    if secret is None:
-        secret = local_secret(settings.data_dir, CONSOLE_SECRET_FILE)
-    return ConsoleSessions(secret, max_age_s=settings.console_session_s)
 
 
 class SignIn(BaseModel):
@@ -70,16 +60,12 @@ def _signed_in(
 
 @router.get("", response_model=ConsoleWhoAmI)
 async def who_am_i(request: Request) -> ConsoleWhoAmI:
-    state = request.app.state
-    if state.auth_config.mode == "off":
+    console = _service(request).console
+    if console.mode == "off":
         return _signed_in("off", LOCAL_PRINCIPAL, None)
     cookie = request.cookies.get(COOKIE_NAME)
-    if not cookie:
-        return ConsoleWhoAmI(auth="jwt", signed_in=False)
-    sessions: ConsoleSessions = state.console_sessions
-    try:
-        session = sessions.read(cookie)
-    except AuthError:
+    session = console.session(cookie) if cookie else None
+    if session is None:
         return ConsoleWhoAmI(auth="jwt", signed_in=False)
     return _signed_in("jwt", session.principal, session)
 
@@ -87,19 +73,20 @@ async def who_am_i(request: Request) -> ConsoleWhoAmI:
 @router.post("", response_model=ConsoleWhoAmI)
 async def sign_in(body: SignIn, request: Request) -> Response:
     """Exchange a bearer token (pasted, or from `keel dev`'s link) for a session cookie."""
-    state = request.app.state
+    console = _service(request).console
     if not request.headers.get("content-type", "").startswith("application/json"):
         raise HTTPException(415, detail='Send the token as JSON: {"token": "…"}.')
     if not _same_origin(request):
         raise HTTPException(403, detail="Sign in from the console's own page.")
-    if state.auth_config.mode == "off":
+    if console.mode == "off":
         raise HTTPException(409, detail="Authentication is off (KEEL_AUTH=off); no sign-in.")
-    sessions: ConsoleSessions = state.console_sessions
     try:
-        cookie, session = sessions.exchange(body.token.strip(), state.verifier)
-    except AuthError as exc:
-        client = request.client.host if request.client else None
-        await state.audit.auth_refused(exc.message, request.url.path, client)
+        cookie, session = await console.sign_in(
+            body.token.strip(),
+            path=request.url.path,
+            client=request.client.host if request.client else None,
+        )
+    except Unauthenticated as exc:
         raise HTTPException(401, detail=exc.message) from exc
     answer = _signed_in("jwt", session.principal, session)
     response = JSONResponse(answer.model_dump(), headers={"Cache-Control": "no-store"})
@@ -120,11 +107,14 @@ async def sign_out(request: Request) -> Response:
     """Forget the session here and in the browser; a copied cookie stops working too."""
     cookie = request.cookies.get(COOKIE_NAME)
     if cookie:
-        sessions: ConsoleSessions = request.app.state.console_sessions
-        sessions.sign_out(cookie)
+        _service(request).console.sign_out(cookie)
     response = Response(status_code=204)
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
     return response
+
+
+def _service(request: Request) -> KeelService:
+    return request.app.state.service  # type: ignore[no-any-return]
 
 
 def _now() -> int:

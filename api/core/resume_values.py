@@ -1,4 +1,4 @@
-"""What a LangGraph `command.resume` (or an AG-UI resume entry) decides.
+"""What a chat front end's resume (LangGraph's `command.resume`, an AG-UI resume entry) decides.
 
 Chat front ends answer an interrupt in several spellings; each becomes one
 `InteractionDecisionCreate`, checked by the same `DecisionService` as every other

@@ -1,4 +1,4 @@
-"""What changes in a run, as MCP sees it: resource updates and `start_run`'s wait.
+"""What changes in a run: MCP's resource updates and `start_run`'s wait follow these.
 
 Both read the API's one event hub (Postgres LISTEN/NOTIFY, `api/events/hub.py`): a
 durable event of a run means the run's resource changed. The hub's notices say only
@@ -9,14 +9,13 @@ the event type; what a client then reads goes through the service, with its chec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack
 
 from keel.api.events.hub import DeltaNotice, EventHub, EventNotice, Resync, Subscription
 
-__all__ = ["FINAL_EVENTS", "NEEDS_YOU_EVENTS", "HubOf", "RunChange", "changes_of"]
+__all__ = ["FINAL_EVENTS", "NEEDS_YOU_EVENTS", "RunChange", "changes_of"]
 
-HubOf = Callable[[], EventHub | None]
 FINAL_EVENTS = frozenset({"done", "error", "cancelled"})
 """Events after which a run has its final status (and, on `done`, its report)."""
 NEEDS_YOU_EVENTS = frozenset({"interaction_pending"})

@@ -8,19 +8,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from keel.activities.store.audit import AuditLog
-from keel.activities.store.console_reads import ConsoleReads
-from keel.activities.store.interaction_store import InteractionStore
-from keel.activities.store.run_store import Store
-from keel.activities.store.session_store import SessionStore
 from keel.api.a2a.routes import a2a_routes
 from keel.api.agui import router as agui_router
-from keel.api.console import console_sessions, pages_router, sign_in_router
-from keel.api.core.audit_trail import ApiAudit
-from keel.api.core.context import CoreParts
-from keel.api.core.service import KeelService
-from keel.api.events.hub import EventHub
-from keel.api.events.stream import EventReads
+from keel.api.console import pages_router, sign_in_router
+from keel.api.core.assembly import open_service
 from keel.api.http.body_limit import BodySizeLimit
 from keel.api.http.client_errors import ClientErrorLog, quiet_a2a_client_errors
 from keel.api.http.codec_cors import CodecCors, codec_origins
@@ -47,17 +38,10 @@ from keel.api.http.routers import (
 from keel.api.http.routers.coordinations import router as coordinations_router
 from keel.api.http.routers.memories import admin_router as memories_admin_router
 from keel.api.http.routers.memories import router as memories_router
-from keel.api.identity.authenticate import Authenticator
-from keel.api.identity.config import auth_config, build_verifier
 from keel.api.langgraph import router as langgraph_router
 from keel.api.mcp_server import McpEndpoint
 from keel.api.mcp_server.auth_discovery import discovery_routes
-from keel.worker.agent_catalog import AgentCatalog
-from keel.worker.cluster_check import report_cluster
 from keel.worker.config.settings import Settings
-from keel.worker.observability.tracing import temporal_plugins
-from keel.worker.payload_codec import data_converter
-from keel.worker.temporal_client import connect
 
 # A request waits at most this long for a database connection: while Postgres is
 # away it is answered 503 in seconds instead of hanging.
@@ -67,59 +51,24 @@ API_STORE_WAIT_S = 3.0
 def create_app(settings: Settings) -> FastAPI:
     if settings.temporal_address is None or settings.database_url is None:
         raise RuntimeError("create_app needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
-    temporal_address = settings.temporal_address
-    database_url = settings.database_url
-    config = auth_config(settings)
     mcp = McpEndpoint(settings)
     metrics = ApiMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        temporal = await connect(
-            temporal_address,
-            settings.temporal_namespace,
-            plugins=temporal_plugins(settings),
-            data_converter=data_converter(settings),
-        )
-        await report_cluster(temporal)
-        store = await Store.open(database_url, wait_s=API_STORE_WAIT_S)
-        audit = ApiAudit(AuditLog(store.pool))
-        parts = CoreParts(
-            temporal=temporal,
-            store=store,
-            interactions=InteractionStore(store.pool),
-            sessions=SessionStore(store.pool),
-            audit=audit,
-            catalog=AgentCatalog.load(settings.agents_dir, coverage_plans=settings.coverage_plans),
-            settings=settings,
-        )
-        app.state.service = KeelService(parts, Authenticator(config, build_verifier(config), audit))
-        # The console's sign-in exchanges tokens itself, then the cookie stands in for them.
-        app.state.auth_config = config
-        app.state.verifier = build_verifier(config)
-        app.state.audit = audit
-        app.state.console_sessions = console_sessions(settings, config)
-        app.state.console_reads = ConsoleReads(store.pool)
-        hub = EventHub(database_url)
-        app.state.event_hub = hub
-        app.state.event_reads = EventReads(store)
-        try:
-            await store.migrate()
-            await hub.start()
-            async with mcp.serving(app.state.service, hub), AsyncExitStack() as extra:
+        async with open_service(settings, store_wait_s=API_STORE_WAIT_S) as service:
+            app.state.service = service  # the one thing every route holds
+            async with mcp.serving(service), AsyncExitStack() as extra:
                 if settings.api_metrics_port is not None:
                     await extra.enter_async_context(
                         serving_metrics(
                             metrics,
-                            parts.interactions,
+                            service.inbox.pending_by_tenant,
                             settings.metrics_host,
                             settings.api_metrics_port,
                         )
                     )
                 yield
-        finally:
-            await hub.stop()
-            await store.close()
 
     app = FastAPI(
         title="Keel",

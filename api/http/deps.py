@@ -6,11 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from keel.activities.store.console_reads import ConsoleReads
-from keel.api.core.errors import Forbidden, Unauthenticated
+from keel.api.core.errors import Forbidden
 from keel.api.core.service import KeelService
-from keel.api.identity.auth import AuthError, Principal
-from keel.api.identity.console_session import COOKIE_NAME, CSRF_HEADER, ConsoleSessions
+from keel.api.identity.auth import Principal
+from keel.api.identity.console_session import COOKIE_NAME, CSRF_HEADER
 from keel.worker.observability.log_format import set_log_context
 
 
@@ -26,13 +25,13 @@ async def current_user(request: Request) -> Principal:
     cookie = request.cookies.get(COOKIE_NAME)
     if header is None and cookie and service.auth_mode == "jwt":
         # The console's browser: its session cookie, with a CSRF header on writes.
-        sessions: ConsoleSessions = request.app.state.console_sessions
-        try:
-            return sessions.principal_for(cookie, request.method, request.headers.get(CSRF_HEADER))
-        except AuthError as exc:
-            client = request.client.host if request.client else None
-            await service.parts.audit.auth_refused(exc.message, request.url.path, client)
-            raise Unauthenticated(exc.message) from exc
+        return await service.console.principal_for(
+            cookie,
+            request.method,
+            request.headers.get(CSRF_HEADER),
+            path=request.url.path,
+            client=request.client.host if request.client else None,
+        )
     user = await service.authenticate(
         request.headers.get("authorization"),
         path=request.url.path,
@@ -48,11 +47,6 @@ async def _admin(user: Annotated[Principal, Depends(current_user)]) -> Principal
     return user
 
 
-def _console_reads(request: Request) -> ConsoleReads:
-    return request.app.state.console_reads  # type: ignore[no-any-return]
-
-
-ConsoleReadsDep = Annotated[ConsoleReads, Depends(_console_reads)]
 ServiceDep = Annotated[KeelService, Depends(_service)]
 CurrentUser = Annotated[Principal, Depends(current_user)]
 AdminUser = Annotated[Principal, Depends(_admin)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -22,7 +22,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from keel.activities.store.interaction_store import InteractionStore
+PendingCounts = Callable[[], Awaitable[dict[str, int]]]
+"""How many interactions wait for a person, per tenant (`KeelService.inbox`)."""
+
 
 __all__ = ["ApiMetrics", "RequestMetrics", "serving_metrics"]
 
@@ -51,8 +53,8 @@ class ApiMetrics:
             registry=self.registry,
         )
 
-    async def render(self, interactions: InteractionStore) -> bytes:
-        counts = await interactions.pending_by_tenant()
+    async def render(self, pending_by_tenant: PendingCounts) -> bytes:
+        counts = await pending_by_tenant()
         self.pending.clear()
         for tenant, count in counts.items():
             self.pending.labels(tenant=tenant).set(count)
@@ -102,12 +104,12 @@ def _route_of(scope: Scope) -> str:
 
 @asynccontextmanager
 async def serving_metrics(
-    metrics: ApiMetrics, interactions: InteractionStore, host: str, port: int
+    metrics: ApiMetrics, pending_by_tenant: PendingCounts, host: str, port: int
 ) -> AsyncIterator[None]:
     """Serve `/metrics` on `host:port` until the context exits."""
 
     async def endpoint(request: Request) -> Response:
-        return Response(await metrics.render(interactions), media_type=CONTENT_TYPE_LATEST)
+        return Response(await metrics.render(pending_by_tenant), media_type=CONTENT_TYPE_LATEST)
 
     app = Starlette(routes=[Route("/metrics", endpoint)])
     server = uvicorn.Server(

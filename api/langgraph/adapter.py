@@ -8,10 +8,8 @@ LangGraph's requests onto it and Keel's records back.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,16 +22,15 @@ from keel.api.core.runs import OnBusy, RunOrder
 from keel.api.core.schemas import (
     InteractionPublic,
     ScheduleCreate,
-    SessionCreate,
     SessionMessage,
 )
 from keel.api.core.service import KeelService
 from keel.api.core.tenant_ids import in_view
-from keel.api.events.hub import DeltaNotice, EventHub
-from keel.api.events.stream import FINISHED_STATUSES, EventReads, Outgoing, RunEventStream
+from keel.api.core.threads import ThreadRun, metadata_text
+from keel.api.events.hub import DeltaNotice
+from keel.api.events.stream import Outgoing
 from keel.api.identity.auth import Principal
 from keel.api.langgraph import wire
-from keel.api.langgraph.resume import decisions_for
 from keel.api.langgraph.stream import RunStreamTranslator, StreamPart
 
 __all__ = ["LangGraphAdapter", "StartedLangGraphRun"]
@@ -43,28 +40,15 @@ LOADED_AT = datetime.now(UTC)
 """When this API loaded the agent definitions: assistants' `created_at`."""
 
 
-@dataclass(frozen=True)
-class StartedLangGraphRun:
-    """The Keel run a LangGraph request created or resumed, and where its stream picks up."""
-
-    record: RunRecord
-    thread_id: str | None
-    resumed: frozenset[str] = field(default_factory=frozenset)
-    """Interactions this request decided: the stream starts after them."""
-
-    @property
-    def run_id(self) -> str:
-        """The run's id as the caller knows it (the record holds its key)."""
-        return wire.shown_run(self.record)
+StartedLangGraphRun = ThreadRun
+"""The Keel run a LangGraph request created or resumed (the core's thread run)."""
 
 
 class LangGraphAdapter:
     """LangGraph's assistants, threads, runs and crons, each mapped onto the service."""
 
-    def __init__(self, service: KeelService, hub: EventHub, reads: EventReads) -> None:
+    def __init__(self, service: KeelService) -> None:
         self._service = service
-        self._hub = hub
-        self._reads = reads
 
     # -- assistants --------------------------------------------------------------
 
@@ -105,29 +89,12 @@ class LangGraphAdapter:
         self, thread_id: str, metadata: dict[str, Any], user: Principal
     ) -> SessionRecord:
         """The thread's session, created (with `metadata`'s agent and workspace) if new."""
-        try:
-            return await self._service.sessions.get(thread_id, user)
-        except NotFound:
-            return await self.new_thread_session(thread_id, metadata, user)
+        return await self._service.threads.session(thread_id, metadata, user)
 
     async def new_thread_session(
         self, thread_id: str, metadata: dict[str, Any], user: Principal
     ) -> SessionRecord:
-        agent = str(
-            metadata.get("graph_id")
-            or metadata.get("assistant_id")
-            or self._service.parts.settings.a2a_default_agent
-        )
-        try:
-            body = SessionCreate(
-                agent=agent,
-                workspace=str(metadata.get("workspace") or "."),
-                session_id=thread_id,
-                metadata={str(k): _text(v) for k, v in metadata.items()},
-            )
-        except ValidationError as exc:
-            raise invalid_request(exc) from exc
-        return await self._service.sessions.create(body, user)
+        return await self._service.threads.new_session(thread_id, metadata, user)
 
     async def thread(self, thread_id: str, user: Principal) -> dict[str, Any]:
         session, turns, active, queued = await self._service.sessions.history(thread_id, user)
@@ -154,7 +121,7 @@ class LangGraphAdapter:
         sessions = await self._service.sessions.page(
             user, limit=min(body.offset + body.limit, 1000), before=None
         )
-        wanted = {str(k): _text(v) for k, v in (body.metadata or {}).items()}
+        wanted = {str(k): metadata_text(v) for k, v in (body.metadata or {}).items()}
         found = []
         for session in sessions:
             shown = wire.shown_thread(session)
@@ -227,7 +194,7 @@ class LangGraphAdapter:
                 "'interrupt' to cancel the active run, 'enqueue' or 'reject'.",
                 field="multitask_strategy",
             )
-        metadata = {str(k): _text(v) for k, v in (body.metadata or {}).items()}
+        metadata = {str(k): metadata_text(v) for k, v in (body.metadata or {}).items()}
         metadata[wire.MULTITASK_KEY] = body.multitask_strategy
         order = RunOrder.of(
             agent=body.assistant_id,
@@ -259,26 +226,8 @@ class LangGraphAdapter:
     async def resume(
         self, session: SessionRecord, value: Any, user: Principal
     ) -> StartedLangGraphRun:
-        """Decide what the thread's run waits on (`decisions_for` reads the value); the
-        same durable run goes on, and its stream starts after the decided interactions."""
-        record, pending, thread_id = None, [], wire.shown_thread(session)
-        for candidate in await self._service.runs.page(
-            user, limit=20, session_id=session.id, statuses=["running"]
-        ):
-            pending = await self._waiting(candidate)
-            if pending:
-                record = candidate
-                break
-        if record is None:
-            raise Conflict(
-                f"Thread {thread_id} has no interrupt waiting; send input to start a new run."
-            )
-        decided = []
-        for ia, decision in decisions_for(value, pending):
-            await self._service.decisions.decide(ia.run_id, ia.id, decision, user)
-            if ia.run_id == wire.shown_run(record):
-                decided.append(ia.id)
-        return StartedLangGraphRun(record=record, thread_id=thread_id, resumed=frozenset(decided))
+        """Decide what the thread's run waits on; the same durable run goes on."""
+        return await self._service.threads.resume(session, value, user)
 
     async def run(self, thread_id: str, run_id: str, user: Principal) -> dict[str, Any]:
         record = await self._run_of_thread(thread_id, run_id, user)
@@ -347,16 +296,7 @@ class LangGraphAdapter:
 
     def events(self, record: RunRecord) -> AsyncIterator[Outgoing | DeltaNotice | str]:
         """The run's events from the start, live, as the REST event stream has them."""
-        stream = RunEventStream(
-            self._service.parts.store,
-            self._reads,
-            self._hub,
-            record.id,
-            tenant_id=record.tenant_id,
-            after=0,
-            finished=record.status in FINISHED_STATUSES,
-        )
-        return stream.items()
+        return self._service.events.stream(record).items()
 
     async def sse(
         self, started: StartedLangGraphRun, translator: RunStreamTranslator
@@ -411,14 +351,11 @@ class LangGraphAdapter:
         return runs[0] if runs else None
 
     async def _waiting(self, record: RunRecord | None) -> list[InteractionPublic]:
-        if record is None:
-            return []
-        return await self._service.runs.pending(record)
+        return await self._service.threads.waiting(record)
 
     async def waiting_of(self, run_id: str, user: Principal) -> list[InteractionPublic]:
-        """What the run waits on now; nothing once it has ended (its interactions end
-        with it)."""
-        return await self._waiting(await self._service.runs.get(run_id, user))
+        """What the run waits on now; nothing once it has ended."""
+        return await self._service.threads.waiting_of(run_id, user)
 
 
 def stream_modes(raw: str | list[str]) -> list[str]:
@@ -459,11 +396,6 @@ def _workspace(body: wire.LangGraphRunCreate) -> str | None:
     configurable = (body.config or {}).get("configurable") or {}
     found = (body.context or {}).get("workspace") or configurable.get("workspace")
     return str(found) if found else None
-
-
-def _text(value: Any) -> str:
-    """A metadata value as Keel stores metadata: text (JSON for anything else)."""
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _before(turns: list[SessionMessage], record: RunRecord) -> list[SessionMessage]:

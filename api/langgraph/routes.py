@@ -42,8 +42,7 @@ async def _caller(request: Request) -> Principal:
 
 
 def _adapter(request: Request) -> LangGraphAdapter:
-    state = request.app.state
-    return LangGraphAdapter(state.service, state.event_hub, state.event_reads)
+    return LangGraphAdapter(request.app.state.service)
 
 
 Caller = Annotated[Principal, Depends(_caller)]

@@ -21,7 +21,6 @@ from starlette.types import Message, Receive, Scope, Send
 
 from keel.api.core.errors import KeelError
 from keel.api.core.service import KeelService
-from keel.api.events.hub import EventHub
 from keel.api.http.errors import headers_of, status_of
 from keel.api.mcp_server.auth_discovery import challenge
 from keel.api.mcp_server.server import keel_mcp_server
@@ -41,13 +40,11 @@ class McpEndpoint:
         self._service: KeelService | None = None
 
     @asynccontextmanager
-    async def serving(
-        self, service: KeelService, hub: EventHub | None = None
-    ) -> AsyncIterator[None]:
+    async def serving(self, service: KeelService) -> AsyncIterator[None]:
         """Serve MCP while the context is open; the tools call `service`, and run changes
-        come from `hub`."""
+        come from its events."""
         self._service = service
-        server = keel_mcp_server(service, lambda: hub)
+        server = keel_mcp_server(service)
         # Builds the session manager; its Starlette app is not used, this endpoint is.
         server.streamable_http_app(
             streamable_http_path=PATH,

@@ -36,7 +36,6 @@ from mcp_types import (
 
 from keel.api.core.errors import KeelError, Unavailable
 from keel.api.core.service import KeelService
-from keel.api.mcp_server.run_changes import HubOf, changes_of
 from keel.api.mcp_server.tool_errors import refusal
 from keel.api.mcp_server.tools import principal_of
 
@@ -57,9 +56,8 @@ def unavailable(exc: Unavailable) -> MCPError:
 class RunListen:
     """The `subscriptions/listen` handler of Keel's HTTP server."""
 
-    def __init__(self, service: KeelService, hub_of: HubOf) -> None:
+    def __init__(self, service: KeelService) -> None:
         self._service = service
-        self._hub_of = hub_of
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
@@ -94,8 +92,8 @@ class RunListen:
             except KeelError as exc:
                 raise MCPError(INVALID_PARAMS, refusal(exc)) from None
             runs.setdefault(record.id, []).append(uri)
-        hub = self._hub_of()
-        if runs and hub is None:
+        events = self._service.events
+        if runs and not events.live:
             raise MCPError(
                 INVALID_REQUEST,
                 "Run updates are not available: this server has no event hub. Read the "
@@ -115,11 +113,11 @@ class RunListen:
             ),
             related_request_id=subscription_id,
         )
-        if not runs or hub is None:
+        if not runs or not events.live:
             # Nothing that can fire: the stream stays open until the client closes it.
             await anyio.sleep_forever()
         else:
-            async for change in changes_of(hub, runs):
+            async for change in events.changes(runs):
                 for uri in runs[change.key]:
                     if uri.endswith("/report") and not change.final:
                         continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from typing import Any
+from collections.abc import AsyncIterator
 
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -21,12 +21,13 @@ from mcp_types import LoggingLevel
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from keel.activities.store.records import RunRecord
+from keel.api.core.run_events import RunEvents
 from keel.api.core.runs import FINISHED
 from keel.api.core.schemas import RunPublic
 from keel.api.core.service import KeelService
 from keel.api.core.tenant_ids import in_view
+from keel.api.events.changes import RunChange
 from keel.api.identity.auth import Principal
-from keel.api.mcp_server.run_changes import HubOf, changes_of
 
 MAX_WAIT_S = 300
 """The longest `start_run` waits; `keel mcp`'s upstream timeout is longer."""
@@ -38,9 +39,8 @@ LOGGER = "keel.run"
 class RunWait:
     """Follows one run for a waiting `start_run`."""
 
-    def __init__(self, service: KeelService, hub_of: HubOf) -> None:
+    def __init__(self, service: KeelService) -> None:
         self._service = service
-        self._hub_of = hub_of
 
     async def follow(
         self, record: RunRecord, user: Principal, ctx: Context, wait_s: float
@@ -53,17 +53,17 @@ class RunWait:
         await told.tell(public)
         if _settled(public):
             return public
-        hub = self._hub_of()
+        events = self._service.events
         try:
             async with asyncio.timeout(wait_s):
-                if hub is None:
+                if not events.live:
                     while not _settled(public):
                         await asyncio.sleep(POLL_S)
                         public = await runs.live(await runs.get(shown, user))
                         await told.tell(public)
                 else:
                     # Re-read once after subscribing: an event may have come in between.
-                    async for _change in _changes_with_first(hub, record.id):
+                    async for _change in _changes_with_first(events, record.id):
                         public = await runs.live(await runs.get(shown, user))
                         await told.tell(public)
                         if _settled(public):
@@ -73,9 +73,9 @@ class RunWait:
         return public
 
 
-async def _changes_with_first(hub: Any, key: str) -> Any:
+async def _changes_with_first(events: RunEvents, key: str) -> AsyncIterator[RunChange | None]:
     yield None
-    async for change in changes_of(hub, [key]):
+    async for change in events.changes([key]):
         yield change
 
 

@@ -32,7 +32,6 @@ from keel.api.mcp_server.code_tools import CodeTools
 from keel.api.mcp_server.listen import RunListen
 from keel.api.mcp_server.prompts import agent_prompt, code_review_prompt
 from keel.api.mcp_server.resources import KeelResources
-from keel.api.mcp_server.run_changes import HubOf
 from keel.api.mcp_server.run_wait import RunWait
 from keel.api.mcp_server.tool_errors import invalid_arguments
 from keel.api.mcp_server.tools import KeelTools, principal_of
@@ -105,7 +104,7 @@ class KeelMcpServer(MCPServer[Any]):
             ) from cause
 
 
-def keel_mcp_server(service: KeelService, hub_of: HubOf = lambda: None) -> KeelMcpServer:
+def keel_mcp_server(service: KeelService) -> KeelMcpServer:
     """The server for one app: its tools use the app's service, its prompts the catalog;
     run changes come from the app's event hub."""
     resources = KeelResources(service)
@@ -121,8 +120,8 @@ def keel_mcp_server(service: KeelService, hub_of: HubOf = lambda: None) -> KeelM
         # Keel serves `subscriptions/listen` itself (below), per tenant, from its event hub.
         subscriptions=False,
     )
-    declare_run_changes(server, service, hub_of)
-    tools = KeelTools(service, RunWait(service, hub_of))
+    declare_run_changes(server, service)
+    tools = KeelTools(service, RunWait(service))
     code = CodeTools(service)
     acting = ToolAnnotations(read_only_hint=False, destructive_hint=False)
     for tool, hints in (
@@ -140,7 +139,7 @@ def keel_mcp_server(service: KeelService, hub_of: HubOf = lambda: None) -> KeelM
             tool, name=tool.__name__, description=inspect.getdoc(tool), annotations=hints
         )
     resources.register(server)
-    catalog = service.parts.catalog
+    catalog = service.catalog
     for agent in catalog.all():
         server.add_prompt(agent_prompt(agent))
     reviewer = catalog.get("review")
@@ -157,7 +156,7 @@ STATELESS_LOG_LEVEL = (
 )
 
 
-def declare_run_changes(server: KeelMcpServer, service: KeelService, hub_of: HubOf) -> None:
+def declare_run_changes(server: KeelMcpServer, service: KeelService) -> None:
     """Serve what a stateless HTTP server can deliver, and declare only that.
 
     2026-07-28 clients get `subscriptions/listen` (run updates on the request's own
@@ -168,7 +167,7 @@ def declare_run_changes(server: KeelMcpServer, service: KeelService, hub_of: Hub
     """
     lowlevel = server._lowlevel_server
     lowlevel.add_request_handler(
-        "subscriptions/listen", SubscriptionsListenRequestParams, RunListen(service, hub_of)
+        "subscriptions/listen", SubscriptionsListenRequestParams, RunListen(service)
     )
 
     async def set_level(ctx: object, params: SetLevelRequestParams) -> EmptyResult:

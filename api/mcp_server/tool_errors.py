@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from keel.api.core.errors import KeelError
+from keel.api.core.errors import Invalid, KeelError
 from keel.api.core.plain_errors import plain_message
-from keel.api.http.errors import detail_of
 
 
 def invalid_arguments(tool: str, exc: ValidationError) -> str:
@@ -22,11 +21,13 @@ def invalid_arguments(tool: str, exc: ValidationError) -> str:
 
 
 def refusal(exc: KeelError) -> str:
-    """The sentence a REST caller would get in `detail`, for the same refusal."""
-    detail = detail_of(exc)  # one rendering for both, so the sentences cannot drift apart
-    if isinstance(detail, list):
-        return "; ".join(
-            f"`{item['loc'][-1]}`: {item['msg']}" if isinstance(item, dict) else str(item)
-            for item in detail
-        )
-    return str(detail)
+    """The service's refusal as a sentence for the client's model: each field at fault
+    named before what is wrong with it."""
+    if isinstance(exc, Invalid) and exc.problems:
+        return "; ".join(f"`{_last(p.get('loc'))}`: {p.get('msg')}" for p in exc.problems)
+    field = getattr(exc, "field", None)
+    return exc.message if field is None else f"`{field}`: {exc.message}"
+
+
+def _last(loc: object) -> object:
+    return loc[-1] if isinstance(loc, list | tuple) and loc else loc

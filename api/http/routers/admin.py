@@ -31,7 +31,7 @@ async def audit_entries(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AuditRecord]:
     """Audit rows in order; one tenant's chain or all of them."""
-    return await service.parts.audit.log.entries(tenant, after_id=after_id, limit=limit)
+    return await service.audit.entries(tenant, user, after_id=after_id, limit=limit)
 
 
 @router.get("/audit/verify", response_model=AuditVerification)
@@ -41,14 +41,13 @@ async def verify_audit(
     tenant: Annotated[StoredText | None, Query(max_length=128)] = None,
 ) -> AuditVerification:
     """Walk the hash chains: an edited, deleted or reordered row is reported."""
-    return await service.parts.audit.log.verify(tenant)
+    return await service.audit.verify(tenant, user)
 
 
 @router.get("/usage", response_model=list[TenantUsage])
 async def usage(user: AdminUser, service: ServiceDep) -> list[TenantUsage]:
     """Runs, tokens and cost per tenant."""
-    rows = await service.parts.store.usage_by_tenant()
-    return [TenantUsage.model_validate(row) for row in rows]
+    return await service.usage.by_tenant(user)
 
 
 TenantId = Annotated[StoredText, Path(min_length=1, max_length=128)]

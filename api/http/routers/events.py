@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from keel.api.core.errors import Invalid
 from keel.api.core.schemas import EventPage, EventPublic, StoredText
-from keel.api.events.hub import EventHub
-from keel.api.events.stream import FINISHED_STATUSES, EventReads, RunEventStream
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 
@@ -36,18 +34,6 @@ after 15 s of silence. The stream ends after the run's
 terminal event (`done`, `error` or `cancelled`); a finished run streams what it
 has and ends.
 """
-
-
-def _hub(request: Request) -> EventHub:
-    return request.app.state.event_hub  # type: ignore[no-any-return]
-
-
-def _reads(request: Request) -> EventReads:
-    return request.app.state.event_reads  # type: ignore[no-any-return]
-
-
-EventHubDep = Annotated[EventHub, Depends(_hub)]
-EventReadsDep = Annotated[EventReads, Depends(_reads)]
 
 
 # One event as a client's SSE parser reads it; `data` is the JSON of an `EventPublic`, or of a
@@ -107,8 +93,6 @@ async def stream_events(
     run_id: StoredText,
     service: ServiceDep,
     user: CurrentUser,
-    hub: EventHubDep,
-    reads: EventReadsDep,
     after: Annotated[
         int, Query(ge=0, description="Send the events after this seq (0: from the start).")
     ] = 0,
@@ -128,17 +112,8 @@ async def stream_events(
                 field="Last-Event-ID",
                 where="header",
             ) from None
-    stream = RunEventStream(
-        service.parts.store,
-        reads,
-        hub,
-        record.id,
-        tenant_id=record.tenant_id,
-        after=max(after, 0),
-        finished=record.status in FINISHED_STATUSES,
-    )
     return StreamingResponse(
-        stream.sse(),
+        service.events.stream(record, after=after).sse(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -21,7 +21,4 @@ async def pending_interactions(
     limit: Annotated[int, Query(ge=1, le=500)] = 200,
 ) -> list[InteractionPublic]:
     """Pending interactions across the tenant's live runs, oldest first."""
-    return [
-        InteractionPublic.from_interaction(run_id, ia, tenant_id=user.tenant_id)
-        for run_id, ia in await service.parts.interactions.pending_for_tenant(user.tenant_id, limit)
-    ]
+    return await service.inbox.pending(user, limit)

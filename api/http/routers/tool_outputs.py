@@ -6,9 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from keel.activities.store.console_reads import StoredToolOutput
-from keel.api.core.errors import NotFound
 from keel.api.core.schemas import StoredText
-from keel.api.http.deps import ConsoleReadsDep, CurrentUser, ServiceDep
+from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 
 router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTHENTICATED)
@@ -25,10 +24,5 @@ async def tool_output(
     call_id: StoredText,
     user: CurrentUser,
     service: ServiceDep,
-    reads: ConsoleReadsDep,
 ) -> StoredToolOutput:
-    record = await service.runs.get(run_id, user)
-    output = await reads.tool_output(record.tenant_id, record.id, step, call_id)
-    if output is None:
-        raise NotFound(f"No output of call {call_id} at step {step} of {run_id}.")
-    return output
+    return await service.tool_outputs.get(run_id, step, call_id, user)
