@@ -98,7 +98,13 @@ _OUTAGE = (
     "Each surface tells a Postgres outage (a 503) from a bug by the store's exception "
     "types instead of the core raising a domain error for it."
 )
+_CLUSTER_SETUP = (
+    "`keel setup temporal` prepares the cluster a service needs (its namespace and search "
+    "attributes) before any service can start, so it talks to Temporal itself."
+)
 ALLOWED: dict[tuple[str, str, str], str] = {
+    ("surface", "keel.api.cli.setup", "temporalio.client.Client"): _CLUSTER_SETUP,
+    ("surface", "keel.api.cli.setup", "keel.worker.temporal_client.connect"): _CLUSTER_SETUP,
     ("sibling", "keel.api.cli.local_stack", "keel.api.http.app.create_app"): (
         "`keel dev` runs the HTTP app in-process beside the worker: the CLI starts the API."
     ),
