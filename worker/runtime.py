@@ -11,7 +11,13 @@ from datetime import timedelta
 
 import openai
 from temporalio.client import Client
-from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import (
+    Interceptor,
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkerDeploymentConfig,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from keel.activities.a2a.client import A2AClientActivities
@@ -256,8 +262,26 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         workflow_runner=(
             SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
         ),
+        deployment_config=deployment_config(settings),
     )
     return WorkerParts(worker=worker, store=store, llm=llm, anthropic=messages_api)
+
+
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """The worker's version in its Worker Deployment, when KEEL_WORKER_BUILD_ID names one."""
+    if settings.worker_build_id is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(
+            deployment_name=settings.worker_deployment, build_id=settings.worker_build_id
+        ),
+        use_worker_versioning=True,
+        default_versioning_behavior=(
+            VersioningBehavior.PINNED
+            if settings.worker_versioning == "pinned"
+            else VersioningBehavior.AUTO_UPGRADE
+        ),
+    )
 
 
 def installed_plugins() -> PluginRegistry:

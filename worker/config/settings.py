@@ -306,6 +306,31 @@ class Settings(BaseSettings):
         ),
     )
 
+    # -- operations: rolling out a new version --------------------------------------
+    worker_build_id: str | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_WORKER_BUILD_ID"),
+        description=(
+            "Set (e.g. to the image tag): the worker joins Temporal's Worker Deployment "
+            "KEEL_WORKER_DEPLOYMENT as this version, and gets work once an operator makes the "
+            "version current (docs/operations.md). Unset: an unversioned worker, as before."
+        ),
+    )
+    worker_deployment: str = Field(
+        default="keel",
+        validation_alias=_env("KEEL_WORKER_DEPLOYMENT"),
+        description="The Worker Deployment versioned workers join (KEEL_WORKER_BUILD_ID).",
+    )
+    worker_versioning: Literal["auto-upgrade", "pinned"] = Field(
+        default="auto-upgrade",
+        validation_alias=_env("KEEL_WORKER_VERSIONING"),
+        description=(
+            "What a versioned worker's runs do when another version becomes current: "
+            "`auto-upgrade` moves them to it (workflow changes behind `workflow.patched`), "
+            "`pinned` keeps each on the version it started on until it ends."
+        ),
+    )
+
     # -- operations: logs -----------------------------------------------------------
     log_format: Literal["text", "json"] = Field(
         default="text",
