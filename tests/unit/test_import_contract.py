@@ -13,7 +13,8 @@ that another installed package could shadow.
 
 Each rule reads every module with `ast` (nothing is imported). What breaks a rule
 today is listed in `ALLOWED` with the reason; the list only shrinks, and an entry
-that no longer matches a real import fails too, so it stays true.
+that no longer matches a real import fails too, so it stays true. The rooms these
+rules keep apart are described in `docs/architecture.md`.
 """
 
 from __future__ import annotations
