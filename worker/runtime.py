@@ -43,6 +43,7 @@ from keel.activities.store.outage import StoreOutageInterceptor
 from keel.activities.store.push_config_store import PushConfigStore
 from keel.activities.store.retention_store import RetentionStore
 from keel.activities.store.run_store import Store
+from keel.activities.store.run_tree import RunTreeStore
 from keel.activities.subagents import SubagentActivities
 from keel.activities.tools.mcp_client import McpClient
 from keel.activities.tools.mcp_discovery import McpDiscoveryActivities
@@ -197,6 +198,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             targets=settings.webhook_targets, allow_http=settings.webhook_allow_http
         ),
         audit=audit,
+        tree=RunTreeStore(store.pool),
     )
     retention_activities = RetentionActivities(RetentionStore(store.pool))
     subagent_activities = SubagentActivities(store, catalog.get)

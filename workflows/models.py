@@ -183,6 +183,18 @@ class Usage(BaseModel):
         )
 
 
+class TreeUsage(BaseModel):
+    """Tokens and cost of a run and every sub-agent run below it: the sum of the model
+    calls recorded for the tree (each run's own `prompt_tokens`, `completion_tokens`
+    and `cost_usd`), summed by one query (`activities/store/run_tree.py`)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    runs: int = Field(default=1, description="How many runs the tree holds, the run included.")
+
+
 class RunState(BaseModel):
     """What the loop carries between steps, and across continue-as-new."""
 
@@ -823,6 +835,11 @@ class WebhookNotice(BaseModel):
     )
     session_id: str | None = Field(
         default=None, description="The run's session (an A2A task's contextId)."
+    )
+    usage: TreeUsage | None = Field(
+        default=None,
+        description="Tokens and cost of the run and its sub-agent runs when the notice was "
+        "sent, from their recorded model calls.",
     )
 
 

@@ -9,6 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from keel.activities.store.records import RunRecord
+from keel.workflows.models import TreeUsage
 
 # A tree deeper than sub-agents may nest is a loop in the data: stop there.
 MAX_TREE_DEPTH = 16
@@ -46,6 +47,22 @@ runs.status IN ('queued', 'running') AND EXISTS (
 
 WAITING_SQL = f"""
 SELECT id FROM runs WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s) AND {WAITS_ON_SOMEONE}
+"""
+
+# Each run's tree total: its own recorded model calls and those of every run below it.
+# The one place a tree's usage is summed; every surface reads it from here.
+TREE_USAGE_SQL = """
+WITH RECURSIVE tree AS (
+    SELECT id AS root, id, 0 AS depth FROM runs
+    WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)
+    UNION ALL
+    SELECT t.root, r.id, t.depth + 1 FROM runs r JOIN tree t ON r.parent_run_id = t.id
+    WHERE r.tenant_id = %(tenant)s AND t.depth < %(max_depth)s
+)
+SELECT tree.root, sum(r.prompt_tokens) AS prompt_tokens,
+       sum(r.completion_tokens) AS completion_tokens, sum(r.cost_usd) AS cost_usd,
+       count(*) AS runs
+FROM tree JOIN runs r ON r.id = tree.id GROUP BY tree.root
 """
 
 CHILD_ANSWER_SQL = "SELECT agent, status, stop_reason, error, report FROM runs WHERE id = %s"
@@ -94,6 +111,28 @@ class RunTreeStore:
             cur = await conn.execute(WAITING_SQL, {"tenant": tenant_id, "ids": run_ids})
             rows = await cur.fetchall()
         return {str(row["id"]) for row in rows}
+
+    async def tree_usage(self, tenant_id: str, run_ids: list[str]) -> dict[str, TreeUsage]:
+        """Each run's tree usage: its own model calls and its sub-agent runs' (absent: no
+        such run in the tenant)."""
+        if not run_ids:
+            return {}
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                TREE_USAGE_SQL,
+                {"tenant": tenant_id, "ids": run_ids, "max_depth": MAX_TREE_DEPTH},
+            )
+            rows = await cur.fetchall()
+        return {
+            str(row["root"]): TreeUsage(
+                prompt_tokens=int(row["prompt_tokens"]),
+                completion_tokens=int(row["completion_tokens"]),
+                total_tokens=int(row["prompt_tokens"]) + int(row["completion_tokens"]),
+                cost_usd=round(float(row["cost_usd"]), 6),
+                runs=int(row["runs"]),
+            )
+            for row in rows
+        }
 
     async def child_answer(self, run_id: str) -> ChildAnswer:
         """The report of a finished sub-agent run, as the parent's model reads it."""

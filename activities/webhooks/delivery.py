@@ -28,6 +28,7 @@ from keel.activities.outbound.targets import (
 )
 from keel.activities.store.audit import AuditEntry, AuditLog
 from keel.activities.store.push_config_store import PushConfigRecord, PushConfigStore
+from keel.activities.store.run_tree import RunTreeStore
 from keel.activities.webhooks.signature import (
     SIGNATURE_HEADER,
     signature_header,
@@ -62,8 +63,10 @@ class WebhookActivities(WebhookDeliveries):
         targets: WebhookTargetPolicy | None = None,
         resolve: Resolve = resolve_host,
         audit: AuditLog | None = None,
+        tree: RunTreeStore | None = None,
     ) -> None:
         self._server_secret = server_secret
+        self._tree = tree
         self._push_configs = push_configs
         self._timeout_s = timeout_s
         self._transport = transport
@@ -80,7 +83,7 @@ class WebhookActivities(WebhookDeliveries):
 
     @activity.defn(name="deliver_webhook")
     async def deliver_webhook(self, delivery: WebhookDelivery) -> WebhookReceipt:
-        notice = _as_tenant_knows_it(delivery.notice)
+        notice = _as_tenant_knows_it(await self._with_usage(delivery.notice))
         body = notice.model_dump_json().encode()
         extra: dict[str, str] = {}
         if delivery.push_config_id is not None:
@@ -168,6 +171,13 @@ class WebhookActivities(WebhookDeliveries):
             raise ApplicationError(
                 str(exc), type="WebhookTargetRefused", non_retryable=True
             ) from None
+
+    async def _with_usage(self, notice: WebhookNotice) -> WebhookNotice:
+        """The notice with the tokens and cost of the run's whole tree, as recorded now."""
+        if self._tree is None or notice.usage is not None:
+            return notice
+        usage = await self._tree.tree_usage(notice.tenant_id, [notice.run_id])
+        return notice.model_copy(update={"usage": usage.get(notice.run_id)})
 
     async def _push_config(self, task_id: str, config_id: str) -> PushConfigRecord | None:
         if self._push_configs is None:

@@ -26,7 +26,7 @@ from keel.api.cli.local_tools import LOCAL_TOOLS, local_executor
 from keel.api.cli.memories import memories_app
 from keel.api.cli.payload_keys import keys_app
 from keel.api.cli.plugins import plugins_app
-from keel.api.cli.progress import Decider, follow_run, terminal_decider
+from keel.api.cli.progress import Decider, follow_run, terminal_decider, usage_text
 from keel.api.cli.report_view import report_view
 from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
@@ -181,7 +181,7 @@ def _report(run: RunPublic, out: Path | None, data_dir: Path) -> None:
         saved = _save_report(run, out, data_dir)
         # A path to copy: whole on one line, and never read as markup.
         console.print(f"\nReport saved to {saved}", soft_wrap=True, markup=False)
-    usage = run.usage
+    usage = usage_text(run.usage.total_tokens, run.total_usage, run.usage.cost_usd)
     covered = ""
     if run.coverage is not None:
         # What Keel's records show was read: a partial review never reads as just "completed".
@@ -189,7 +189,7 @@ def _report(run: RunPublic, out: Path | None, data_dir: Path) -> None:
         covered = f"{coverage.status} · {coverage.files_covered} of {coverage.files_total} files · "
     console.print(
         f"[bold]{run.status}[/bold] · {covered}stop reason {run.stop_reason} · {run.steps} steps · "
-        f"{run.tool_calls} tool calls · {usage.total_tokens} tokens"
+        f"{run.tool_calls} tool calls · {usage}"
     )
     if run.status != "completed":
         raise _fail(run.error or f"The run ended {run.status}.")
@@ -461,9 +461,11 @@ def runs_list(
             page = await client.list_runs(limit, children=children, parent=parent)
         table = Table(
             id_column("id", (run.id for run in page.runs)),
-            *("agent", "status", "stop reason", "steps", "tools", "children", "created"),
+            *("agent", "status", "stop reason", "steps", "tools", "children"),
+            *("tokens (with sub-agents)", "cost", "created"),
         )
         for run in page.runs:
+            total = run.total_usage or run.usage
             table.add_row(
                 run.id,
                 run.agent,
@@ -472,6 +474,8 @@ def runs_list(
                 str(run.steps),
                 str(run.tool_calls),
                 str(run.child_count),
+                str(total.total_tokens),
+                f"${total.cost_usd:.4f}",
                 run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             )
         console.print(table)

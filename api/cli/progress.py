@@ -19,10 +19,13 @@ from keel.api.core.schemas import (
     InteractionDecisionCreate,
     InteractionPublic,
     RunPublic,
+    UsagePublic,
 )
 
 TERMINAL_EVENTS = {"done", "error", "cancelled"}
 POLL_INTERVAL_S = 0.25
+# With sub-agents, the tree's usage is read about once a second.
+TREE_USAGE_EVERY = 4
 
 Decider = Callable[[InteractionPublic], InteractionDecisionCreate | None]
 
@@ -37,6 +40,20 @@ def _compact(arguments: object) -> str:
         arguments = {k: v for k, v in arguments.items() if v is not None}
     text = json.dumps(arguments, ensure_ascii=False)
     return text if len(text) <= 160 else text[:157] + "..."
+
+
+def usage_text(own_tokens: int, tree: UsagePublic | None, own_cost: float = 0.0) -> str:
+    """Tokens (and cost, when priced) as a person should read them: the whole tree's,
+    with this run's own beside it when sub-agents spent some too."""
+    if tree is None or tree.runs <= 1:
+        cost = f" · ${own_cost:.4f}" if own_cost else ""
+        return f"{own_tokens:,} tokens{cost}"
+    cost = f" · ${tree.cost_usd:.4f}" if tree.cost_usd else ""
+    subs = tree.runs - 1
+    return (
+        f"{tree.total_tokens:,} tokens{cost} with {subs} sub-agent run{'s' if subs > 1 else ''}"
+        f" ({own_tokens:,} this run)"
+    )
 
 
 def describe_event(event: EventPublic) -> str | None:
@@ -156,7 +173,9 @@ async def follow_run(
 ) -> RunPublic:
     """Show progress until the run's terminal event, then return the run."""
     after = 0
-    steps = tool_calls = tokens = 0
+    steps = tool_calls = tokens = polls = 0
+    tree: UsagePublic | None = None
+    delegated = False
     shown = EventLines()
     spinner = Spinner("dots", text="starting")
     live = Live(spinner, console=console, refresh_per_second=8, transient=True)
@@ -174,6 +193,7 @@ async def follow_run(
                     )
                 if event.type == "tool_call":
                     tool_calls += 1
+                delegated = delegated or event.type == "child_run"
                 for line in shown.lines(event):
                     console.print(Text(line), highlight=False)
                 if event.type == "interaction_pending":
@@ -182,7 +202,13 @@ async def follow_run(
                     live.start()
                 finished = finished or event.type in TERMINAL_EVENTS
             after = page.next_after
-            spinner.update(text=f"step {steps} · {tool_calls} tool calls · {tokens} tokens")
+            polls += 1
+            if delegated and polls % TREE_USAGE_EVERY == 0:
+                # Sub-agents spend too: the tree's figure is what the run costs.
+                tree = (await client.get_run(run_id)).total_usage
+            spinner.update(
+                text=f"step {steps} · {tool_calls} tool calls · {usage_text(tokens, tree)}"
+            )
             if not finished:
                 await asyncio.sleep(POLL_INTERVAL_S)
     finally:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from keel.api.cli.progress import usage_text
 from keel.api.cli.report_view import report_view
 from keel.api.core.schemas import RunChildPublic, RunPublic
 
@@ -80,7 +81,7 @@ def run_view(run: RunPublic) -> Group:
         (
             "usage",
             f"{run.steps} steps · {run.tool_calls} tool calls · "
-            f"{run.usage.total_tokens:,} tokens · ${run.usage.cost_usd:.4f}",
+            + usage_text(run.usage.total_tokens, run.total_usage, run.usage.cost_usd),
         ),
     ]
     if run.coverage is not None:

@@ -23,6 +23,7 @@ from keel.activities.store.run_tree import RunTreeStore
 from keel.api.core.context import CoreParts
 from keel.api.core.runs import RunService
 from keel.api.identity.auth import Principal
+from keel.workflows.models import TreeUsage
 
 ChildScope = Literal["exclude", "include"]
 """`exclude`: top-level runs only (the default); `include`: sub-agent runs too."""
@@ -35,6 +36,8 @@ class RunListPage(BaseModel):
     child_counts: dict[str, int]
     waiting: set[str] = set()
     """The runs of the page that wait on a person now."""
+    tree_usage: dict[str, TreeUsage] = {}
+    """Each run's usage with its sub-agent runs' (`RunTreeStore.tree_usage`)."""
 
     def status_of(self, run: RunRecord) -> str:
         """The run's status as a list shows it: `waiting` while it waits on a person."""
@@ -84,5 +87,12 @@ class RunListing:
         ids = [r.id for r in found]
         counts = await self._tree.child_counts(user.tenant_id, ids)
         return RunListPage(
-            runs=found, child_counts=counts, waiting=await self._tree.waiting(user.tenant_id, ids)
+            runs=found,
+            child_counts=counts,
+            waiting=await self._tree.waiting(user.tenant_id, ids),
+            tree_usage=await self._tree.tree_usage(user.tenant_id, ids),
         )
+
+    async def tree_usage(self, user: Principal, runs: list[RunRecord]) -> dict[str, TreeUsage]:
+        """Each run's usage with its sub-agent runs', for a list of runs the caller read."""
+        return await self._tree.tree_usage(user.tenant_id, [r.id for r in runs])

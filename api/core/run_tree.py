@@ -11,7 +11,13 @@ from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.records import RunRecord
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
-from keel.api.core.schemas import InteractionPublic, RunChildPublic, RunPublic, UsagePublic
+from keel.api.core.schemas import (
+    InteractionPublic,
+    RunChildPublic,
+    RunPublic,
+    tree_usage_public,
+)
+from keel.workflows.models import TreeUsage
 
 
 async def subtree(store: Store, run: RunRecord) -> list[RunRecord]:
@@ -19,7 +25,12 @@ async def subtree(store: Store, run: RunRecord) -> list[RunRecord]:
     return await RunTreeStore(store.pool).subtree(run.tenant_id, run.id)
 
 
-def with_tree(public: RunPublic, records: list[RunRecord]) -> RunPublic:
+async def tree_usage(store: Store, run: RunRecord) -> TreeUsage | None:
+    """The usage of the run and every run below it, from their recorded model calls."""
+    return (await RunTreeStore(store.pool).tree_usage(run.tenant_id, [run.id])).get(run.id)
+
+
+def with_tree(public: RunPublic, records: list[RunRecord], total: TreeUsage | None) -> RunPublic:
     """The run view with its children nested and the usage of the whole tree."""
     nodes = {r.id: RunChildPublic.from_record(r) for r in records[1:]}
     for record in records[1:]:
@@ -28,12 +39,7 @@ def with_tree(public: RunPublic, records: list[RunRecord]) -> RunPublic:
             parent.children.append(nodes[record.id])
     public.children = [nodes[r.id] for r in records[1:] if r.parent_run_id == records[0].id]
     public.child_count = len(public.children)
-    public.total_usage = UsagePublic(
-        prompt_tokens=sum(r.prompt_tokens for r in records),
-        completion_tokens=sum(r.completion_tokens for r in records),
-        total_tokens=sum(r.prompt_tokens + r.completion_tokens for r in records),
-        cost_usd=round(sum(float(r.cost_usd) for r in records), 6),
-    )
+    public.total_usage = tree_usage_public(total)
     return public
 
 

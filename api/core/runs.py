@@ -44,7 +44,7 @@ from keel.api.core.errors import (
     known_id,
 )
 from keel.api.core.router import router_agent, with_route
-from keel.api.core.run_tree import child_owning, subtree, tree_interactions, with_tree
+from keel.api.core.run_tree import child_owning, subtree, tree_interactions, tree_usage, with_tree
 from keel.api.core.schemas import (
     ChosenId,
     InputText,
@@ -494,7 +494,8 @@ class RunService:
                 public.status = "running"
             if public.status == "running" and public.pending_interactions:
                 public.status = "waiting"
-        return with_tree(public, await subtree(self._parts.store, record))
+        store = self._parts.store
+        return with_tree(public, await subtree(store, record), await tree_usage(store, record))
 
     async def pending(self, record: RunRecord) -> list[InteractionPublic]:
         """What the run's tree (the run and its sub-agents) waits on now, as the run's

@@ -14,7 +14,7 @@ from keel.api.core.schedules.fields import CronText, TimeZoneName, WebhookUrl
 from keel.api.core.tenant_ids import in_view, in_view_data
 from keel.api.evals.results import EvalReport
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction
+from keel.workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction, TreeUsage
 from keel.workflows.router.models import ROUTER_AGENT
 from keel.workflows.run.findings import RecordedFinding
 
@@ -130,6 +130,20 @@ class UsagePublic(BaseModel):
     completion_tokens: int
     total_tokens: int
     cost_usd: float = Field(default=0.0, description="From the price table in settings.")
+    runs: int = Field(default=1, description="How many runs these figures add up.")
+
+
+def tree_usage_public(tree: TreeUsage | None) -> UsagePublic | None:
+    """A tree's usage as clients see it; None when it is unknown."""
+    if tree is None:
+        return None
+    return UsagePublic(
+        prompt_tokens=tree.prompt_tokens,
+        completion_tokens=tree.completion_tokens,
+        total_tokens=tree.total_tokens,
+        cost_usd=tree.cost_usd,
+        runs=tree.runs,
+    )
 
 
 class RunChildPublic(BaseModel):
@@ -235,8 +249,8 @@ class RunPublic(BaseModel):
     )
     total_usage: UsagePublic | None = Field(
         default=None,
-        description="Usage and cost of the run and every sub-agent run below it; "
-        "set when the run reads with its tree.",
+        description="Usage and cost of the run and every sub-agent run below it (the sum "
+        "of the tree's recorded model calls): what the run cost. `usage` is its own calls.",
     )
 
     @classmethod

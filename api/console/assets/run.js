@@ -3,7 +3,7 @@
 import { get, post, ApiError } from "./api.js";
 import { h, replace, fmtTime, fmtCost, statusBadge } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
-import { onLeave } from "./nav.js";
+import { every, onLeave } from "./nav.js";
 import { Timeline } from "./timeline.js";
 
 const FINISHED = new Set(["completed", "failed", "cancelled"]);
@@ -43,12 +43,23 @@ export async function runPage(main, runId) {
   }
 
   let live = { prompt: 0, completion: 0, calls: 0, tools: 0 };
+  // What the run costs is its tree's: its own calls (live, from its events) plus its
+  // sub-agent runs' (from `total_usage`, the sum of the tree's recorded calls).
   function drawTotals() {
-    const prompt = Math.max(live.prompt, run.usage.prompt_tokens);
-    const completion = Math.max(live.completion, run.usage.completion_tokens);
+    const own = run.usage;
+    const tree = run.total_usage ?? own;
+    const subs = (tree.runs ?? 1) - 1;
+    const ownPrompt = Math.max(live.prompt, own.prompt_tokens);
+    const ownCompletion = Math.max(live.completion, own.completion_tokens);
+    const prompt = ownPrompt + Math.max(0, tree.prompt_tokens - own.prompt_tokens);
+    const completion = ownCompletion + Math.max(0, tree.completion_tokens - own.completion_tokens);
+    const withSubs = subs > 0 ? " (with sub-agents)" : "";
     replace(totals,
-      total("Tokens in", prompt, "tokens-in"), total("Tokens out", completion, "tokens-out"),
-      total("Cost", fmtCost(run.usage.cost_usd), "cost"), total("Steps", Math.max(run.steps, live.calls), "steps"),
+      total(`Tokens in${withSubs}`, prompt, "tokens-in"), total(`Tokens out${withSubs}`, completion, "tokens-out"),
+      total(`Cost${withSubs}`, fmtCost(tree.cost_usd), "cost"),
+      subs > 0 ? total(`This run's own (${subs} sub-agent run${subs > 1 ? "s" : ""} below)`,
+        `${ownPrompt} in · ${ownCompletion} out · ${fmtCost(own.cost_usd)}`, "own") : null,
+      total("Steps", Math.max(run.steps, live.calls), "steps"),
       total("Tool calls", Math.max(run.tool_calls, live.tools), "tool-calls"));
   }
 
@@ -71,6 +82,8 @@ export async function runPage(main, runId) {
   drawHeader();
   replace(main, header, totals, h("h2", {}, "Timeline"), timeline.el, report);
   timeline.start();
+  // Sub-agents spend while the run itself is quiet: read the tree's figures now and then.
+  every(2000, () => (FINISHED.has(run.status) ? null : refresh()));
   onLeave(() => timeline.stop());
 }
 

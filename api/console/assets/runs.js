@@ -82,7 +82,7 @@ export async function runsPage(main) {
     parentNote,
     info,
     h("table", { class: "list", id: "runs-table" },
-      h("thead", {}, h("tr", {}, ["Run", "Agent", "Status", "Trigger", "Created", "Steps", "Sub-agents", "Tokens", "Cost"].map((c) => h("th", {}, c)))),
+      h("thead", {}, h("tr", {}, ["Run", "Agent", "Status", "Trigger", "Created", "Steps", "Sub-agents", "Tokens (with sub-agents)", "Cost (with sub-agents)"].map((c) => h("th", {}, c)))),
       body),
     pager);
   every(2000, refresh);
@@ -100,8 +100,8 @@ function row(run) {
     h("td", { class: "children" }, run.child_count
       ? h("a", { href: `/console/runs?parent=${encodeURIComponent(run.id)}` }, String(run.child_count))
       : "0"),
-    h("td", {}, String(run.usage.total_tokens)),
-    h("td", {}, fmtCost(run.usage.cost_usd)));
+    h("td", { class: "tokens" }, String((run.total_usage ?? run.usage).total_tokens)),
+    h("td", { class: "cost" }, fmtCost((run.total_usage ?? run.usage).cost_usd)));
 }
 
 function startForm(agents) {

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, status
 from keel.api.core.page_cursor import decode_cursor, encode_cursor
 from keel.api.core.run_list import ChildScope
 from keel.api.core.runs import RunOrder
-from keel.api.core.schemas import RunCreate, RunList, RunPublic, StoredText
+from keel.api.core.schemas import RunCreate, RunList, RunPublic, StoredText, tree_usage_public
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 
@@ -82,7 +82,11 @@ async def list_runs(
     next_cursor = encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
     listed = [
         RunPublic.from_record(r).model_copy(
-            update={"child_count": page.child_counts.get(r.id, 0), "status": page.status_of(r)}
+            update={
+                "child_count": page.child_counts.get(r.id, 0),
+                "status": page.status_of(r),
+                "total_usage": tree_usage_public(page.tree_usage.get(r.id)),
+            }
         )
         for r in runs
     ]

@@ -23,6 +23,7 @@ from keel.api.core.schemas import (
     ScheduleTriggerCreate,
     ScheduleTriggered,
     ScheduleUpdate,
+    tree_usage_public,
 )
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
@@ -141,4 +142,11 @@ async def list_schedule_runs(
         schedule_id, user, limit=limit, before=decode_cursor(cursor) if cursor else None
     )
     next_cursor = encode_cursor(runs[-1].created_at, runs[-1].id) if len(runs) == limit else None
-    return RunList(runs=[RunPublic.from_record(r) for r in runs], next_cursor=next_cursor)
+    totals = await service.run_list.tree_usage(user, runs)
+    listed = [
+        RunPublic.from_record(r).model_copy(
+            update={"total_usage": tree_usage_public(totals.get(r.id))}
+        )
+        for r in runs
+    ]
+    return RunList(runs=listed, next_cursor=next_cursor)
