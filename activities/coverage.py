@@ -19,6 +19,7 @@ from keel.activities.store.context_store import ContextStore
 from keel.activities.store.coverage_store import CoverageStore, FileView
 from keel.activities.tools.file_tools import SKIP_DIRS
 from keel.activities.tools.workspace import Workspace
+from keel.activities.tools.workspace_roots import WorkspaceRoots
 from keel.workflows.activity_refs import Coverage
 from keel.workflows.context.model_windows import window_for
 from keel.workflows.run.coverage_plan import (
@@ -52,25 +53,29 @@ class CoverageActivities(Coverage):
         store: CoverageStore,
         contexts: ContextStore,
         budget: ContextBudget | None,
-        allowed_root: Path,
+        roots: WorkspaceRoots,
     ) -> None:
         self._store = store
         self._contexts = contexts
         self._budget = budget
-        self._allowed_root = Path(allowed_root).resolve()
+        self._roots = roots
 
     @activity.defn(name="list_workspace")
     async def list_workspace(self, request: ListWorkspaceInput) -> WorkspaceListing:
-        files, truncated = await asyncio.to_thread(self._listing, request.workspace)
+        files, truncated = await asyncio.to_thread(
+            self._listing, request.workspace, request.tenant_id
+        )
         return WorkspaceListing(
             files=files, usable_tokens=await self._usable(request), truncated=truncated
         )
 
-    def _listing(self, workspace_path: str) -> tuple[list[WorkspaceFile], bool]:
+    def _listing(self, workspace_path: str, tenant_id: str) -> tuple[list[WorkspaceFile], bool]:
         root = Path(workspace_path).resolve()
-        if not root.is_relative_to(self._allowed_root):
+        if not self._roots.holds(tenant_id, root):
             raise ApplicationError(
-                f"The run's workspace {root} is outside the allowed root; it cannot be listed.",
+                f"The run's workspace {root} is outside the allowed root"
+                + (" of this tenant's workspaces" if self._roots.per_tenant else "")
+                + "; it cannot be listed.",
                 type="WorkspaceOutsideRoot",
                 non_retryable=True,
             )

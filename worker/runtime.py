@@ -49,6 +49,7 @@ from keel.activities.tools.mcp_client import McpClient
 from keel.activities.tools.mcp_discovery import McpDiscoveryActivities
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.tool_activities import ToolActivities
+from keel.activities.tools.workspace_roots import WorkspaceRoots
 from keel.activities.webhooks.delivery import WebhookActivities
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.cluster_check import ClusterSetupError, check_cluster
@@ -203,7 +204,10 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     retention_activities = RetentionActivities(RetentionStore(store.pool))
     subagent_activities = SubagentActivities(store, catalog.get)
     coverage_activities = CoverageActivities(
-        CoverageStore(store.pool), ContextStore(store.pool), budget, settings.workspace_root
+        CoverageStore(store.pool),
+        ContextStore(store.pool),
+        budget,
+        WorkspaceRoots(settings.workspace_root, settings.workspace_tenancy),
     )
     router_activities = RouterActivities(
         store,

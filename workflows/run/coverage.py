@@ -81,6 +81,7 @@ class CoverageDriver:
                 workspace=run.workspace,
                 model=run.model,
                 context_window=run.agent.context_window,
+                tenant_id=run.tenant_id,
             ),
             timeouts.COVERAGE_LISTING,
             summary="list workspace for coverage",

@@ -80,6 +80,7 @@ class ListWorkspaceInput(BaseModel):
     workspace: str
     model: str
     context_window: int | None = None
+    tenant_id: str = "default"
 
 
 class WorkspaceListing(BaseModel):
