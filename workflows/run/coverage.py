@@ -55,14 +55,20 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["CoverageDriver", "covers_files"]
 
 PART_AGENT = "explore"
+COVERAGE_PATCH = "coverage-plans"
 # Of a token ceiling, what the parts leave for the run's own report.
 REPORT_RESERVE_SHARE = 0.1
 
 
 def covers_files(run: RunInput) -> bool:
-    """Whether Keel plans this run's reading: its agent asks, and the user started it."""
+    """Whether Keel plans this run's reading: its agent asks, and the user started it.
+
+    Behind a patch: a run an older worker began (which ignored `coverage`) goes on
+    without a plan when a newer worker takes it over.
+    """
     for_user = run.task is None or run.task.routed
-    return run.agent.coverage == "files" and for_user and run.depth < subagents.MAX_SUBAGENT_DEPTH
+    asks = run.agent.coverage == "files" and for_user
+    return asks and run.depth < subagents.MAX_SUBAGENT_DEPTH and workflow.patched(COVERAGE_PATCH)
 
 
 class CoverageDriver:
