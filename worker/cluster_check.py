@@ -69,6 +69,10 @@ class ClusterReport:
     missing: tuple[str, ...] = ()
     mistyped: tuple[tuple[str, str, str], ...] = ()
     """(name, registered type, the type Keel needs)."""
+    unreadable: str | None = None
+    """Why the attributes could not be read (Keel's identity may not list them, as on
+    some hosted clusters): then they are not held against readiness, and a start that
+    meets them missing still says so (`api.core.temporal_errors`)."""
 
     @property
     def ok(self) -> bool:
@@ -97,6 +101,11 @@ class ClusterReport:
         return found
 
     def sentence(self) -> str:
+        if self.ok and self.unreadable:
+            return (
+                f"Namespace '{self.namespace}' exists; its search attributes could not be "
+                f"read ({self.unreadable}), so check them with the cluster's own tools."
+            )
         return " ".join(self.problems()) or f"Namespace '{self.namespace}' is ready for Keel."
 
 
@@ -112,9 +121,16 @@ async def check_cluster(client: Client, namespace: str | None = None) -> Cluster
         if err.status == RPCStatusCode.NOT_FOUND:
             return ClusterReport(namespace=namespace, namespace_exists=False)
         raise
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+    except RPCError as err:
+        if err.status not in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
+            raise
+        return ClusterReport(
+            namespace=namespace, namespace_exists=True, unreadable=f"{err.status.name}: {err}"
+        )
     registered = {**dict(listed.system_attributes), **dict(listed.custom_attributes)}
     missing: list[str] = []
     mistyped: list[tuple[str, str, str]] = []
@@ -143,6 +159,8 @@ async def report_cluster(client: Client) -> ClusterReport | None:
         return None
     if not report.ok:
         log.error("Temporal is not ready for Keel: %s", report.sentence())
+    elif report.unreadable:
+        log.warning("%s", report.sentence())
     return report
 
 
@@ -171,6 +189,13 @@ async def setup_cluster(
             if err.status != RPCStatusCode.ALREADY_EXISTS:
                 raise
         report = await _settled(client, namespace)
+    if report.unreadable:
+        raise ClusterSetupError(
+            f"Keel may not read the search attributes of namespace '{namespace}' "
+            f"({report.unreadable}); register {', '.join(k.name for k in SEARCH_ATTRIBUTES)} "
+            "(all Keyword) with the cluster's own tools, then check with `keel setup temporal "
+            "--check`."
+        )
     if report.mistyped:
         raise ClusterSetupError(" ".join(report.problems()))
     if report.missing:
