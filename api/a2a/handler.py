@@ -433,7 +433,8 @@ class KeelA2AHandler(RequestHandler):
         # Every follow-up that answered the task, in order, for its history.
         asked = await self._service.tasks.interactions(run)
         decided = [i for i in asked if i.decision is not None]
-        task = task_of(run, pending, history_length=history_length, decided=decided)
+        usage = await self._service.tasks.usage(run)
+        task = task_of(run, pending, history_length=history_length, decided=decided, usage=usage)
         return task, {i.id for i in pending}
 
     async def _run(self, task_id: str, context: ServerCallContext) -> RunRecord:

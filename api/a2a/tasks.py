@@ -14,7 +14,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from keel.activities.store.records import RunRecord
 from keel.api.core.schemas import InteractionPublic
 from keel.api.core.tenant_ids import in_view
-from keel.workflows.models import Interaction
+from keel.workflows.models import Interaction, TreeUsage
 from keel.workflows.run.findings import FINDING_FIELDS
 
 TERMINAL_STATES = {
@@ -80,6 +80,7 @@ def task_of(
     *,
     history_length: int | None = None,
     decided: Sequence[Interaction] = (),
+    usage: TreeUsage | None = None,
 ) -> Task:
     """The Task for a run, its ids as the run's tenant knows them; `history_length` 0
     leaves the history out, and `decided` (the run's interactions that were answered, in
@@ -121,6 +122,15 @@ def task_of(
     task.metadata.update(
         {"agent": run.agent, "stopReason": run.stop_reason or "", "steps": run.steps}
     )
+    if usage is not None:
+        # What the task cost: the run's and its sub-agent runs' recorded model calls.
+        task.metadata.update(
+            {
+                "totalTokens": usage.total_tokens,
+                "costUsd": usage.cost_usd,
+                "runs": usage.runs,
+            }
+        )
     if run.coverage is not None:
         # What Keel's records show was read: a partial review says so here too.
         task.metadata.update(

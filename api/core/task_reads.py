@@ -10,9 +10,9 @@ from __future__ import annotations
 from keel.activities.store.records import RunRecord
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import NotFound
-from keel.api.core.run_tree import subtree
+from keel.api.core.run_tree import subtree, tree_usage
 from keel.api.core.tenant_ids import in_view
-from keel.workflows.models import Interaction
+from keel.workflows.models import Interaction, TreeUsage
 
 __all__ = ["TaskReads"]
 
@@ -31,6 +31,10 @@ class TaskReads:
     async def interactions(self, run: RunRecord) -> list[Interaction]:
         """Every interaction of the run, pending or decided, in the order they were asked."""
         return await self._parts.interactions.for_run(run.id)
+
+    async def usage(self, run: RunRecord) -> TreeUsage | None:
+        """The tokens and cost of the run and its sub-agent runs, from their recorded calls."""
+        return await tree_usage(self._parts.store, run)
 
     async def decided_by(self, run: RunRecord, decision_id: str) -> str | None:
         """The interaction of the run's tree (its sub-agents' too) that the decision

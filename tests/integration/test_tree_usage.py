@@ -86,12 +86,16 @@ async def test_the_cli_rest_and_run_lists_show_the_trees_recorded_usage(
         async with httpx.AsyncClient(base_url=url, headers=auth_headers()) as http:
             run = (await http.get(f"/v1/runs/{run_id}")).json()
             listed = (await http.get("/v1/runs")).json()["runs"]
+            rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": run_id}}
+            task = (await http.post("/a2a", json=rpc, headers={"A2A-Version": "1.0"})).json()
         tree = run["total_usage"]
         assert (tree["prompt_tokens"], tree["completion_tokens"]) == (prompt, completion)
         assert (tree["total_tokens"], tree["runs"]) == (total, 3)
         assert run["usage"]["total_tokens"] < total  # `usage` stays the run's own
         [item] = [r for r in listed if r["id"] == run_id]
         assert item["total_usage"] == tree
+        metadata = task["result"]["metadata"]  # A2A's task view
+        assert (metadata["totalTokens"], metadata["runs"]) == (total, 3), metadata
 
 
 async def test_a_webhook_notice_carries_the_trees_usage(
