@@ -25,7 +25,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from keel.activities.store.outage import is_store_outage
 from keel.api.core.decisions import InteractionClosed
 from keel.api.core.errors import (
     Conflict,
@@ -34,6 +33,7 @@ from keel.api.core.errors import (
     Misconfigured,
     NotFound,
     Unavailable,
+    is_store_away,
     store_unavailable,
 )
 
@@ -98,7 +98,7 @@ def _guarded_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
         try:
             return await method(*args, **kwargs)
         except Exception as exc:
-            if is_store_outage(exc):
+            if is_store_away(exc):
                 raise a2a_error(store_unavailable()) from exc
             raise
 
@@ -112,7 +112,7 @@ def _guarded_stream(method: Callable[..., AsyncIterator[Any]]) -> Callable[..., 
             async for item in method(*args, **kwargs):
                 yield item
         except Exception as exc:
-            if is_store_outage(exc):
+            if is_store_away(exc):
                 raise a2a_error(store_unavailable()) from exc
             raise
 

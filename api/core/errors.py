@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from keel.activities.store.outage import STORE_OUTAGES
 from keel.api.core.plain_errors import plain_message
 
 __all__ = [
@@ -109,6 +110,16 @@ STORE_UNAVAILABLE_DETAIL = (
 def store_unavailable() -> Unavailable:
     """The refusal every surface gives while Postgres is away (REST: 503, A2A: -32000)."""
     return Unavailable(STORE_UNAVAILABLE_DETAIL, retry_after_s=STORE_RETRY_AFTER_S)
+
+
+STORE_AWAY: tuple[type[Exception], ...] = STORE_OUTAGES
+"""What the service's methods let through while Postgres is away (a broken, refused or
+unobtainable connection): a surface answers each as `store_unavailable()`."""
+
+
+def is_store_away(exc: BaseException) -> bool:
+    """Whether `exc` says Postgres is away now (not that a statement was wrong)."""
+    return isinstance(exc, STORE_AWAY)
 
 
 def invalid_request(exc: ValidationError) -> Invalid:

@@ -14,9 +14,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from keel.activities.store.outage import STORE_OUTAGES, is_store_outage
-from keel.api.core.errors import STORE_RETRY_AFTER_S as STORE_RETRY_AFTER_S
 from keel.api.core.errors import (
+    STORE_AWAY,
     STORE_UNAVAILABLE_DETAIL,
     Conflict,
     Forbidden,
@@ -26,7 +25,9 @@ from keel.api.core.errors import (
     NotFound,
     Unauthenticated,
     Unavailable,
+    is_store_away,
 )
+from keel.api.core.errors import STORE_RETRY_AFTER_S as STORE_RETRY_AFTER_S
 from keel.api.core.plain_errors import plain_errors
 from keel.api.core.schemas import Problem
 
@@ -170,7 +171,7 @@ async def _store_outage(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
-    if is_store_outage(exc):  # wrapped, or raised where the handlers by class do not reach
+    if is_store_away(exc):  # wrapped, or raised where the handlers by class do not reach
         return store_unavailable()
     # Last resort: a JSON body like every other answer. Starlette re-raises the exception
     # after sending it, so the server still logs it with its traceback.
@@ -187,6 +188,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(KeelError, _domain_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
-    for outage in STORE_OUTAGES:
+    for outage in STORE_AWAY:
         app.add_exception_handler(outage, _store_outage)
     app.add_exception_handler(Exception, _unexpected_error)

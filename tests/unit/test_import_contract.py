@@ -95,10 +95,6 @@ IO_ATTRIBUTES = {
 
 # Known breaks: (rule, importing module, imported name) -> why it stands for now.
 # Remove an entry when its import goes; add one only with a reason a reader accepts.
-_OUTAGE = (
-    "Each surface tells a Postgres outage (a 503) from a bug by the store's exception "
-    "types instead of the core raising a domain error for it."
-)
 _CLUSTER_SETUP = (
     "`keel setup temporal` prepares the cluster a service needs (its namespace and search "
     "attributes) before any service can start, so it talks to Temporal itself."
@@ -109,9 +105,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("sibling", "keel.api.cli.local_stack", "keel.api.http.app.create_app"): (
         "`keel dev` runs the HTTP app in-process beside the worker: the CLI starts the API."
     ),
-    ("surface", "keel.api.a2a.errors", "keel.activities.store.outage.is_store_outage"): _OUTAGE,
-    ("surface", "keel.api.http.errors", "keel.activities.store.outage.STORE_OUTAGES"): _OUTAGE,
-    ("surface", "keel.api.http.errors", "keel.activities.store.outage.is_store_outage"): _OUTAGE,
 }
 
 
