@@ -58,6 +58,7 @@ from keel.worker.config.settings import Settings
 from keel.worker.config.webhook_secret import webhook_server_secret
 from keel.worker.observability.log_format import LogContext
 from keel.worker.observability.metrics import worker_runtime
+from keel.worker.observability.quiet_logs import quiet_expected_failures
 from keel.worker.observability.tracing import install_tracing, temporal_plugins, tracing_on
 from keel.worker.payload_codec import data_converter
 from keel.worker.plugins import PluginRegistry
@@ -136,6 +137,7 @@ class WorkerParts:
 
 
 def build_worker(client: Client, store: Store, settings: Settings) -> WorkerParts:
+    quiet_expected_failures()
     llm = openai_client(settings)
     plugins = installed_plugins()
     # The agents a `task` call may start; a malformed file stops the worker here.

@@ -190,7 +190,7 @@ def _unavailable(request_id: Any, exc: Unavailable) -> JSONResponse:
 
 def _rpc_error(request_id: Any, code: int, message: str, status: int = 200) -> JSONResponse:
     if status < 400:  # a 4xx gets its line from the API's `ClientErrorLog`
-        log.warning("JSON-RPC request %s refused: %s %s", request_id, code, message)
+        log.info("JSON-RPC request %s refused: %s %s", request_id, code, message)
     return JSONResponse(
         {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
         status_code=status,
@@ -463,7 +463,7 @@ def _params_error_as_32602(response: JSONResponse, body: Any) -> Response:
         return response
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
-        log.warning("v0.3 JSON-RPC request refused: %s", error.get("code"))
+        log.info("v0.3 JSON-RPC request refused: %s", error.get("code"))
     well_formed = (
         isinstance(body, dict)
         and body.get("jsonrpc") == "2.0"

@@ -41,6 +41,7 @@ from keel.worker.cluster_check import ClusterSetupError
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import StackError, free_port
 from keel.worker.observability.log_format import configure_logging
+from keel.worker.observability.quiet_logs import quiet_expected_failures
 
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
 runs_app = typer.Typer(help="Inspect runs.", no_args_is_help=True)
@@ -566,6 +567,7 @@ def demo(
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
+    quiet_expected_failures()
     app()
 
 

@@ -1,10 +1,11 @@
-"""A client's mistake is one warning line, never an error with a traceback.
+"""A client's mistake is one info line, never an error with a traceback.
 
-So is a 503 (Temporal, Postgres or the key set away), on every surface alike. Every
-4xx answer (bad JSON, an unknown JSON-RPC method, a missing token, a run of
-another tenant) is logged once, at warning, as method, route and status. Nothing of
-the request goes in the line: not its body, not its headers, so no token and no
-secret can reach the log this way.
+Every 4xx answer (bad JSON, an unknown JSON-RPC method, a missing token, a run of
+another tenant) is logged once, at info, as method, route and status: the client was
+told, and a terminal at warning (`keel dev`) stays quiet. A 503 (Temporal, Postgres or
+the key set away) is one warning line, on every surface alike. Nothing of the request
+goes in the line: not its body, not its headers, so no token and no secret can reach
+the log this way.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class ClientErrorLog:
         if 400 <= status < 500 or status == 503:
             route = getattr(scope.get("route"), "path", None) or "unmatched route"
             kind = "unavailable, the client may retry" if status == 503 else "client error"
-            log.warning("%s %s -> %d (%s)", scope.get("method"), route, status, kind)
+            level = logging.WARNING if status == 503 else logging.INFO
+            log.log(level, "%s %s -> %d (%s)", scope.get("method"), route, status, kind)
 
 
 # What the a2a-sdk's dispatcher logs about a malformed request, besides the one
@@ -56,11 +58,17 @@ _A2A_NOISE = {
 
 class _DropA2ANoise(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg not in _A2A_NOISE
+        if record.msg in _A2A_NOISE:
+            return False
+        if record.levelno == logging.WARNING:  # a client's mistake: info, as ours
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+        return True
 
 
 def quiet_a2a_client_errors() -> None:
-    """Keep the SDK's one warning per bad JSON-RPC request; drop its traceback and body."""
+    """Keep the SDK's one line per bad JSON-RPC request, at info; drop its traceback and
+    body."""
     for name in (A2A_DISPATCHER_LOGGER, A2A_V03_LOGGER):
         sdk_logger = logging.getLogger(name)
         if not any(isinstance(f, _DropA2ANoise) for f in sdk_logger.filters):
