@@ -64,6 +64,11 @@ def run_tree(run: RunPublic) -> Tree:
 def run_view(run: RunPublic) -> Group:
     """The run's facts, its tree of sub-agent runs (if any) and its report."""
     ended = f" · stop reason {run.stop_reason}" if run.stop_reason else ""
+    covered = run.coverage
+    if covered is not None:
+        # What Keel's records show was read: a partial review never reads as just "completed".
+        files = f"{covered.files_covered} of {covered.files_total} files"
+        ended = f" · {covered.status} · {files}{ended}"
     heading = Text.assemble(
         ("Run ", "bold"), (run.id, "bold"), f"  {run.agent}  ", (run.status, "bold"), ended
     )

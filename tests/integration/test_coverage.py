@@ -171,6 +171,8 @@ async def test_a_ceiling_that_cannot_cover_everything_ends_partial_and_says_so(
         async with httpx.AsyncClient(base_url=url, headers=auth_headers()) as http:
             got = await http.get(f"/v1/runs/{run_id[1]}")
             listed = await http.get("/v1/runs")
+        code, shown = await keel("runs", "show", run_id[1], env=env)
+        assert code == 0, shown
     assert got.status_code == 200, got.text
     run = got.json()
     assert run["status"] == "completed" and run["stop_reason"] == "token_budget"
@@ -178,7 +180,9 @@ async def test_a_ceiling_that_cannot_cover_everything_ends_partial_and_says_so(
     assert coverage["status"] == "partial"
     assert 0 < coverage["files_covered"] < coverage["files_total"] == len(ws.files)
     # The CLI's last line says partial, with the ledger's counts.
-    last = out.strip().splitlines()[-1]
+    # (The line may wrap at the terminal's width: its start is on the one before.)
+    last = next(line for line in reversed(out.splitlines()) if line.startswith("completed · "))
+    assert out.strip().endswith(last) or last in "\n".join(out.strip().splitlines()[-2:])
     assert last.startswith(
         f"completed · partial · {coverage['files_covered']} of {len(ws.files)} files · "
         "stop reason token_budget"
@@ -192,6 +196,7 @@ async def test_a_ceiling_that_cannot_cover_everything_ends_partial_and_says_so(
     listed_section = not_covered(section)
     assert {p for p in listed_section if p in ws.files} == missed
     assert len(read) == coverage["files_covered"]
+    assert f"partial · {coverage['files_covered']} of {len(ws.files)} files" in shown
     [row] = [r for r in listed.json()["runs"] if r["id"] == run_id[1]]
     assert row["coverage"]["status"] == "partial"
     assert llm.requests and not any(r.rejected for r in llm.requests)
