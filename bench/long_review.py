@@ -13,12 +13,15 @@ conversation with the budget off on an unlimited window: every output stays in i
     .venv/bin/python -m bench.long_review --workspace .venv/lib/python3.11/site-packages/httpx
     .venv/bin/python -m bench.long_review --sizes 2 --no-subagents --contrast
     .venv/bin/python -m bench.long_review --sizes 2 --contrast --recent-share 0.4 --stale-at 0.3
+    .venv/bin/python -m bench.long_review --sizes 0.5 2 --window 16384 --contrast --plain
+    .venv/bin/python -m bench.long_review --sizes 0.5 --window 16384 --contrast --plain --no-plans
 
 Per run, over the run and its sub-agents: total prompt tokens (as the server counts
 them), the largest request, prompt tokens per KB of source, the ratio of prompt tokens
 to the source's own tokens, the share of prompt tokens that repeat the previous
 request's prefix in the same conversation (what a provider's prompt cache serves),
-steps, compactions, children (sub-agent runs), files the report names, refused
+steps, compactions, children (sub-agent runs), files covered (Keel's ledger where Keel
+plans the reading, else the files the report names) and their share, refused
 requests, wall time and history bytes a step. See bench/README.md.
 """
 
@@ -32,6 +35,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 from temporalio.client import Client
 
@@ -57,6 +61,14 @@ RUN_TIMEOUT_S = 1800.0
 MB = 1_000_000
 
 
+@dataclass(frozen=True)
+class Model:
+    """How the scripted model reviews, and whether Keel plans the reading."""
+
+    plain: bool = False
+    plans: bool = True
+
+
 @dataclass
 class ReviewFigures:
     """One review, measured."""
@@ -71,6 +83,7 @@ class ReviewFigures:
     compactions: int
     children: int
     covered: int
+    covered_pct: float
     seconds: float
     history: int
     over_window: int
@@ -86,14 +99,14 @@ class ReviewFigures:
             f"{self.label:<28} {self.source_bytes / MB:>5.1f} {self.files:>5} "
             f"{self.prompt_tokens:>12,} {self.largest:>9,} {per_kb:>8.0f} {ratio:>6.2f} "
             f"{self.cached_share:>7.0%} {self.steps:>6} {self.compactions:>5} {self.children:>5} "
-            f"{self.covered:>5} {self.over_window:>5} {self.seconds:>7.1f} "
-            f"{self.history / max(1, self.steps):>8.0f}"
+            f"{self.covered:>5} {self.covered_pct:>6.0%} {self.over_window:>5} "
+            f"{self.seconds:>7.1f} {self.history / max(1, self.steps):>8.0f}"
         )
 
 
 HEADER = (
     f"{'run':<28} {'MB':>5} {'files':>5} {'prompt tok':>12} {'largest':>9} {'tok/KB':>8} "
-    f"{'x src':>6} {'cached':>7} {'steps':>6} {'compa':>5} {'child':>5} {'cover':>5} "
+    f"{'x src':>6} {'cached':>7} {'steps':>6} {'compa':>5} {'child':>5} {'cover':>5} {'cov %':>6} "
     f"{'over':>5} {'wall s':>7} {'hist B/st':>8}"
 )
 
@@ -125,6 +138,16 @@ def main(argv: list[str] | None = None) -> None:
         help="what-if: compact once stubs and calls pass this share of the window (default 0.08)",
     )
     parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="a model that never delegates and never lists what it read (`plain_reviewer`)",
+    )
+    parser.add_argument(
+        "--no-plans",
+        action="store_true",
+        help="leave the reading to the model: no coverage plan (KEEL_COVERAGE_PLANS=false)",
+    )
+    parser.add_argument(
         "--workspace",
         type=Path,
         help="review this directory (e.g. a real project) instead of generated workspaces",
@@ -139,7 +162,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--workspace {args.workspace} is not a directory.")
     try:
         workspace = args.workspace.resolve() if args.workspace is not None else None
-        asyncio.run(bench(args.sizes, args.window, args.contrast, workspace, not args.no_subagents))
+        model = Model(plain=args.plain, plans=not args.no_plans)
+        asyncio.run(
+            bench(args.sizes, args.window, args.contrast, workspace, not args.no_subagents, model)
+        )
     except (BenchError, StackError, StoreUnavailable) as exc:
         raise SystemExit(f"long_review: {exc}") from None
 
@@ -150,7 +176,9 @@ async def bench(
     contrast: list[float],
     workspace: Path | None = None,
     subagents: bool = True,
+    model: Model | None = None,
 ) -> None:
+    model = model or Model()
     admin_url = Settings().database_url or DEFAULT_ADMIN_URL
     figures: list[ReviewFigures] = []
     with tempfile.TemporaryDirectory(prefix="keel-long-review-") as tmp:
@@ -188,6 +216,7 @@ async def bench(
                                 size=size,
                                 # The contrast is the one conversation that never forgets.
                                 subagents=subagents and budget,
+                                model=model,
                             )
                         )
                         print(figures[-1].row(), flush=True)
@@ -213,10 +242,12 @@ async def review(
     budget: bool,
     size: float,
     subagents: bool,
+    model: Model,
 ) -> ReviewFigures:
     files, source_bytes = _source_files(ws_root)
     size = size or source_bytes / MB
-    script = Script(name=MODEL, policy="reviewer", context_window=window)
+    policy: Literal["reviewer", "plain_reviewer"] = "plain_reviewer" if model.plain else "reviewer"
+    script = Script(name=MODEL, policy=policy, context_window=window)
     with ScriptedLLMServer(script) as llm:
         settings = settings_from(
             temporal_address=temporal_address,
@@ -230,6 +261,7 @@ async def review(
             data_dir=root / "data",
             workspace_root=ws_root,
             llm_max_attempts=2,
+            coverage_plans=model.plans,
         )
         parts = build_worker(client, store, settings)
         run_id = f"run-long-{uuid.uuid4().hex[:10]}"
@@ -238,7 +270,7 @@ async def review(
                 started = time.perf_counter()
                 run = RunInput(
                     run_id=run_id,
-                    agent=review_agent(len(files), subagents=subagents),
+                    agent=review_agent(len(files), subagents=subagents, plans=model.plans),
                     input=PROMPT,
                     model=MODEL,
                     workspace=str(ws_root),
@@ -268,6 +300,12 @@ async def review(
         mode = "budget off, unlimited"
     else:
         mode = f"window {window}" + ("" if subagents else ", one conversation")
+    mode += ", plain" if model.plain else ""
+    mode += ", Keel plans" if model.plans else ""
+    # Keel's ledger where it planned the reading; else the files the report names.
+    ledger = tree[0].coverage
+    named = sum(1 for f in rel if f"- {f}\n" in report + "\n")
+    covered = ledger.files_covered if ledger is not None else named
     return ReviewFigures(
         label=f"{size:.1f} MB {mode}",
         source_bytes=source_bytes,
@@ -278,7 +316,8 @@ async def review(
         steps=sum(r.steps for r in tree),
         compactions=sum(1 for e in events if e.type == "compaction"),
         children=len(tree) - 1,
-        covered=sum(1 for f in rel if f"- {f}\n" in report + "\n"),
+        covered=covered,
+        covered_pct=covered / max(1, len(files)),
         seconds=seconds,
         history=await tree_history_bytes(client, [r.id for r in tree]),
         over_window=sum(1 for r in requests if r.rejected),
@@ -306,7 +345,7 @@ def _reviewable(path: Path) -> bool:
     return not any(part in ("__pycache__", ".git", "node_modules", ".venv") for part in path.parts)
 
 
-def review_agent(files: int, *, subagents: bool = True) -> AgentSpec:
+def review_agent(files: int, *, subagents: bool = True, plans: bool = True) -> AgentSpec:
     """The built-in review agent, with limits that let it read every file.
 
     Without sub-agents it has no `task` tool and reviews in one conversation.
@@ -321,7 +360,7 @@ def review_agent(files: int, *, subagents: bool = True) -> AgentSpec:
             "max_tool_calls": files * 4 + 50,
         }
     )
-    update: dict[str, object] = {"limits": limits}
+    update: dict[str, object] = {"limits": limits, "coverage": "files" if plans else "model"}
     if not subagents:
         update["subagents"] = []
     return spec.model_copy(update=update)
