@@ -138,10 +138,10 @@ class CoverageActivities(Coverage):
         """The ledger over the run's tree, stored on the run with its coverage section."""
         state = close.state
         views = await self._store.tree_views(close.tenant_id, close.run_id)
-        readers = _readers(views)
+        read = readers(views)
         must_read = state.files
-        covered = {p: readers[p] for p in must_read if p in readers}
-        unread = sorted(p for p in must_read if p not in readers)
+        covered = {p: read[p] for p in must_read if p in read}
+        unread = sorted(p for p in must_read if p not in read)
         summary = CoverageSummary(
             status="complete" if not unread and not state.truncated else "partial",
             files_total=len(must_read),
@@ -203,7 +203,7 @@ def _ends_with_newline(path: Path, size: int) -> bool:
         return fh.read(1) == b"\n"
 
 
-def _readers(views: list[FileView]) -> dict[str, list[str]]:
+def readers(views: list[FileView]) -> dict[str, list[str]]:
     """Files whose every line some run of the tree was shown, with the runs that showed it."""
     by_path: dict[str, list[FileView]] = {}
     for view in views:

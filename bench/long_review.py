@@ -20,8 +20,8 @@ Per run, over the run and its sub-agents: total prompt tokens (as the server cou
 them), the largest request, prompt tokens per KB of source, the ratio of prompt tokens
 to the source's own tokens, the share of prompt tokens that repeat the previous
 request's prefix in the same conversation (what a provider's prompt cache serves),
-steps, compactions, children (sub-agent runs), files covered (Keel's ledger where Keel
-plans the reading, else the files the report names) and their share, refused
+steps, compactions, children (sub-agent runs), files covered (read whole by some run of
+the tree, from Keel's ledger, whoever planned the reading) and their share, refused
 requests, wall time and history bytes a step. See bench/README.md.
 """
 
@@ -41,6 +41,8 @@ from temporalio.client import Client
 
 from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database
 from bench.workspaces import generate_workspace
+from keel.activities.coverage import readers
+from keel.activities.store.coverage_store import CoverageStore
 from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.activities.store.run_tree import RunTreeStore
 from keel.api.core.runs import as_started
@@ -291,7 +293,6 @@ async def review(
             raise BenchError(f"The review of {size:g} MB did not complete: {result.error}")
         requests = llm.requests
     tree = await RunTreeStore(store.pool).subtree(run.tenant_id, run_id)
-    report = tree[0].report or ""
     rel = [str(p.relative_to(ws_root)) for p in files]
     events = [e for r in tree for e in await store.list_events(r.id, limit=100_000)]
     accepted = [r for r in requests if not r.rejected]
@@ -302,10 +303,9 @@ async def review(
         mode = f"window {window}" + ("" if subagents else ", one conversation")
     mode += ", plain" if model.plain else ""
     mode += ", Keel plans" if model.plans else ""
-    # Keel's ledger where it planned the reading; else the files the report names.
-    ledger = tree[0].coverage
-    named = sum(1 for f in rel if f"- {f}\n" in report + "\n")
-    covered = ledger.files_covered if ledger is not None else named
+    # Keel's ledger (what the tree was shown, whole), whoever planned the reading.
+    read = readers(await CoverageStore(store.pool).tree_views(run.tenant_id, run_id))
+    covered = sum(1 for f in rel if f in read)
     return ReviewFigures(
         label=f"{size:.1f} MB {mode}",
         source_bytes=source_bytes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from keel.activities.coverage import _readers
+from keel.activities.coverage import readers
 from keel.activities.store.coverage_store import FileView, views_in
 from keel.worker.agent_catalog import (
     AgentCatalog,
@@ -96,7 +96,7 @@ def test_a_file_is_read_once_every_line_was_shown_to_some_run() -> None:
         FileView("root", "c.py", 1, 10, 10),
         FileView("part-3", "c.py", 1, 10, 10),
     ]
-    read = _readers(views)
+    read = readers(views)
     assert read == {"a.py": ["part-1", "part-2"], "c.py": ["root", "part-3"]}
 
 
