@@ -38,7 +38,7 @@ from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
 from keel.activities.plugin_api import PluginCode
 from keel.activities.run_records import open_run
 from keel.activities.store.audit import AuditLog, policy_entry
-from keel.activities.store.coverage_store import CoverageStore, views_in
+from keel.activities.store.coverage_store import views_in
 from keel.activities.store.mcp_tool_store import McpToolStore
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
@@ -90,7 +90,6 @@ class LlmActivities(LlmCalls):
         self._anthropic = anthropic
         self._mcp_tools = McpToolStore(store.pool)
         self._runs = RunTreeStore(store.pool)
-        self._views = CoverageStore(store.pool)
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
@@ -176,9 +175,9 @@ class LlmActivities(LlmCalls):
             event_seq=step.event_seq,
             cost_usd=self._cost(step.model, usage),
             estimated_tokens=estimated,
+            # The coverage ledger: the lines of each file this request showed the model.
+            views=views_in(step.run_id, messages),
         )
-        # The coverage ledger: the lines of each file this request showed the model.
-        await self._views.record_views(views_in(step.run_id, messages))
         return _digest(tool_calls, usage, latency_ms)
 
     def _plugin_tool_definitions(self, names: list[str]) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """The coverage ledger: which lines of which files each run's model was shown.
 
-Written by the model call (`record_views`): every `read_file` output a request
-carries, as sent (after the context budget cut it), is one row of (run, path, first
-and last line shown, lines in the file). Keyed by what was shown, so a retried call
+Written with each model call's record (`Store.record_assistant`): every `read_file`
+output a request carries, as sent (after the context budget cut it), is one row of
+(run, path, first and last line shown, lines in the file). Keyed by what was shown, so a retried call
 writes nothing twice. Read over a run's whole tree: a file is read once the union of
 its rows covers every line.
 """
@@ -94,15 +94,6 @@ class CoverageStore:
 
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]) -> None:
         self._pool = pool
-
-    async def record_views(self, views: list[FileView]) -> None:
-        if not views:
-            return
-        async with self._pool.connection() as conn, conn.cursor() as cur:
-            await cur.executemany(
-                RECORD_VIEW_SQL,
-                [(v.run_id, v.path, v.first, v.last, v.total) for v in views],
-            )
 
     async def tree_views(self, tenant_id: str, run_id: str) -> list[FileView]:
         async with self._pool.connection() as conn:

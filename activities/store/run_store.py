@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import JsonValue
 
 from keel.activities.store.audit import AuditEntry, AuditLog, redact
+from keel.activities.store.coverage_store import RECORD_VIEW_SQL, FileView
 from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.interaction_closing import close_pending_in
 from keel.activities.store.interaction_rows import event_data
@@ -680,12 +681,18 @@ class Store:
         event_seq: int,
         cost_usd: float = 0.0,
         estimated_tokens: int = 0,
+        views: Sequence[FileView] = (),
     ) -> None:
-        """Store an LLM call's message, trace, usage and events in one transaction.
+        """Store an LLM call's message, trace, usage and events in one transaction, with
+        the lines of each file the request showed (the coverage ledger).
 
         Pipelined: the statements go out together and cost one round trip.
         """
         async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+            for view in views:
+                await conn.execute(
+                    RECORD_VIEW_SQL, (view.run_id, view.path, view.first, view.last, view.total)
+                )
             await self._put_message(
                 conn, run_id, step, 1, "assistant", content, tool_calls=tool_calls or None
             )
