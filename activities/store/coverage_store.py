@@ -2,9 +2,9 @@
 
 Written with each model call's record (`Store.record_assistant`): every `read_file`
 output a request carries, as sent (after the context budget cut it), is one row of
-(run, path, first and last line shown, lines in the file). Keyed by what was shown, so a retried call
-writes nothing twice. Read over a run's whole tree: a file is read once the union of
-its rows covers every line.
+(run, path, first and last line shown, lines in the file). Keyed by what was shown,
+so a retried call writes nothing twice. Read over a run's whole tree: a file is read
+once the union of its rows covers every line.
 """
 
 from __future__ import annotations
