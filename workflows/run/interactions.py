@@ -1,0 +1,456 @@
+"""The run's interactions: approvals, questions and client-executed calls.
+
+`RunInteractions` opens the interactions a round of tool calls asks for, waits for
+each decision or its expiry timer, stores the outcome (Postgres decides which request
+took), and acts on it. `AgentRunWorkflow` composes it; its update, signal and query
+handlers delegate here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from keel.workflows import timeouts
+    from keel.workflows.activity_call import run_activity
+    from keel.workflows.activity_refs import InteractionRecords
+    from keel.workflows.gate.gate import GateDecision
+    from keel.workflows.gate.permissions import PermissionRule
+    from keel.workflows.gate.tool_specs import Risk
+    from keel.workflows.models import (
+        MAX_ANSWER_CHARS,
+        DecisionOutcome,
+        GateResult,
+        Interaction,
+        InteractionDecision,
+        MessageRef,
+        OpenInteractionsInput,
+        ResolveInteractionInput,
+        RunInput,
+        RunState,
+        RunStatus,
+        ToolDigest,
+    )
+    from keel.workflows.run import subagents
+
+if TYPE_CHECKING:
+    from keel.workflows.models import StopReason
+
+__all__ = ["RunAborted", "RunInteractions", "is_task"]
+
+
+class RunAborted(Exception):
+    """The run must stop and fail, for a reason the policy gives."""
+
+
+class InteractionHost(Protocol):
+    """What the agent run offers its interactions."""
+
+    _state: RunState
+    _ids: RunInput
+    """The run's record keys, for handlers that may run before `run` does."""
+
+    def _take_seqs(self, count: int) -> int: ...
+
+    async def _notify(
+        self,
+        run: RunInput,
+        status: RunStatus | Literal["waiting"],
+        *,
+        interactions: list[Interaction] | None = None,
+        stop_reason: StopReason | None = None,
+        error: str | None = None,
+        report_preview: str = "",
+    ) -> None: ...
+
+    async def _tell_parent(self, run: RunInput) -> None: ...
+
+    async def _run_subagents(
+        self, run: RunInput, calls: list[tuple[int, GateDecision]]
+    ) -> dict[int, GateResult]: ...
+
+    async def _run_tool(
+        self,
+        run: RunInput,
+        ord_: int,
+        decision: GateDecision,
+        *,
+        interaction_id: str | None = None,
+    ) -> ToolDigest | GateResult: ...
+
+
+class RunInteractions:
+    """Opens, decides and settles the run's interactions; the workflow delegates here."""
+
+    def __init__(self, host: InteractionHost) -> None:
+        self._host = host
+        # Interactions whose decision is being stored right now: others wait or are refused.
+        self.deciding: set[str] = set()
+
+    def answer_is_final(self, ref: MessageRef) -> bool:
+        """Expired requests may be asked again; every other answer is reused."""
+        for interaction in self._host._state.interactions.values():
+            if interaction.step == ref.step and interaction.ord == ref.ord:
+                return interaction.status != "expired"
+        return True
+
+    async def open(self, run: RunInput, asks: list[tuple[int, GateDecision]]) -> list[Interaction]:
+        if not asks:
+            return []
+        policy = run.agent.approval
+        expires_after = timedelta(seconds=run.approval_expires_after_s or policy.expires_after_s)
+        now = workflow.now()
+        created: list[Interaction] = []
+        for ord_, decision in asks:
+            assert decision.spec is not None
+            question = decision.subject if decision.spec.group == "interact" else None
+            interaction = Interaction(
+                id=subagents.interaction_id(
+                    run.run_id, run.parent_run_id, self._host._state.step, ord_
+                ),
+                kind="local_tool_result"
+                if decision.local
+                else ("ask_user" if question is not None else "confirm"),
+                step=self._host._state.step,
+                ord=ord_,
+                call_id=decision.call.call_id,
+                tool=decision.call.name,
+                arguments=decision.canonical_arguments,
+                payload_hash=decision.payload_hash,
+                risk=decision.spec.risk,
+                subject=decision.subject,
+                question=question,
+                requester=run.requester,
+                # Only the client that started the run has the files a local call reads.
+                approvers=[run.requester]
+                if decision.local
+                else self.approvers(run, decision.spec.risk),
+                created_at=now,
+                expires_at=now + expires_after,
+            )
+            self._host._state.interactions[interaction.id] = interaction
+            created.append(interaction)
+        await run_activity(
+            InteractionRecords.open_interactions,
+            OpenInteractionsInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interactions=created,
+                event_seq=self._host._take_seqs(len(created)),
+            ),
+            timeouts.STORE_CALL,
+            local=True,
+            summary="ask " + ", ".join(i.tool for i in created),
+        )
+        await self._host._notify(run, "waiting", interactions=created)
+        await self._host._tell_parent(run)
+        return created
+
+    def approvers(self, run: RunInput, risk: Risk) -> list[str]:
+        policy = run.agent.approval
+        named = run.approver or policy.approver
+        approvers: list[str] = []
+        if risk not in policy.no_self_approval:
+            approvers.append(run.requester)
+        if named and named not in approvers:
+            approvers.append(named)
+        return approvers
+
+    async def await_decision(self, interaction: Interaction) -> None:
+        """Return once the interaction is decided, or has expired and the expiry is stored."""
+        try:
+            await workflow.wait_condition(
+                lambda: interaction.status != "pending",
+                timeout=interaction.expires_at - workflow.now(),
+            )
+        except TimeoutError:
+            pass
+        if interaction.status == "pending":
+            # The timer fired: a decision being stored settles first, else the expiry is
+            # stored like a decision, and whichever Postgres holds is what happens.
+            await workflow.wait_condition(lambda: interaction.id not in self.deciding)
+            if interaction.status == "pending":
+                expired = interaction.model_copy(
+                    update={"status": "expired", "decision_id": str(workflow.uuid4())}
+                )
+                await self.store_outcome(expired, None)
+
+    async def settle(
+        self, run: RunInput, ord_: int, decision: GateDecision, interaction: Interaction
+    ) -> ToolDigest | GateResult:
+        """Wait for the decision or the expiry timer, record it, then act on it."""
+        await self.await_decision(interaction)
+        if interaction.decision == "approve_always":
+            self._host._state.session_rules.append(self.always_rule(interaction))
+        await self._host._tell_parent(run)
+        if interaction.status == "approved" and is_task(decision):
+            interaction.status = "executing"
+            answer = (await self._host._run_subagents(run, [(ord_, decision)]))[ord_]
+            interaction.status = "failed" if answer.is_error else "executed"
+            return answer
+        if interaction.status == "approved":
+            interaction.status = "executing"
+            digest = await self._host._run_tool(run, ord_, decision, interaction_id=interaction.id)
+            interaction.status = "failed" if digest.is_error else "executed"
+            return digest
+        if interaction.status == "expired" and run.agent.approval.on_expiry == "fail":
+            raise RunAborted(
+                f"the approval request {interaction.id} for {interaction.tool} expired "
+                f"unanswered at {interaction.expires_at.isoformat()}"
+            )
+        if interaction.kind == "local_tool_result":
+            return GateResult(
+                step=interaction.step,
+                ord=ord_,
+                call_id=interaction.call_id,
+                name=interaction.tool,
+                arguments=interaction.arguments,
+                content=_local_result(interaction),
+                is_error=interaction.status != "answered"
+                or (interaction.answer or "").startswith("Error:"),
+                event_seq=self._host._take_seqs(2),
+            )
+        return GateResult(
+            step=interaction.step,
+            ord=ord_,
+            call_id=interaction.call_id,
+            name=interaction.tool,
+            arguments=interaction.arguments,
+            content=_interaction_answer(interaction),
+            is_error=interaction.status != "answered",
+            event_seq=self._host._take_seqs(2),
+        )
+
+    @staticmethod
+    def always_rule(interaction: Interaction) -> PermissionRule:
+        """What `approve_always` grants: this tool on exactly this subject."""
+        return PermissionRule(
+            permission=interaction.tool,
+            pattern=_literal_glob(interaction.subject),
+            action="allow",
+        )
+
+    def problem_with(self, decision: InteractionDecision) -> tuple[str, str] | None:
+        """Why a decision cannot take, as (error type, sentence), or None if it can."""
+        interaction = self._host._state.interactions.get(decision.interaction_id)
+        if interaction is None:
+            return "InteractionNotFound", f"No interaction {decision.interaction_id} in this run."
+        if interaction.status != "pending" or workflow.now() >= interaction.expires_at:
+            state = "expired" if interaction.status in ("pending", "expired") else "resolved"
+            return "InteractionClosed", f"Interaction {interaction.id} is already {state}."
+        if interaction.id in self.deciding:
+            return (
+                "InteractionClosed",
+                f"Interaction {interaction.id} is already being decided by another request.",
+            )
+        if decision.approver not in interaction.approvers:
+            return (
+                "NotAnApprover",
+                f"{decision.approver} may not decide {interaction.id}; "
+                f"allowed: {', '.join(interaction.approvers) or 'nobody'}.",
+            )
+        if interaction.kind == "local_tool_result":
+            if decision.decision not in ("answer", "reject"):
+                return (
+                    "InvalidDecision",
+                    "A client-executed call takes `answer` with the tool's output as text, "
+                    "or `reject`.",
+                )
+            if decision.decision == "answer" and not decision.text:
+                return "InvalidDecision", "The result of a client-executed call needs its output."
+            return None
+        if interaction.kind == "ask_user":
+            if decision.decision not in ("answer", "reject"):
+                return "InvalidDecision", "A question takes `answer` (with text) or `reject`."
+            if decision.decision == "answer" and not (decision.text or "").strip():
+                return "InvalidDecision", "An answer needs non-empty text."
+            if len(decision.text or "") > MAX_ANSWER_CHARS:
+                return "InvalidDecision", f"An answer is at most {MAX_ANSWER_CHARS} characters."
+            return None
+        if len(decision.text or "") > MAX_ANSWER_CHARS:
+            return "InvalidDecision", f"A reason is at most {MAX_ANSWER_CHARS} characters."
+        if decision.decision == "answer":
+            return "InvalidDecision", "A tool call takes approve, approve_always or reject."
+        if decision.decision != "reject" and decision.payload_hash != interaction.payload_hash:
+            return (
+                "PayloadHashMismatch",
+                f"The payload hash does not match the proposal of {interaction.id}; "
+                "fetch the interaction again and approve what it shows.",
+            )
+        return None
+
+    def apply(
+        self, decision: InteractionDecision, interaction: Interaction | None = None
+    ) -> Interaction:
+        """Write `decision` into `interaction` (by default the run's own)."""
+        interaction = interaction or self._host._state.interactions[decision.interaction_id]
+        interaction.decision = decision.decision
+        interaction.decided_by = decision.approver
+        interaction.decided_at = workflow.now()
+        interaction.answer = decision.text
+        interaction.status = {
+            "approve": "approved",
+            "approve_always": "approved",
+            "reject": "rejected",
+            "answer": "answered",
+        }[decision.decision]  # type: ignore[assignment]
+        return interaction
+
+    async def claim(self, decision: InteractionDecision) -> Interaction:
+        """Store the decision, then take whatever Postgres holds as the outcome.
+
+        Stored before the update answers, by a regular activity: its command is recorded
+        before it runs, so a workflow task that never reaches the history (a speculative
+        one the server drops when updates race, a worker that dies) writes no outcome and
+        tells no caller "accepted" — a local activity there did both, and the replayed
+        task let the other decision win. Postgres decides which request took: the first
+        outcome stored wins, every answer compares the stored `decision_id` with the
+        request's own (the API sends one per request, so a request delivered again
+        recognises itself), and the run follows what is stored.
+        """
+        interaction = self._host._state.interactions[decision.interaction_id]
+        decision_id = decision.decision_id or str(workflow.uuid4())
+        proposed = self.apply(decision, interaction.model_copy())
+        proposed.decision_id = decision_id
+        rule = self.always_rule(proposed) if proposed.decision == "approve_always" else None
+        self.deciding.add(interaction.id)
+        try:
+            await self.store_outcome(proposed, rule)
+        finally:
+            self.deciding.discard(interaction.id)
+        if interaction.decision_id != decision_id:
+            raise ApplicationError(
+                f"Interaction {interaction.id} is already {interaction.status}.",
+                type="InteractionClosed",
+                non_retryable=True,
+            )
+        return interaction
+
+    async def store_outcome(self, proposed: Interaction, rule: PermissionRule | None) -> None:
+        """`resolve_interaction` for `proposed`; the run's interaction becomes what is stored."""
+        run = self._host._ids
+        result = await run_activity(
+            InteractionRecords.resolve_interaction,
+            ResolveInteractionInput(
+                run_id=run.run_id,
+                tenant_id=run.tenant_id,
+                session_id=run.session_id,
+                interaction=proposed,
+                new_session_rule=rule,
+                event_seq=self._host._take_seqs(1),
+            ),
+            timeouts.STORE_CALL,
+            # Regular, not local: its command is on record before it runs (see `_claim`).
+            summary=f"{proposed.status} {proposed.tool}",
+        )
+        stored = result.interaction
+        interaction = self._host._state.interactions[proposed.id]
+        interaction.decision = stored.decision
+        interaction.decided_by = stored.decided_by
+        interaction.decided_at = stored.decided_at
+        interaction.answer = stored.answer
+        interaction.decision_id = stored.decision_id
+        # Past `approved` in Postgres means it is running or ran: the run is what runs it.
+        interaction.status = (
+            "approved" if stored.status in ("executing", "executed", "failed") else stored.status
+        )
+
+    async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
+        await self.opened(decision.interaction_id)
+        interaction = self.took(decision)
+        if interaction is None:
+            problem = self.problem_with(decision)
+            if problem is not None:
+                raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
+            interaction = await self.claim(decision)
+        return DecisionOutcome(
+            interaction_id=interaction.id,
+            status=interaction.status,
+            decision_id=interaction.decision_id,
+        )
+
+    def validate(self, decision: InteractionDecision) -> None:
+        if self.took(decision) is not None:
+            return
+        problem = self.problem_with(decision)
+        # An interaction this run does not know yet may be on its way: see `_opened`.
+        if problem is not None and problem[0] != "InteractionNotFound":
+            raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
+
+    def took(self, decision: InteractionDecision) -> Interaction | None:
+        """The interaction, if this very request (by `decision_id`) is what was stored.
+
+        A request the server delivers again, after a workflow task that stored it was
+        lost, is told it took, not that the interaction is closed."""
+        interaction = self._host._state.interactions.get(decision.interaction_id)
+        if interaction is None or decision.decision_id is None:
+            return None
+        return interaction if interaction.decision_id == decision.decision_id else None
+
+    async def resolve(self, decision: InteractionDecision) -> None:
+        await self.opened(decision.interaction_id)
+        problem = self.problem_with(decision)
+        if problem is not None:
+            workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, problem[1])
+        else:
+            try:
+                await self.claim(decision)
+            except ApplicationError as err:
+                workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, err)
+
+    async def opened(self, interaction_id: str) -> None:
+        """Wait a little for an interaction that the store has and this run does not yet.
+
+        A worker that takes over a run replays it, and a decision can arrive in the
+        same workflow task as the model's reply that asks for the approval: the
+        decision is handled first, before the replay has opened the interaction again.
+        """
+        if interaction_id in self._host._state.interactions:
+            return
+        with contextlib.suppress(TimeoutError):  # then the caller says it is not found
+            await workflow.wait_condition(
+                lambda: interaction_id in self._host._state.interactions,
+                timeout=timeouts.DECISION_WAITS_FOR_INTERACTION,
+            )
+
+
+def is_task(decision: GateDecision) -> bool:
+    return decision.spec is not None and decision.spec.group == "task"
+
+
+def _literal_glob(text: str) -> str:
+    """A glob that matches exactly `text`."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _local_result(interaction: Interaction) -> str:
+    if interaction.status == "answered":
+        return interaction.answer or ""
+    if interaction.status == "rejected":
+        reason = f" Reason: {interaction.answer}" if interaction.answer else ""
+        return f"Error: the client refused to run this {interaction.tool} call.{reason}"
+    return (
+        f"Error: the client did not run this {interaction.tool} call before it expired at "
+        f"{interaction.expires_at.isoformat()}; the files it reads are only on the client."
+    )
+
+
+def _interaction_answer(interaction: Interaction) -> str:
+    if interaction.status == "answered":
+        return f"The user answered: {interaction.answer}"
+    if interaction.status == "rejected":
+        reason = f" Reason: {interaction.answer}" if interaction.answer else ""
+        return (
+            f"Error: the user rejected this {interaction.tool} call; it did not run.{reason} "
+            "Do not repeat it unchanged."
+        )
+    return (
+        f"Error: nobody answered the request to run {interaction.tool} before it expired "
+        f"at {interaction.expires_at.isoformat()}; it did not run."
+    )
