@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -23,6 +24,66 @@ from keel.worker.temporal_client import connect
 
 JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 ADMIN_URL = os.environ.get("KEEL_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+BWRAP = shutil.which("bwrap")
+CHROMIUM = os.environ.get("KEEL_CHROMIUM") or shutil.which("chromium")
+"""The programs some tests need from the distribution; the tests that need one that is
+missing are skipped with the reason below, and the run's summary says how to enable them."""
+MISSING = {
+    "needs_bwrap": (
+        BWRAP is None,
+        "needs bubblewrap: `bwrap` is not on PATH",
+        "apt-get install bubblewrap",
+    ),
+    "browser": (
+        CHROMIUM is None,
+        "needs Chromium: `chromium` is not on PATH (or KEEL_CHROMIUM)",
+        "apt-get install chromium chromium-driver",
+    ),
+}
+
+
+LANES = ("durability", "fuzz", "scale", "realtime")
+"""Marks of the slow lanes: each is also `slow`, which the default run deselects."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(lane) for lane in LANES):
+            item.add_marker(pytest.mark.slow)
+        if "tests/browser/" in item.nodeid:
+            item.add_marker(pytest.mark.browser)
+        for marker, (missing, reason, _) in MISSING.items():
+            if missing and item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """What was skipped for a missing program and how to enable it; what the lanes left out."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    counts: dict[str, int] = {}
+    for report in skipped:
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+        counts[reason.removeprefix("Skipped: ")] = (
+            counts.get(reason.removeprefix("Skipped: "), 0) + 1
+        )
+    lines = [
+        f"{counts[reason]} skipped, {reason}; to run them: {enable}"
+        for _, (_, reason, enable) in MISSING.items()
+        if counts.get(reason)
+    ]
+    deselected = len(terminalreporter.stats.get("deselected", []))
+    markexpr = terminalreporter.config.option.markexpr
+    if deselected and markexpr:
+        lines.append(
+            f"{deselected} deselected by -m {markexpr!r}: the slow lanes, which CI runs after "
+            "this; `.venv/bin/pytest -m slow` runs them (docs/testing.md)"
+        )
+    if lines:
+        terminalreporter.write_sep("-", "skipped and deselected")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
@@ -113,6 +174,10 @@ def settings_for(temporal_server: TemporalDevServer, database_url: str, tmp_path
             # Scripted turns play the model's own way through a review; the tests of
             # Keel's coverage plans (test_coverage) turn them on.
             "coverage_plans": False,
+            # `bash` runs unconfined here: these tests are about the run around a command
+            # (approvals, races, faults), and so pass where bubblewrap is not installed.
+            # The sandbox has tests of its own, marked needs_bwrap.
+            "bash_sandbox": "off",
         }
         values.update(overrides)
         return settings_from(**values)

@@ -29,6 +29,9 @@ SandboxMode = Literal["bwrap", "off"]
 LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
 """Starts the command inside the sandbox and reports how it started and ended."""
 
+EMPTIED = (Path("/tmp"), Path("/run"))
+"""Mounted empty inside the sandbox."""
+
 MISSING_BWRAP = (
     "bash is unavailable on this worker: commands run in a bubblewrap sandbox and the "
     "`bwrap` program is not installed. Tell the user; an operator can install the "
@@ -94,6 +97,11 @@ class Sandbox:
             "--tmpfs",
             "/run",
         ]
+        # Keel's own Python and launcher, read-only, where they live under one of those
+        # (a checkout or a virtualenv in /tmp): the launcher must start in there.
+        for path in (Path(sys.prefix), LAUNCHER.parent):
+            if any(path.is_relative_to(empty) for empty in EMPTIED):
+                argv += ["--ro-bind", str(path), str(path)]
         for path in self.hidden:
             if path.is_dir() and not workspace.is_relative_to(path.resolve()):
                 argv += ["--tmpfs", str(path.resolve())]

@@ -22,9 +22,8 @@ from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer
-from tests.conftest import in_process_worker, token_for
+from tests.conftest import CHROMIUM, in_process_worker, token_for
 
-CHROMIUM = "/usr/bin/chromium"
 # No internet here: without these Chromium's background connections fail noisily.
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -41,19 +40,6 @@ pytestmark = pytest.mark.browser
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/browser/" in str(item.fspath):
-            item.add_marker(pytest.mark.browser)
-            if not Path(CHROMIUM).exists():
-                item.add_marker(
-                    pytest.mark.skip(
-                        reason=f"{CHROMIUM} is absent: `apt-get install -y chromium` to run "
-                        "the console's browser tests"
-                    )
-                )
 
 
 @dataclass

@@ -46,6 +46,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
             "data_dir",
             "coverage_plans",
             "model_context_window",
+            "bash_sandbox",
         ),
     }
 

@@ -58,10 +58,19 @@ SANDBOXED = Sandbox.configured("bwrap")
 UNCONFINED = Sandbox(mode="off")
 
 
-def run(ws: Workspace, *command: str, **kwargs: object) -> ToolOutput:
+@pytest.fixture(
+    params=[UNCONFINED, pytest.param(SANDBOXED, marks=pytest.mark.needs_bwrap)],
+    ids=["off", "bwrap"],
+)
+def sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    """Each `bash` test runs unconfined and, where bubblewrap is installed, in its sandbox."""
+    chosen: Sandbox = request.param
+    return chosen
+
+
+def run(ws: Workspace, sandbox: Sandbox, *command: str, **kwargs: object) -> ToolOutput:
     cap = kwargs.pop("output_cap", 65_536)
-    sandbox = kwargs.pop("sandbox", SANDBOXED)
-    assert isinstance(cap, int) and isinstance(sandbox, Sandbox)
+    assert isinstance(cap, int)
     args = BashArgs.model_validate({"command": list(command), **kwargs})
     return bash(ws, args, sandbox=sandbox, output_cap=cap)
 
@@ -291,39 +300,43 @@ def test_edit_deleting_the_last_line(ws: Workspace, root: Path) -> None:
 # ---------------------------------------------------------------- bash
 
 
-def test_bash_captures_stdout_stderr_and_exit_code(ws: Workspace) -> None:
-    out = run(ws, *python("import sys; print('to out'); print('to err', file=sys.stderr); exit(3)"))
+def test_bash_captures_stdout_stderr_and_exit_code(ws: Workspace, sandbox: Sandbox) -> None:
+    out = run(
+        ws,
+        sandbox,
+        *python("import sys; print('to out'); print('to err', file=sys.stderr); exit(3)"),
+    )
 
     assert out.is_error
     assert out.text == "exit code 3\n--- stdout ---\nto out\n--- stderr ---\nto err"
 
 
-def test_bash_success_runs_in_cwd(ws: Workspace, root: Path) -> None:
+def test_bash_success_runs_in_cwd(ws: Workspace, sandbox: Sandbox, root: Path) -> None:
     (root / "sub").mkdir()
 
-    out = run(ws, *python("import os; print(os.getcwd())"), cwd="sub")
+    out = run(ws, sandbox, *python("import os; print(os.getcwd())"), cwd="sub")
 
     assert not out.is_error
     assert out.text == f"exit code 0\n--- stdout ---\n{root / 'sub'}"
 
 
-def test_bash_no_output(ws: Workspace) -> None:
-    assert run(ws, *python("pass")).text == "exit code 0\n(no output)"
+def test_bash_no_output(ws: Workspace, sandbox: Sandbox) -> None:
+    assert run(ws, sandbox, *python("pass")).text == "exit code 0\n(no output)"
 
 
-def test_bash_metacharacters_stay_literal(ws: Workspace, root: Path) -> None:
+def test_bash_metacharacters_stay_literal(ws: Workspace, sandbox: Sandbox, root: Path) -> None:
     literal = "a; touch pwned && $(touch pwned2) `touch pwned3` | cat > out"
 
-    out = run(ws, "echo", literal)
+    out = run(ws, sandbox, "echo", literal)
 
     assert out.text == f"exit code 0\n--- stdout ---\n{literal}"
     assert list(root.iterdir()) == []
 
 
-def test_bash_refuses_cwd_outside(ws: Workspace, outside: Path) -> None:
-    assert_error(run(ws, "pwd", cwd=".."), "outside the workspace")
-    assert_error(run(ws, "pwd", cwd=str(outside)), "outside the workspace")
-    assert_error(run(ws, "pwd", cwd="missing"), "not an existing directory")
+def test_bash_refuses_cwd_outside(ws: Workspace, sandbox: Sandbox, outside: Path) -> None:
+    assert_error(run(ws, sandbox, "pwd", cwd=".."), "outside the workspace")
+    assert_error(run(ws, sandbox, "pwd", cwd=str(outside)), "outside the workspace")
+    assert_error(run(ws, sandbox, "pwd", cwd="missing"), "not an existing directory")
 
 
 def _alive(pid: int) -> bool:
@@ -341,7 +354,6 @@ def _alive(pid: int) -> bool:
         return True
 
 
-@pytest.mark.parametrize("sandbox", [SANDBOXED, UNCONFINED], ids=["bwrap", "off"])
 def test_bash_timeout_kills_grandchildren(ws: Workspace, root: Path, sandbox: Sandbox) -> None:
     # The grandchild would write its file two seconds in, long after the 1 s timeout.
     code = """
@@ -352,7 +364,7 @@ def test_bash_timeout_kills_grandchildren(ws: Workspace, root: Path, sandbox: Sa
     """
     started = time.monotonic()
 
-    out = run(ws, *python(code), timeout_s=1, sandbox=sandbox)
+    out = run(ws, sandbox, *python(code), timeout_s=1)
 
     assert time.monotonic() - started < 10
     assert_error(out, "timeout of 1 s", "killed")
@@ -365,11 +377,12 @@ def test_bash_timeout_when_a_background_child_keeps_the_output_open(ws: Workspac
         import subprocess, sys
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     """
-    out = run(ws, *python(code), timeout_s=1, sandbox=UNCONFINED)
+    out = run(ws, UNCONFINED, *python(code), timeout_s=1)
 
     assert_error(out, "The program exited, but processes it started kept its output open")
 
 
+@pytest.mark.needs_bwrap
 def test_bash_in_the_sandbox_what_a_command_started_dies_when_it_exits(
     ws: Workspace, root: Path
 ) -> None:
@@ -380,7 +393,7 @@ def test_bash_in_the_sandbox_what_a_command_started_dies_when_it_exits(
     """
     started = time.monotonic()
 
-    out = run(ws, *python(code), timeout_s=30)
+    out = run(ws, SANDBOXED, *python(code), timeout_s=30)
 
     assert out.text == "exit code 0\n(no output)"
     assert time.monotonic() - started < 5
@@ -388,10 +401,10 @@ def test_bash_in_the_sandbox_what_a_command_started_dies_when_it_exits(
     assert not (root / "orphan.txt").exists()
 
 
-def test_bash_output_cap_keeps_head_and_tail(ws: Workspace) -> None:
+def test_bash_output_cap_keeps_head_and_tail(ws: Workspace, sandbox: Sandbox) -> None:
     code = "import sys; sys.stdout.write('HEAD' + 'x' * 100_000 + 'TAIL')"
 
-    out = run(ws, *python(code), output_cap=1000)
+    out = run(ws, sandbox, *python(code), output_cap=1000)
 
     assert not out.is_error
     body = out.text.split("--- stdout ---\n")[1]
@@ -401,17 +414,17 @@ def test_bash_output_cap_keeps_head_and_tail(ws: Workspace) -> None:
     assert len(out.text) < 1100
 
 
-def test_bash_output_cap_is_shared_by_both_streams(ws: Workspace) -> None:
+def test_bash_output_cap_is_shared_by_both_streams(ws: Workspace, sandbox: Sandbox) -> None:
     code = "import sys; sys.stdout.write('o' * 5000); sys.stderr.write('short')"
 
-    out = run(ws, *python(code), output_cap=1000)
+    out = run(ws, sandbox, *python(code), output_cap=1000)
 
     assert "--- stderr ---\nshort" in out.text
     assert "[… 4005 bytes cut …]" in out.text
 
 
 def test_bash_environment_is_minimal(
-    ws: Workspace, root: Path, monkeypatch: pytest.MonkeyPatch
+    ws: Workspace, sandbox: Sandbox, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KEEL_SECRET_PROBE", "x")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-leak")
@@ -421,7 +434,7 @@ def test_bash_environment_is_minimal(
         print(" ".join(sorted(os.environ)))
         print(os.environ["HOME"])
     """
-    out = run(ws, *python(code))
+    out = run(ws, sandbox, *python(code))
 
     lines = out.text.splitlines()
     assert lines[2] == "None"
@@ -430,25 +443,25 @@ def test_bash_environment_is_minimal(
     assert "sk-leak" not in out.text
 
 
-def test_bash_finds_programs_beside_this_python(ws: Workspace) -> None:
-    out = run(ws, Path(sys.executable).name, "-c", "import sys; print(sys.executable)")
+def test_bash_finds_programs_beside_this_python(ws: Workspace, sandbox: Sandbox) -> None:
+    out = run(ws, sandbox, Path(sys.executable).name, "-c", "import sys; print(sys.executable)")
 
     assert out.text == f"exit code 0\n--- stdout ---\n{sys.executable}"
 
 
-def test_bash_missing_program(ws: Workspace) -> None:
-    assert_error(run(ws, "keel-no-such-program", "--help"), "not found on PATH")
-    assert_error(run(ws, "./no-such-script"), "does not exist")
+def test_bash_missing_program(ws: Workspace, sandbox: Sandbox) -> None:
+    assert_error(run(ws, sandbox, "keel-no-such-program", "--help"), "not found on PATH")
+    assert_error(run(ws, sandbox, "./no-such-script"), "does not exist")
 
 
-def test_bash_file_that_is_not_executable(ws: Workspace, root: Path) -> None:
+def test_bash_file_that_is_not_executable(ws: Workspace, sandbox: Sandbox, root: Path) -> None:
     (root / "script.py").write_text("print(1)\n")
 
-    assert_error(run(ws, "./script.py"), "not an executable program")
+    assert_error(run(ws, sandbox, "./script.py"), "not an executable program")
 
 
-def test_bash_reports_the_killing_signal(ws: Workspace) -> None:
-    out = run(ws, *python("import os, signal; os.kill(os.getpid(), signal.SIGTERM)"))
+def test_bash_reports_the_killing_signal(ws: Workspace, sandbox: Sandbox) -> None:
+    out = run(ws, sandbox, *python("import os, signal; os.kill(os.getpid(), signal.SIGTERM)"))
 
     assert out.is_error
     assert out.text.startswith("exit code -15 (killed by SIGTERM)")

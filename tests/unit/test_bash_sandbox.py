@@ -19,9 +19,7 @@ from keel.activities.tools.workspace import Workspace
 from keel.workflows.gate.tool_specs import BashArgs
 
 SANDBOXED = Sandbox.configured("bwrap")
-pytestmark = pytest.mark.skipif(
-    SANDBOXED.bwrap is None, reason="needs bubblewrap (apt-get install bubblewrap)"
-)
+pytestmark = pytest.mark.needs_bwrap
 
 
 @pytest.fixture
