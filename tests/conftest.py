@@ -61,27 +61,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """What was skipped for a missing program and how to enable it; what the lanes left out."""
-    skipped = terminalreporter.stats.get("skipped", [])
     counts: dict[str, int] = {}
-    for report in skipped:
-        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
-        counts[reason.removeprefix("Skipped: ")] = (
-            counts.get(reason.removeprefix("Skipped: "), 0) + 1
-        )
+    for report in terminalreporter.stats.get("skipped", []):
+        said = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+        reason = said.removeprefix("Skipped: ")
+        counts[reason] = counts.get(reason, 0) + 1
     lines = [
         f"{counts[reason]} skipped, {reason}; to run them: {enable}"
         for _, (_, reason, enable) in MISSING.items()
         if counts.get(reason)
     ]
-    deselected = len(terminalreporter.stats.get("deselected", []))
     markexpr = terminalreporter.config.option.markexpr
-    if deselected and markexpr:
+    if "not slow" in markexpr:
         lines.append(
-            f"{deselected} deselected by -m {markexpr!r}: the slow lanes, which CI runs after "
-            "this; `.venv/bin/pytest -m slow` runs them (docs/testing.md)"
+            f"the slow lanes ({', '.join(LANES)}) were left out by -m {markexpr!r}; CI runs "
+            "them after this run: `.venv/bin/pytest -m slow` (docs/testing.md)"
         )
     if lines:
-        terminalreporter.write_sep("-", "skipped and deselected")
+        terminalreporter.write_sep("-", "not run here")
         for line in lines:
             terminalreporter.write_line(line)
 

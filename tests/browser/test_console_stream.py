@@ -26,7 +26,7 @@ from tests.conftest import auth_headers, in_process_worker
 LOCAL = auth_headers("default", "local")
 
 
-@pytest.mark.slow
+@pytest.mark.realtime
 async def test_a_dropped_stream_resumes_without_duplicates(
     temporal_client: Client,
     store: Store,

@@ -286,7 +286,7 @@ async def test_denied_by_policy_and_bash_without_a_shell(
         assert not (workspace / name).exists()
 
 
-@pytest.mark.slow  # two `keel worker` processes, one killed while the run waits
+@pytest.mark.durability  # two `keel worker` processes, one killed while the run waits
 async def test_an_approval_after_a_worker_restart_is_honoured_once(
     store: Store,
     workspace: Path,

@@ -43,7 +43,7 @@ def named_files(report: str, files: list[str]) -> list[str]:
     return [f for f in files if re.search(rf"(?m)^- {re.escape(f)}$", report)]
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 async def test_long_review_fits_a_16k_window(
     temporal_client: Client,
     store: Store,
@@ -96,7 +96,7 @@ async def test_long_review_fits_a_16k_window(
     assert per_step <= 1024
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 async def test_a_delegated_review_of_2mb_fits_a_16k_window_in_every_run(
     temporal_client: Client,
     store: Store,

@@ -101,7 +101,7 @@ async def one_round(
     return [f"round {round_} ({run_id}): {p}" for p in problems]
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 async def test_approve_and_reject_racing_leave_one_consistent_outcome(
     temporal_client: Client,
     store: Store,

@@ -81,6 +81,7 @@ async def wait_until(predicate: Callable[[], bool], limit_s: float = 30.0) -> No
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.durability
 async def test_sigkilled_worker_mid_step_and_the_run_completes(
     temporal_client: Client,
     store: Store,
@@ -123,6 +124,7 @@ async def test_sigkilled_worker_mid_step_and_the_run_completes(
     assert run.prompt_tokens == 400  # each completed call counted once
 
 
+@pytest.mark.durability
 async def test_temporal_server_restart_mid_run(
     store: Store,
     workspace: Path,
@@ -161,7 +163,7 @@ async def test_temporal_server_restart_mid_run(
         await server.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 async def test_long_run_with_large_outputs_keeps_history_small(
     temporal_client: Client,
     store: Store,

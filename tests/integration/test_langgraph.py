@@ -233,7 +233,7 @@ async def scheduled_run(http: httpx.AsyncClient, schedule_id: str) -> dict[str, 
     return dict(runs[0]) if runs and runs[0]["status"] == "completed" else None
 
 
-@pytest.mark.slow  # two `keel worker` processes, one killed mid-step
+@pytest.mark.durability  # two `keel worker` processes, one killed mid-step
 async def test_a_killed_worker_mid_stream_and_join_returns_the_completed_run(
     store: Store,
     workspace: Path,

@@ -102,7 +102,7 @@ async def timed_get(http: httpx.AsyncClient, path: str) -> tuple[httpx.Response,
     return response, time.monotonic() - started
 
 
-@pytest.mark.slow
+@pytest.mark.durability
 async def test_a_postgres_outage_of_40_s_mid_run(
     temporal_client: object,
     database_url: str,

@@ -472,7 +472,7 @@ def test_mcp_fuzz(keel_url: str) -> None:
     _fuzz_mcp(keel_url, 80)
 
 
-@pytest.mark.slow  # several minutes: 2,500 requests, many of them starting runs
+@pytest.mark.fuzz  # several minutes: 2,500 requests, many of them starting runs
 @pytest.mark.timeout(1200)  # past the suite's 300 s per test: 3-6 minutes in all
 def test_a2a_and_mcp_fuzz_long(keel_url: str) -> None:
     """The same generator further: its first requests are the quick test's, so their

@@ -110,7 +110,7 @@ class Receiver:
         return await eventually(find, f"a {event} notice")
 
 
-@pytest.mark.slow  # real fires 2 s apart, and 5 s of a paused schedule firing nothing
+@pytest.mark.realtime  # real fires 2 s apart, and 5 s of a paused schedule firing nothing
 async def test_an_interval_schedule_runs_and_obeys_pause_unpause_and_trigger(
     workspace: Path, keel_app: LaunchKeel
 ) -> None:

@@ -48,7 +48,7 @@ ALICE = auth_headers("default", "alice")
 # -- #5 -------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.durability
 async def test_a_run_started_while_temporal_is_down_is_a_503_and_a_retry_starts_it(
     store: Store,
     workspace: Path,
@@ -104,7 +104,7 @@ async def test_a_run_started_while_temporal_is_down_is_a_503_and_a_retry_starts_
 # -- #6 -------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.durability
 async def test_a_decision_with_no_worker_is_queued_at_once_and_retries_are_idempotent(
     temporal_client: TemporalClient,
     store: Store,
@@ -317,7 +317,7 @@ async def a2a_send(http: httpx.AsyncClient, token: str) -> httpx.Response:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.durability
 @pytest.mark.parametrize("key_server", ["refuses", "never answers"])
 async def test_a2a_answers_503_when_the_key_set_is_unavailable_and_the_api_stays_up(
     key_server: str, workspace: Path, settings_for: MakeSettings
@@ -373,7 +373,7 @@ def a2a_message(text: str, message_id: str, task_id: str | None = None) -> dict[
     }
 
 
-@pytest.mark.slow
+@pytest.mark.durability
 async def test_a2a_answers_temporal_down_as_a_retryable_503_and_a_resent_answer_is_one_decision(
     store: Store,
     database_url: str,

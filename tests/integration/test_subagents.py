@@ -311,7 +311,7 @@ async def test_cancelling_the_parent_cancels_its_children(
     assert llm.requests_of("")[1] == 0  # the parent never asked its model again
 
 
-@pytest.mark.slow
+@pytest.mark.durability
 async def test_sigkilled_worker_while_children_run_and_every_run_completes_once(
     temporal_client: Client,
     store: Store,

@@ -172,7 +172,7 @@ async def test_a_claim_tells_never_started_from_outcome_unknown(
         assert told.startswith("exit code 0")
 
 
-@pytest.mark.slow
+@pytest.mark.durability
 async def test_a_worker_killed_right_after_the_approval_runs_the_command_once(
     temporal_client: Client,
     store: Store,
@@ -236,7 +236,8 @@ async def test_a_worker_killed_right_after_the_approval_runs_the_command_once(
     assert "ran once" in outcomes
 
 
-@pytest.mark.slow
+@pytest.mark.durability
+@pytest.mark.needs_bwrap  # the sandbox is what kills the command with its worker
 async def test_a_command_dies_with_its_killed_worker_and_the_model_is_told(
     temporal_client: Client,
     store: Store,
@@ -253,7 +254,7 @@ async def test_a_command_dies_with_its_killed_worker_and_the_model_is_told(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
+    settings = settings_for(llm, workspace, api_port=free_port(), bash_sandbox="bwrap")
     ticks = workspace / "ticks.txt"
 
     def spawn() -> subprocess.Popen[bytes]:
