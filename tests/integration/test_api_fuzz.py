@@ -197,6 +197,7 @@ random_only = schemathesis.pytest.from_fixture("keel_schema_random_only")
 
 # The SSE stream is fuzzed too: a fuzzed run id is unknown (404) or the finished known
 # run, whose stream ends after its terminal event; the request timeout bounds the rest.
+@pytest.mark.fuzz  # minutes: 30 generated requests per operation, many starting runs
 @schema.parametrize()
 @FUZZ_SETTINGS
 def test_every_operation_answers_as_documented(

@@ -201,8 +201,12 @@ async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
     async with (
         in_process_worker(temporal_client, store, settings),
         serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers("default", "alice")) as alice,
-        httpx.AsyncClient(base_url=url, headers=auth_headers("other-tenant", "mallory")) as other,
+        httpx.AsyncClient(
+            base_url=url, headers=auth_headers("default", "alice"), timeout=30
+        ) as alice,
+        httpx.AsyncClient(
+            base_url=url, headers=auth_headers("other-tenant", "mallory"), timeout=30
+        ) as other,
     ):
         body = {"task": "Review the retry logic", "agents": [{"url": f"{url}/a2a/review"}]}
         body |= {"timeout_s": 120, "id": chosen}

@@ -107,7 +107,9 @@ async def test_lists_show_top_level_runs_with_child_counts_and_children_on_reque
             assert refused.json()["detail"] == f"No run {run_id}.", refused.text
         assert await audited(store, "other-tenant", "run.cross_tenant_denied", run_id)
 
-        code, listed_out = await keel("runs", "list", "--limit", "200", env=env)
+        # Wide enough that other runs' longer cells in this database shorten no column.
+        wide = {**env, "COLUMNS": "250"}
+        code, listed_out = await keel("runs", "list", "--limit", "200", env=wide)
         assert code == 0, listed_out
         line = next(x for x in listed_out.splitlines() if run_id in x)
         assert re.search(r"\b2\b", line.split("review", 1)[1]), line
