@@ -173,7 +173,13 @@ async def setup_cluster(
     only an operator can change (an attribute of the wrong type)."""
     namespace = namespace or client.namespace
     done: list[str] = []
-    report = await check_cluster(client, namespace)
+    try:
+        report = await check_cluster(client, namespace)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        # Created a moment ago (by another replica's setup): not known everywhere yet.
+        report = await _settled(client, namespace)
     if not report.namespace_exists:
         try:
             await client.workflow_service.register_namespace(
@@ -219,7 +225,7 @@ async def setup_cluster(
                 if err.status != RPCStatusCode.NOT_FOUND or attempt == SETTLE_TRIES - 1:
                     raise
                 await asyncio.sleep(SETTLE_EVERY_S)
-        after = await check_cluster(client, namespace)
+        after = await _settled(client, namespace)
         if not after.ok:
             raise ClusterSetupError(" ".join(after.problems()))
         done.append(
