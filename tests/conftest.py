@@ -43,6 +43,39 @@ MISSING = {
 }
 
 
+try:
+    import xdist  # noqa: F401
+
+    XDIST = True
+except ImportError:  # a virtualenv from before pytest-xdist joined the dev extra
+    XDIST = False
+
+
+SUITE_PROCESSES = 4
+"""Most of an integration test is waiting on Temporal, a worker or the API, so four
+processes overlap well even on two cores."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the default options): four processes for the suite or a folder of it,
+    this one process for the files or tests named on the command line (starting four
+    would cost more than they run)."""
+    named = [arg.split("::")[0] for arg in config.args]
+    if named and all(arg.endswith(".py") for arg in named):
+        return 0
+    return SUITE_PROCESSES
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Without pytest-xdist, the `-n`/`--dist` of the default options are accepted and the
+    tests run in this one process (the summary says how to get the four)."""
+    if not XDIST:
+        group = parser.getgroup("xdist absent")
+        # `_addoption`: pytest keeps short options for plugins, and this stands in for one.
+        group._addoption("-n", "--numprocesses", dest="numprocesses", default=None)
+        group.addoption("--dist", dest="dist", default="no")
+
+
 LANES = ("durability", "fuzz", "scale", "realtime")
 """Marks of the slow lanes: each is also `slow`, which the default run deselects."""
 
@@ -71,6 +104,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for _, (_, reason, enable) in MISSING.items()
         if counts.get(reason)
     ]
+    if not XDIST:
+        lines.append(
+            "ran in one process: pytest-xdist is not installed (`.venv/bin/pip install -e "
+            "'.[dev]'` runs the suite in four)"
+        )
     markexpr = terminalreporter.config.option.markexpr
     if "not slow" in markexpr:
         lines.append(
