@@ -14,7 +14,7 @@ from temporalio import activity
 from keel.activities.store.audit import AuditEntry, AuditLog
 from keel.workflows.activity_refs import AgentRoles
 from keel.workflows.agent_roles import AgentRolesCheck, AgentRolesInput, roles_admit
-from keel.workflows.models import AgentSpec
+from keel.workflows.run.agent_spec import AgentSpec
 
 AgentLookup = Callable[[str], AgentSpec | None]
 

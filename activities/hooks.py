@@ -30,16 +30,16 @@ from keel.activities.tools.file_tools import ToolOutput
 from keel.activities.tools.tool_activities import ToolActivities
 from keel.workflows import timeouts
 from keel.workflows.activity_refs import PluginHooks
-from keel.workflows.gate.plugin_refs import HookRef
-from keel.workflows.models import (
+from keel.workflows.gate.hook_models import (
     AfterHooksInput,
     BeforeHooksInput,
     BeforeHooksResult,
     HookCall,
     HookVerdict,
     RunEndInput,
-    ToolDigest,
 )
+from keel.workflows.gate.plugin_refs import HookRef
+from keel.workflows.run.step_models import ToolDigest
 
 # What the audit keeps of a hook's reason or note.
 MAX_AUDIT_TEXT = 500

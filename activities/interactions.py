@@ -7,14 +7,13 @@ from temporalio import activity
 from keel.activities.store.audit import AuditEntry, AuditLog
 from keel.activities.store.interaction_store import InteractionStore
 from keel.workflows.activity_refs import InteractionRecords
-from keel.workflows.models import (
+from keel.workflows.interactions.models import (
     Interaction,
     OpenInteractionsInput,
     ResolveInteractionInput,
     ResolveInteractionResult,
-    SessionRulesInput,
-    SessionRulesResult,
 )
+from keel.workflows.sessions.models import SessionRulesInput, SessionRulesResult
 
 
 def _detail(ia: Interaction) -> dict[str, object]:

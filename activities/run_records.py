@@ -7,7 +7,7 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.store.run_store import MissingRunTexts, Store
 from keel.workflows.activity_refs import RunRecords
-from keel.workflows.models import FinishRunInput, FinishRunResult, StartRunInput
+from keel.workflows.run.models import FinishRunInput, FinishRunResult, StartRunInput
 
 REPORT_PREVIEW_CHARS = 200
 TERMINAL_EVENT = {"completed": "done", "failed": "error", "cancelled": "cancelled"}

@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 from keel.activities.store.records import NewRun
 from keel.activities.store.run_store import Store
 from keel.workflows.activity_refs import Subagents
-from keel.workflows.models import (
-    AgentSpec,
+from keel.workflows.run.agent_spec import AgentSpec
+from keel.workflows.run.subagent_models import (
     ChildEventInput,
     OpenSubagentInput,
     SubagentPlan,

@@ -41,8 +41,8 @@ from keel.worker.config.settings import Settings, environment_of, settings_from
 from keel.worker.dev_stack import TemporalDevServer, free_port
 from keel.worker.scripted.llm import ScriptedLLMServer
 from keel.worker.temporal_client import connect
-from keel.workflows.models import RunInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.models import RunInput
 
 WORKER_FIELDS = (
     "temporal_address",

@@ -54,8 +54,9 @@ from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from keel.worker.scripted.reviewer import CHARS_PER_TOKEN
 from keel.worker.temporal_client import connect
 from keel.workflows.context import budget as context_budget
-from keel.workflows.models import AgentSpec, Limits, RunInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec, Limits
+from keel.workflows.run.models import RunInput
 
 MODEL = "scripted"
 PROMPT = "Review this project."

@@ -48,8 +48,9 @@ from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
 from keel.worker.runtime import build_worker
 from keel.worker.scripted.llm import ScriptedLLMServer
 from keel.worker.temporal_client import connect
-from keel.workflows.models import AgentSpec, RunInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec
+from keel.workflows.run.models import RunInput
 
 MAX_SUBSCRIBERS = 1000
 MAX_STEPS = 500

@@ -47,8 +47,9 @@ from keel.worker.runtime import build_worker, openai_client
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
 from keel.workflows.gate.tool_specs import TOOL_SPECS, ReadFileArgs
-from keel.workflows.models import AgentSpec, Limits, RunInput, RunResult
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec, Limits
+from keel.workflows.run.models import RunInput, RunResult
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODEL = "scripted"

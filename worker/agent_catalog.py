@@ -22,11 +22,12 @@ from pydantic import (
 )
 
 from keel.worker.plugins.registry import PluginRegistry
+from keel.workflows.gate.mcp_models import McpServerSpec
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.gate.plugin_refs import PluginToolRef
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import AgentSpec, ApprovalPolicy, Limits, McpServerSpec
 from keel.workflows.router.models import ROUTER_AGENT
+from keel.workflows.run.agent_spec import AgentSpec, ApprovalPolicy, Limits
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?(.*)\Z", re.DOTALL | re.MULTILINE)
 

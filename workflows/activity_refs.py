@@ -19,37 +19,21 @@ from typing import Protocol
 from temporalio import activity
 
 from keel.workflows.agent_roles import AgentRolesCheck, AgentRolesInput
+from keel.workflows.context.models import CompactionInput, CompactionResult
 from keel.workflows.coordinator.models import DelegateHandle, DelegateInput, FollowInput
-from keel.workflows.memory.models import RecallInput, RecallResult, RememberInput, RememberResult
-from keel.workflows.models import (
+from keel.workflows.gate.hook_models import (
     AfterHooksInput,
     BeforeHooksInput,
     BeforeHooksResult,
-    ChildEventInput,
-    CompactionInput,
-    CompactionResult,
-    FinishRunInput,
-    FinishRunResult,
-    LlmStepInput,
-    LlmStepResult,
-    McpDiscoveryInput,
-    McpDiscoveryResult,
+    RunEndInput,
+)
+from keel.workflows.gate.mcp_models import McpDiscoveryInput, McpDiscoveryResult
+from keel.workflows.interactions.models import (
     OpenInteractionsInput,
-    OpenSubagentInput,
-    PushTargets,
-    PushTargetsInput,
     ResolveInteractionInput,
     ResolveInteractionResult,
-    RunEndInput,
-    SessionRulesInput,
-    SessionRulesResult,
-    StartRunInput,
-    SubagentPlan,
-    ToolCallInput,
-    ToolDigest,
-    WebhookDelivery,
-    WebhookReceipt,
 )
+from keel.workflows.memory.models import RecallInput, RecallResult, RememberInput, RememberResult
 from keel.workflows.retention.models import PurgeBatchInput, PurgeBatchResult
 from keel.workflows.router.models import (
     AdoptChildInput,
@@ -68,6 +52,16 @@ from keel.workflows.run.coverage_plan import (
     ListWorkspaceInput,
     PartsNoteInput,
     WorkspaceListing,
+)
+from keel.workflows.run.models import FinishRunInput, FinishRunResult, StartRunInput
+from keel.workflows.run.step_models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
+from keel.workflows.run.subagent_models import ChildEventInput, OpenSubagentInput, SubagentPlan
+from keel.workflows.sessions.models import SessionRulesInput, SessionRulesResult
+from keel.workflows.webhooks.models import (
+    PushTargets,
+    PushTargetsInput,
+    WebhookDelivery,
+    WebhookReceipt,
 )
 
 __all__ = [

@@ -23,7 +23,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from keel.workflows.models import WebhookNotice
+from keel.workflows.webhooks.models import WebhookNotice
 
 # The spec's header for the token a client gave in its config, to check the sender.
 A2A_TOKEN_HEADER = "X-A2A-Notification-Token"

@@ -32,8 +32,8 @@ from keel.workflows.context.budget import (
     estimate_tools,
     plan_context,
 )
+from keel.workflows.context.models import CompactionInput, CompactionResult
 from keel.workflows.error_types import CONTEXT_TOO_LONG
-from keel.workflows.models import CompactionInput, CompactionResult
 
 # Says "summarise the conversation so far": the scripted reviewer keys on that phrase.
 COMPACTION_PROMPT = (

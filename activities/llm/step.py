@@ -45,15 +45,11 @@ from keel.activities.store.run_tree import RunTreeStore
 from keel.activities.tool_events import PREVIEW_CHARS, tool_events
 from keel.activities.tool_schemas import plugin_tool_definition, tool_definitions
 from keel.workflows.activity_refs import LlmCalls
+from keel.workflows.context.models import CompactionNeed
 from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
-from keel.workflows.models import (
-    CompactionNeed,
-    GateResult,
-    LlmStepInput,
-    LlmStepResult,
-    ToolCallRequest,
-    Usage,
-)
+from keel.workflows.gate.models import GateResult
+from keel.workflows.run.step_models import LlmStepInput, LlmStepResult, ToolCallRequest
+from keel.workflows.usage.models import Usage
 
 # Live token deltas: NOTIFYs on the durable events' channel, batched so a long
 # completion sends a few notices a second rather than one a token.

@@ -29,7 +29,6 @@ from keel.activities.store.run_tree import RunTreeStore
 from keel.activities.tool_events import PREVIEW_CHARS
 from keel.workflows.activity_refs import Routing
 from keel.workflows.agent_roles import roles_admit
-from keel.workflows.models import AgentSpec
 from keel.workflows.router.models import (
     AdoptChildInput,
     AdoptedChild,
@@ -44,6 +43,7 @@ from keel.workflows.router.models import (
     RecordRouteInput,
     RouteCandidate,
 )
+from keel.workflows.run.agent_spec import AgentSpec
 
 ROUTER_SYSTEM_PROMPT = "You are Keel's request router."
 """How the classification's system prompt starts (the scripted model recognises it)."""

@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 
 from keel.activities.store.audit import AuditEntry, AuditLog
 from keel.activities.store.interaction_rows import COLUMNS, row_to_interaction
-from keel.workflows.models import Interaction
+from keel.workflows.interactions.models import Interaction
 
 __all__ = ["CLOSED_STATUS", "close_pending_in", "closed_sentence"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from keel.workflows.gate.gate import canonical_json
-from keel.workflows.models import Interaction
+from keel.workflows.interactions.models import Interaction
 
 __all__ = ["COLUMNS", "event_data", "row_to_interaction"]
 

@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 from keel.activities.store.interaction_rows import COLUMNS, event_data, row_to_interaction
 from keel.activities.store.run_store import Store
 from keel.workflows.gate.permissions import PermissionRule
-from keel.workflows.models import Interaction
+from keel.workflows.interactions.models import Interaction
 
 # A run that ends closes what it waited on (interaction_closing), so `pending` is live.
 PENDING_FOR_TENANT_SQL = (

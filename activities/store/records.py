@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from keel.workflows.models import RunInput
 from keel.workflows.run.coverage_plan import CoverageRecord
 from keel.workflows.run.findings import FindingsRecord
+from keel.workflows.run.models import RunInput
 
 
 class RunRecord(BaseModel):

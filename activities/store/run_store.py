@@ -34,7 +34,7 @@ from keel.activities.store.records import (
     RunRecord,
 )
 from keel.activities.store.run_tree import WAITS_ON_SOMEONE
-from keel.workflows.models import StartRunInput
+from keel.workflows.run.models import StartRunInput
 
 # Any fixed number works; it serialises concurrent migrators (API and worker).
 MIGRATION_LOCK_ID = 7_411_203

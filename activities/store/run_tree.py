@@ -9,7 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from keel.activities.store.records import RunRecord
-from keel.workflows.models import TreeUsage
+from keel.workflows.usage.models import TreeUsage
 
 # A tree deeper than sub-agents may nest is a loop in the data: stop there.
 MAX_TREE_DEPTH = 16

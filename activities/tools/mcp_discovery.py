@@ -17,8 +17,8 @@ from temporalio.exceptions import ApplicationError
 from keel.activities.store.mcp_tool_store import McpToolRecord, McpToolStore
 from keel.activities.tools.mcp_client import McpClient, McpUnavailable
 from keel.workflows.activity_refs import McpDiscovery
+from keel.workflows.gate.mcp_models import McpDiscoveryInput, McpDiscoveryResult, McpServerSpec
 from keel.workflows.gate.mcp_tools import mcp_tool_name
-from keel.workflows.models import McpDiscoveryInput, McpDiscoveryResult, McpServerSpec
 from keel.workflows.timeouts import MCP_DISCOVERY_ATTEMPTS
 
 log = logging.getLogger("keel.mcp")

@@ -33,7 +33,7 @@ from keel.activities.tools.workspace import Workspace
 from keel.activities.tools.workspace_roots import Tenancy, WorkspaceRoots
 from keel.workflows.activity_refs import ToolCalls
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import ToolCallInput, ToolDigest
+from keel.workflows.run.step_models import ToolCallInput, ToolDigest
 
 log = logging.getLogger("keel.tools")
 

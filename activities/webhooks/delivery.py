@@ -37,7 +37,8 @@ from keel.activities.webhooks.signature import (
 )
 from keel.workflows.activity_refs import WebhookDeliveries
 from keel.workflows.error_types import WEBHOOK_REJECTED, WEBHOOK_UNREACHABLE
-from keel.workflows.models import (
+from keel.workflows.tenant_keys import in_view
+from keel.workflows.webhooks.models import (
     PushTarget,
     PushTargets,
     PushTargetsInput,
@@ -45,7 +46,6 @@ from keel.workflows.models import (
     WebhookNotice,
     WebhookReceipt,
 )
-from keel.workflows.tenant_keys import in_view
 
 MAX_RETRY_AFTER_S = 600
 

@@ -44,7 +44,7 @@ from keel.api.http.conditional import conditional_json
 from keel.api.http.errors import headers_of
 from keel.api.identity.auth import Principal
 from keel.worker.agent_catalog import AgentCatalog
-from keel.workflows.models import AgentSpec
+from keel.workflows.run.agent_spec import AgentSpec
 
 log = logging.getLogger("keel.api.a2a")
 

@@ -14,8 +14,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from keel.activities.store.records import RunRecord
 from keel.api.core.schemas import InteractionPublic
 from keel.api.core.tenant_ids import in_view
-from keel.workflows.models import Interaction, TreeUsage
+from keel.workflows.interactions.models import Interaction
 from keel.workflows.run.findings import FINDING_FIELDS
+from keel.workflows.usage.models import TreeUsage
 
 TERMINAL_STATES = {
     TaskState.TASK_STATE_COMPLETED,

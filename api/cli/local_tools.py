@@ -16,7 +16,7 @@ from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
 from keel.api.cli.progress import Decider
 from keel.api.core.schemas import InteractionDecisionCreate, InteractionPublic, LocalTool
-from keel.workflows.models import MAX_LOCAL_RESULT_CHARS
+from keel.workflows.interactions.models import MAX_LOCAL_RESULT_CHARS
 
 LOCAL_TOOLS: list[LocalTool] = ["read_file", "list_files", "search_code"]
 CUT_NOTE = "\n[output cut: the client sends at most {limit} characters]"

@@ -17,7 +17,7 @@ from keel.api.core.context import CoreParts
 from keel.api.core.errors import Forbidden
 from keel.api.identity.auth import Principal
 from keel.workflows.agent_roles import roles_admit
-from keel.workflows.models import AgentSpec
+from keel.workflows.run.agent_spec import AgentSpec
 
 
 def refusal_text(agent: str) -> str:

@@ -39,7 +39,7 @@ from keel.api.core.temporal_errors import from_temporal, namespace_missing, temp
 from keel.api.core.tenant_ids import in_view, interaction_key
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
-from keel.workflows.models import DecisionOutcome, Interaction, InteractionDecision
+from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
 from keel.workflows.run.agent_run import AgentRunWorkflow
 
 # A worker runs the update in milliseconds; this long without an answer means none is

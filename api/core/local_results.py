@@ -8,7 +8,7 @@ why at once even when no worker is running (the run would refuse a queued one la
 
 from __future__ import annotations
 
-from keel.workflows.models import DecisionKind, Interaction
+from keel.workflows.interactions.models import DecisionKind, Interaction
 
 
 def local_result_refusal(

@@ -20,8 +20,9 @@ from keel.api.core.tenant_ids import in_view
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
 from keel.worker.agent_catalog import AgentCatalog
-from keel.workflows.models import AgentSpec, RunInput
 from keel.workflows.router.models import ROUTER_AGENT, RouteRequest
+from keel.workflows.run.agent_spec import AgentSpec
+from keel.workflows.run.models import RunInput
 
 if TYPE_CHECKING:  # runs.py imports this module for the `auto` agent
     from keel.api.core.runs import RunService

@@ -23,7 +23,7 @@ from keel.activities.store.run_tree import RunTreeStore
 from keel.api.core.context import CoreParts
 from keel.api.core.runs import RunService
 from keel.api.identity.auth import Principal
-from keel.workflows.models import TreeUsage
+from keel.workflows.usage.models import TreeUsage
 
 ChildScope = Literal["exclude", "include"]
 """`exclude`: top-level runs only (the default); `include`: sub-agent runs too."""

@@ -17,7 +17,7 @@ from keel.api.core.schemas import (
     RunPublic,
     tree_usage_public,
 )
-from keel.workflows.models import TreeUsage
+from keel.workflows.usage.models import TreeUsage
 
 
 async def subtree(store: Store, run: RunRecord) -> list[RunRecord]:

@@ -62,21 +62,19 @@ from keel.api.core.workspaces import TenantWorkspaces
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
 from keel.workflows import timeouts
-from keel.workflows.models import (
-    AgentSpec,
-    Interaction,
-    RunInput,
-    RunProgress,
+from keel.workflows.interactions.models import Interaction
+from keel.workflows.router.models import ROUTER_AGENT
+from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec
+from keel.workflows.run.models import RunInput, RunProgress, Trigger
+from keel.workflows.run.run_visibility import run_memo, run_search_attributes
+from keel.workflows.sessions.models import (
     SessionState,
     SessionSubmission,
     SubmitOutcome,
-    Trigger,
     Withdrawal,
     WithdrawOutcome,
 )
-from keel.workflows.router.models import ROUTER_AGENT
-from keel.workflows.run.agent_run import AgentRunWorkflow
-from keel.workflows.run.run_visibility import run_memo, run_search_attributes
 from keel.workflows.sessions.workflow import SessionWorkflow
 
 OnBusy = Literal["reject", "enqueue", "interrupt"]

@@ -14,9 +14,11 @@ from keel.api.core.schedules.fields import CronText, TimeZoneName, WebhookUrl
 from keel.api.core.tenant_ids import in_view, in_view_data
 from keel.api.evals.results import EvalReport
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import MAX_LOCAL_RESULT_CHARS, AgentSpec, Interaction, TreeUsage
+from keel.workflows.interactions.models import MAX_LOCAL_RESULT_CHARS, Interaction
 from keel.workflows.router.models import ROUTER_AGENT
+from keel.workflows.run.agent_spec import AgentSpec
 from keel.workflows.run.findings import RecordedFinding
+from keel.workflows.usage.models import TreeUsage
 
 
 def storable(value: str) -> str:

@@ -15,7 +15,7 @@ from keel.api.core.schemas import SessionCreate, SessionMessage, SessionMessageC
 from keel.api.core.temporal_errors import temporal_refusals
 from keel.api.core.tenant_ids import in_view
 from keel.api.identity.auth import Principal
-from keel.workflows.models import SessionState
+from keel.workflows.sessions.models import SessionState
 from keel.workflows.sessions.workflow import SessionWorkflow
 
 

@@ -12,7 +12,8 @@ from keel.api.core.context import CoreParts
 from keel.api.core.errors import NotFound
 from keel.api.core.run_tree import subtree, tree_usage
 from keel.api.core.tenant_ids import in_view
-from keel.workflows.models import Interaction, TreeUsage
+from keel.workflows.interactions.models import Interaction
+from keel.workflows.usage.models import TreeUsage
 
 __all__ = ["TaskReads"]
 

@@ -19,7 +19,7 @@ from keel.activities.store.session_store import SessionRecord
 from keel.api.core.schedules.fields import WebhookUrl
 from keel.api.core.schemas import InteractionPublic, SchedulePublic, SessionMessage
 from keel.api.core.tenant_ids import in_view
-from keel.workflows.models import AgentSpec
+from keel.workflows.run.agent_spec import AgentSpec
 
 __all__ = [
     "MULTITASK_KEY",

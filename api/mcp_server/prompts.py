@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Message, UserMessage
 from mcp.server.mcpserver.prompts import Prompt
 from pydantic import Field
 
-from keel.workflows.models import AgentSpec
+from keel.workflows.run.agent_spec import AgentSpec
 
 CODE_REVIEW_TASK = (
     "Review the code in the workspace `{workspace}`. Look at it with this server's "

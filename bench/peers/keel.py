@@ -36,8 +36,9 @@ from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings, settings_from
 from keel.worker.runtime import build_worker
 from keel.worker.temporal_client import connect
-from keel.workflows.models import AgentSpec, Limits, RunInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec, Limits
+from keel.workflows.run.models import RunInput
 
 BASE_AGENT = "review"
 TOOL = "read_file"

@@ -9,8 +9,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings
-from keel.workflows.models import AgentSpec, Limits, RunInput, RunResult
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec, Limits
+from keel.workflows.run.models import RunInput, RunResult
 
 READ_TOOLS = ["list_files", "read_file", "search_code"]
 

@@ -13,8 +13,8 @@ from keel.activities.store.records import NewRun
 from keel.activities.store.run_store import Store
 from keel.worker.config.settings import Settings
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.workflows.models import RunInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.models import RunInput
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 

@@ -20,7 +20,7 @@ from keel.activities.store.run_store import Store
 from keel.api.cli.local_stack import serve_api
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
-from keel.workflows.models import DecisionOutcome, InteractionDecision
+from keel.workflows.interactions.models import DecisionOutcome, InteractionDecision
 from tests.conftest import in_process_worker
 from tests.integration.keel_http import (
     ALICE,

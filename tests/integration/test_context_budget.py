@@ -24,8 +24,8 @@ from keel.worker.config.settings import Settings
 from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows import timeouts
-from keel.workflows.models import AgentSpec
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 

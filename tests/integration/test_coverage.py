@@ -30,9 +30,10 @@ from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from keel.worker.temporal_client import DATA_CONVERTER
-from keel.workflows.models import AgentSpec, RunResult
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec
 from keel.workflows.run.coverage_plan import COVERAGE_SECTION_HEADING
+from keel.workflows.run.models import RunResult
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_cli import clean_env, keel

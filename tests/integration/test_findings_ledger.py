@@ -26,7 +26,9 @@ from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.workflows.models import FinishRunInput, ToolCallInput, Usage
+from keel.workflows.run.models import FinishRunInput
+from keel.workflows.run.step_models import ToolCallInput
+from keel.workflows.usage.models import Usage
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.runs import agent, start_run
 

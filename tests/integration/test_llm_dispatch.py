@@ -27,8 +27,9 @@ from keel.worker.config.settings import Settings
 from keel.worker.runtime import openai_client
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows import timeouts
-from keel.workflows.models import LlmStepInput, RunInput, RunResult, StartRunInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.models import RunInput, RunResult, StartRunInput
+from keel.workflows.run.step_models import LlmStepInput
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 

@@ -24,8 +24,10 @@ from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.workflows.models import AgentSpec, Interaction, InteractionDecision, RunResult
+from keel.workflows.interactions.models import Interaction, InteractionDecision
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec
+from keel.workflows.run.models import RunResult
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.runs import start_run
 

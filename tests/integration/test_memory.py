@@ -35,9 +35,9 @@ from keel.api.core.tenant_ids import scoped
 from keel.worker.dev_stack import EmbeddedPostgres, free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from keel.worker.temporal_client import DATA_CONVERTER
-from keel.workflows.models import RunInput
 from keel.workflows.retention.models import PurgeBatchInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.models import RunInput
 from tests.conftest import auth_headers, in_process_worker, token_for
 from tests.integration.keel_http import MakeSettings, StartLLM, finished, keel_api
 from tests.integration.runs import agent

@@ -23,7 +23,7 @@ from keel.worker.config.settings import Settings
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from keel.workflows import timeouts
 from keel.workflows.gate.permissions import PermissionRule
-from keel.workflows.models import AgentSpec
+from keel.workflows.run.agent_spec import AgentSpec
 from tests.conftest import in_process_worker
 from tests.integration.runs import start_run
 from tests.integration.test_approvals import executions

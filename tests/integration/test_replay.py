@@ -16,7 +16,7 @@ from keel.activities.store.run_store import Store
 from keel.worker.config.settings import Settings
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import DATA_CONVERTER
-from keel.workflows.models import InteractionDecision
+from keel.workflows.interactions.models import InteractionDecision
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run

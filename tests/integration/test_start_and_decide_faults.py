@@ -36,7 +36,7 @@ from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
-from keel.workflows.models import RunInput
+from keel.workflows.run.models import RunInput
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.test_approvals import executions, finished, pending
 

@@ -25,8 +25,9 @@ from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows import timeouts
 from keel.workflows.gate.permissions import PermissionRule
-from keel.workflows.models import AgentSpec, Interaction, InteractionDecision
+from keel.workflows.interactions.models import Interaction, InteractionDecision
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import AgentSpec
 from tests.conftest import JWT_SECRET, in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import (

@@ -28,7 +28,7 @@ from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows.gate.permissions import PermissionRule
-from keel.workflows.models import RunResult
+from keel.workflows.run.models import RunResult
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import decide, finished, pending, start

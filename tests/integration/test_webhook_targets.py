@@ -21,7 +21,7 @@ from keel.activities.webhooks.delivery import WebhookActivities
 from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
-from keel.workflows.models import WebhookDelivery, WebhookNotice
+from keel.workflows.webhooks.models import WebhookDelivery, WebhookNotice
 from tests.conftest import auth_headers
 
 MakeSettings = Callable[..., Settings]

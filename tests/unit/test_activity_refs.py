@@ -32,8 +32,8 @@ from keel.activities.tools.mcp_discovery import McpDiscoveryActivities
 from keel.activities.tools.tool_activities import ToolActivities
 from keel.activities.webhooks.delivery import WebhookActivities
 from keel.workflows import activity_refs
-from keel.workflows.models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.step_models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
 from keel.workflows.sessions.workflow import SessionWorkflow
 
 IMPLEMENTATIONS: dict[type, type] = {

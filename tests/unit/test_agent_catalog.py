@@ -8,7 +8,7 @@ import pytest
 
 from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError, parse_agent
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import Limits
+from keel.workflows.run.agent_spec import Limits
 
 READ_ONLY_BUILT_INS = ["explore", "investigate", "review"]
 

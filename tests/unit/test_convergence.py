@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from keel.workflows.models import Limits, RunState, StopReason, Usage
+from keel.workflows.run.agent_spec import Limits
 from keel.workflows.run.convergence import (
     FORCE_ANSWER,
     NUDGE_ANSWER,
@@ -13,6 +13,8 @@ from keel.workflows.run.convergence import (
     plan_next_call,
     record_round,
 )
+from keel.workflows.run.models import RunState, StopReason
+from keel.workflows.usage.models import Usage
 
 
 def state(**fields: object) -> RunState:

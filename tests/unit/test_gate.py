@@ -7,9 +7,10 @@ import json
 import pytest
 
 from keel.workflows.gate.gate import GateDecision, ToolGate, canonical_json
+from keel.workflows.gate.models import MessageRef
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import MessageRef, ToolCallRequest
+from keel.workflows.run.step_models import ToolCallRequest
 
 READ_TOOLS = ["list_files", "read_file", "search_code"]
 

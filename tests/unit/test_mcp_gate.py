@@ -9,15 +9,17 @@ import pytest
 
 from keel.worker.agent_catalog import AgentDefinitionError, parse_agent
 from keel.workflows.gate.gate import GateDecision, ToolGate
+from keel.workflows.gate.mcp_models import McpServerSpec
 from keel.workflows.gate.mcp_tools import (
     McpToolset,
     mcp_tool_name,
     mcp_tool_spec,
     split_mcp_tool_name,
 )
+from keel.workflows.gate.models import MessageRef
 from keel.workflows.gate.permissions import PermissionRule, decide
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import McpServerSpec, MessageRef, ToolCallRequest
+from keel.workflows.run.step_models import ToolCallRequest
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 TICKETS = McpServerSpec(name="tickets", url="https://mcp.example.com/mcp")

@@ -7,15 +7,10 @@ import json
 from temporalio.converter import DataConverter
 
 from keel.worker.temporal_client import DATA_CONVERTER
-from keel.workflows.models import (
-    LlmStepResult,
-    MessageRef,
-    RunState,
-    ToolCallInput,
-    ToolCallRequest,
-    ToolDigest,
-    Usage,
-)
+from keel.workflows.gate.models import MessageRef
+from keel.workflows.run.models import RunState
+from keel.workflows.run.step_models import LlmStepResult, ToolCallInput, ToolCallRequest, ToolDigest
+from keel.workflows.usage.models import Usage
 
 converter = DATA_CONVERTER.payload_converter
 

@@ -7,7 +7,7 @@ import pytest
 from keel.workflows.gate.gate import ToolGate
 from keel.workflows.gate.permissions import PermissionRule, decide
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import ToolCallRequest
+from keel.workflows.run.step_models import ToolCallRequest
 
 
 def rule(permission: str, pattern: str, action: str) -> PermissionRule:

@@ -20,7 +20,7 @@ from keel.worker.plugins import PluginManifest, PluginRegistry, PluginReport
 from keel.workflows.gate.gate import ToolGate
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.gate.plugin_refs import PluginToolset
-from keel.workflows.models import ToolCallRequest
+from keel.workflows.run.step_models import ToolCallRequest
 from tests.plugin_dists import EXAMPLE_PLUGIN, install_module, install_project, on_path
 
 TOOL_PLUGIN = """

@@ -9,8 +9,8 @@ import pytest
 from keel.activities.router.activities import classification_messages, parse_answer
 from keel.worker.agent_catalog import AgentDefinitionError, parse_agent
 from keel.worker.scripted.router import MALFORMED_MARK, asks_for_route, route_reply
-from keel.workflows.models import AgentSpec
 from keel.workflows.router.models import Clarification
+from keel.workflows.run.agent_spec import AgentSpec
 
 AGENTS = [
     AgentSpec(name="review", description="Reviews the code of a workspace."),

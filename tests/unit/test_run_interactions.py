@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from keel.workflows.models import (
-    ApprovalPolicy,
-    Interaction,
-    InteractionDecision,
-    MessageRef,
-    RunInput,
-    RunState,
-)
+from keel.workflows.gate.models import MessageRef
+from keel.workflows.interactions.models import Interaction, InteractionDecision
+from keel.workflows.run.agent_spec import ApprovalPolicy
 from keel.workflows.run.interactions import RunInteractions, _interaction_answer
+from keel.workflows.run.models import RunInput, RunState
 from tests.integration.runs import agent
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

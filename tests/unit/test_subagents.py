@@ -10,8 +10,11 @@ import pytest
 from keel.worker.agent_catalog import AgentCatalog, AgentDefinitionError
 from keel.workflows.gate.gate import ToolGate
 from keel.workflows.gate.tool_specs import TOOL_SPECS
-from keel.workflows.models import Limits, RunState, SubagentTask, Usage
 from keel.workflows.run import subagents
+from keel.workflows.run.agent_spec import Limits
+from keel.workflows.run.models import RunState
+from keel.workflows.run.subagent_models import SubagentTask
+from keel.workflows.usage.models import Usage
 from tests.unit.test_agent_catalog import agent_file
 
 # -- agent files -----------------------------------------------------------------------
@@ -66,7 +69,7 @@ def test_the_review_agent_may_delegate_to_explore() -> None:
 
 
 def call(name: str, arguments: dict[str, object]) -> object:
-    from keel.workflows.models import ToolCallRequest
+    from keel.workflows.run.step_models import ToolCallRequest
 
     return ToolCallRequest(call_id="c1", name=name, arguments=json.dumps(arguments))
 

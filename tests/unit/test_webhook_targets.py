@@ -18,7 +18,7 @@ from keel.activities.outbound.targets import (
     resolve_host,
 )
 from keel.activities.webhooks.delivery import WebhookActivities
-from keel.workflows.models import WebhookDelivery, WebhookNotice
+from keel.workflows.webhooks.models import WebhookDelivery, WebhookNotice
 from tests.unit.test_pinned_transport import NAME, receiver
 
 PUBLIC = WebhookTargetPolicy(targets="public")

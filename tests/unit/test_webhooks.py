@@ -19,7 +19,7 @@ from keel.activities.webhooks.signature import (
     tenant_signing_secret,
     verify_signature,
 )
-from keel.workflows.models import WebhookDelivery, WebhookNotice, WebhookReceipt
+from keel.workflows.webhooks.models import WebhookDelivery, WebhookNotice, WebhookReceipt
 
 SERVER_SECRET = b"server-secret-for-tests-0123456789abcdef"
 NOW = 1_750_000_000

@@ -18,24 +18,28 @@ from temporalio.worker import Worker
 
 from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows.activity_refs import InteractionRecords, LlmCalls, RunRecords, ToolCalls
-from keel.workflows.models import (
-    ApprovalPolicy,
-    FinishRunInput,
-    FinishRunResult,
+from keel.workflows.interactions.models import (
     InteractionDecision,
-    LlmStepInput,
-    LlmStepResult,
     OpenInteractionsInput,
     ResolveInteractionInput,
     ResolveInteractionResult,
+)
+from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.agent_spec import ApprovalPolicy
+from keel.workflows.run.models import (
+    FinishRunInput,
+    FinishRunResult,
     RunInput,
     RunProgress,
     StartRunInput,
+)
+from keel.workflows.run.step_models import (
+    LlmStepInput,
+    LlmStepResult,
     ToolCallInput,
     ToolCallRequest,
     ToolDigest,
 )
-from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.integration.runs import agent
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"

@@ -37,14 +37,8 @@ from temporalio.worker import (
 )
 
 from keel.activities.llm.genai_spans import CAPTURE_CONTENT
-from keel.workflows.models import (
-    LlmStepInput,
-    LlmStepResult,
-    RunInput,
-    RunResult,
-    ToolCallInput,
-    ToolDigest,
-)
+from keel.workflows.run.models import RunInput, RunResult
+from keel.workflows.run.step_models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
 
 __all__ = ["GenAiSpans"]
 

@@ -37,17 +37,10 @@ from temporalio.worker import (
 
 from keel.activities.llm.prices import ModelPrice
 from keel.worker.config.settings import Settings
-from keel.workflows.models import (
-    CompactionInput,
-    CompactionResult,
-    LlmStepInput,
-    LlmStepResult,
-    ResolveInteractionInput,
-    RunInput,
-    RunResult,
-    ToolCallInput,
-    ToolDigest,
-)
+from keel.workflows.context.models import CompactionInput, CompactionResult
+from keel.workflows.interactions.models import ResolveInteractionInput
+from keel.workflows.run.models import RunInput, RunResult
+from keel.workflows.run.step_models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
 
 __all__ = ["KeelMetrics", "worker_runtime"]
 

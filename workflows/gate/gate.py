@@ -15,10 +15,11 @@ from typing import Literal
 from pydantic import ValidationError
 
 from keel.workflows.gate.mcp_tools import McpToolset
+from keel.workflows.gate.models import MessageRef
 from keel.workflows.gate.permissions import PermissionRule, decide, network_allowed
 from keel.workflows.gate.plugin_refs import PluginToolset, argument_problems
 from keel.workflows.gate.tool_specs import TOOL_SPECS, TaskArgs, ToolSpec
-from keel.workflows.models import MessageRef, ToolCallRequest
+from keel.workflows.run.step_models import ToolCallRequest
 
 Verdict = Literal["run", "ask", "deny", "error", "cached"]
 

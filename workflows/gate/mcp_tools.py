@@ -12,8 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from keel.workflows.gate.mcp_models import McpServerSpec
 from keel.workflows.gate.tool_specs import McpToolArgs, ToolArgs, ToolSpec
-from keel.workflows.models import McpServerSpec
 
 MCP_PREFIX = "mcp__"
 MCP_SEPARATOR = "__"

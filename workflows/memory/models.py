@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from keel.workflows.models import StartRunInput
+from keel.workflows.run.models import StartRunInput
 
 # The patch that adds memory's activities to a run's command sequence (`workflow.patched`).
 MEMORY_PATCH = "agent-memory"

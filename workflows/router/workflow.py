@@ -22,15 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import InteractionRecords, Routing
     from keel.workflows.gate.gate import canonical_json
-    from keel.workflows.models import (
-        Interaction,
-        OpenInteractionsInput,
-        RunInput,
-        RunResult,
-        StopReason,
-        SubagentTask,
-        Usage,
-    )
+    from keel.workflows.interactions.models import Interaction, OpenInteractionsInput
     from keel.workflows.router import matrix as router
     from keel.workflows.router.models import (
         AdoptChildInput,
@@ -44,6 +36,9 @@ with workflow.unsafe.imports_passed_through():
         RouteDecision,
     )
     from keel.workflows.run import subagents
+    from keel.workflows.run.models import RunInput, RunResult, StopReason
+    from keel.workflows.run.subagent_models import SubagentTask
+    from keel.workflows.usage.models import Usage
 
 if TYPE_CHECKING:
     from keel.workflows.run.run_host import RunHost

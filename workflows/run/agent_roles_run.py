@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import AgentRoles
     from keel.workflows.agent_roles import AgentRolesInput
-    from keel.workflows.models import RunInput, RunResult
+    from keel.workflows.run.models import RunInput, RunResult
 
 if TYPE_CHECKING:
     from keel.workflows.run.run_host import RunHost

@@ -39,31 +39,27 @@ with workflow.unsafe.imports_passed_through():
         ToolCalls,
         WebhookDeliveries,
     )
+    from keel.workflows.context.models import CompactionInput, CompactionNeed
     from keel.workflows.gate.gate import GateDecision, ToolGate
-    from keel.workflows.gate.mcp_tools import McpToolset
-    from keel.workflows.gate.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
-    from keel.workflows.gate.tool_specs import ToolSpec
-    from keel.workflows.models import (
+    from keel.workflows.gate.hook_models import (
         AfterHooksInput,
         BeforeHooksInput,
-        ChildEventInput,
-        ChildRun,
-        ChildRunNotice,
-        CompactionInput,
-        CompactionNeed,
-        DecisionOutcome,
-        FinishRunInput,
-        GateResult,
         HookCall,
-        Interaction,
-        InteractionDecision,
-        LlmStepInput,
-        LlmStepResult,
-        McpDiscoveryInput,
-        MessageRef,
-        OpenSubagentInput,
-        PushTargetsInput,
         RunEndInput,
+    )
+    from keel.workflows.gate.mcp_models import McpDiscoveryInput
+    from keel.workflows.gate.mcp_tools import McpToolset
+    from keel.workflows.gate.models import GateResult, MessageRef
+    from keel.workflows.gate.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
+    from keel.workflows.gate.tool_specs import ToolSpec
+    from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
+    from keel.workflows.router.workflow import RouterSteps
+    from keel.workflows.run import convergence, coverage, run_memory, subagents
+    from keel.workflows.run.agent_roles_run import AgentRolesSteps
+    from keel.workflows.run.interactions import RunAborted, RunInteractions
+    from keel.workflows.run.interactions import is_task as _is_task
+    from keel.workflows.run.models import (
+        FinishRunInput,
         RunInput,
         RunProgress,
         RunResult,
@@ -71,20 +67,28 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         StartRunInput,
         StopReason,
-        SubagentTask,
+    )
+    from keel.workflows.run.step_models import (
+        LlmStepInput,
+        LlmStepResult,
         ToolCallInput,
         ToolDigest,
-        Usage,
+    )
+    from keel.workflows.run.subagent_models import (
+        ChildEventInput,
+        ChildRun,
+        ChildRunNotice,
+        OpenSubagentInput,
+        SubagentTask,
+    )
+    from keel.workflows.usage.models import Usage
+    from keel.workflows.webhooks.delivery import WebhookDeliveryWorkflow
+    from keel.workflows.webhooks.models import (
+        PushTargetsInput,
         WebhookDelivery,
         WebhookInteraction,
         WebhookNotice,
     )
-    from keel.workflows.router.workflow import RouterSteps
-    from keel.workflows.run import convergence, coverage, run_memory, subagents
-    from keel.workflows.run.agent_roles_run import AgentRolesSteps
-    from keel.workflows.run.interactions import RunAborted, RunInteractions
-    from keel.workflows.run.interactions import is_task as _is_task
-    from keel.workflows.webhooks.delivery import WebhookDeliveryWorkflow
 
 T = TypeVar("T")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from keel.workflows.models import Limits, RunState, StopReason
+from keel.workflows.run.agent_spec import Limits
+from keel.workflows.run.models import RunState, StopReason
 
 FORCE_ANSWER = (
     "You have reached the limit of this run ({reason}). Do not call any more tools: "

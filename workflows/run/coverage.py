@@ -28,16 +28,6 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import Coverage, Subagents
-    from keel.workflows.models import (
-        ChildEventInput,
-        ChildRun,
-        RunInput,
-        RunResult,
-        RunState,
-        RunStatus,
-        SubagentTask,
-        Usage,
-    )
     from keel.workflows.run import subagents
     from keel.workflows.run.coverage_plan import (
         MAX_ROUNDS,
@@ -51,6 +41,9 @@ with workflow.unsafe.imports_passed_through():
         plan_parts,
         skip_reason,
     )
+    from keel.workflows.run.models import RunInput, RunResult, RunState, RunStatus
+    from keel.workflows.run.subagent_models import ChildEventInput, ChildRun, SubagentTask
+    from keel.workflows.usage.models import Usage
 
 __all__ = ["CoverageDriver", "covers_files"]
 

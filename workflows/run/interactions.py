@@ -20,26 +20,23 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import InteractionRecords
     from keel.workflows.gate.gate import GateDecision
+    from keel.workflows.gate.models import GateResult, MessageRef
     from keel.workflows.gate.permissions import PermissionRule
     from keel.workflows.gate.tool_specs import Risk
-    from keel.workflows.models import (
+    from keel.workflows.interactions.models import (
         MAX_ANSWER_CHARS,
         DecisionOutcome,
-        GateResult,
         Interaction,
         InteractionDecision,
-        MessageRef,
         OpenInteractionsInput,
         ResolveInteractionInput,
-        RunInput,
-        RunState,
-        RunStatus,
-        ToolDigest,
     )
     from keel.workflows.run import subagents
+    from keel.workflows.run.models import RunInput, RunState, RunStatus
+    from keel.workflows.run.step_models import ToolDigest
 
 if TYPE_CHECKING:
-    from keel.workflows.models import StopReason
+    from keel.workflows.run.models import StopReason
 
 __all__ = ["RunAborted", "RunInteractions", "is_task"]
 

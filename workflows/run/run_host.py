@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol, TypeVar
 
-from keel.workflows.models import (
-    GateResult,
-    Interaction,
+from keel.workflows.gate.models import GateResult
+from keel.workflows.interactions.models import Interaction
+from keel.workflows.run.models import (
     RunInput,
     RunResult,
     RunState,

@@ -23,7 +23,8 @@ with workflow.unsafe.imports_passed_through():
         RememberInput,
         memory_owner,
     )
-    from keel.workflows.models import RunInput, StartRunInput, Usage
+    from keel.workflows.run.models import RunInput, StartRunInput
+    from keel.workflows.usage.models import Usage
 
 
 def remembers(run: RunInput) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from keel.workflows.models import RunInput
+from keel.workflows.run.models import RunInput
 
 __all__ = ["SEARCH_ATTRIBUTES", "run_memo", "run_search_attributes"]
 

@@ -6,17 +6,10 @@ must find a child from its parent's call.
 
 from __future__ import annotations
 
-from keel.workflows.models import (
-    AgentSpec,
-    ChildRun,
-    ChildStatus,
-    Limits,
-    RunInput,
-    RunState,
-    RunStatus,
-    SubagentTask,
-    Usage,
-)
+from keel.workflows.run.agent_spec import AgentSpec, Limits
+from keel.workflows.run.models import RunInput, RunState, RunStatus
+from keel.workflows.run.subagent_models import ChildRun, ChildStatus, SubagentTask
+from keel.workflows.usage.models import Usage
 
 # A sub-agent may run sub-agents of its own, this many levels below the run people
 # started; deeper than that, `task` is not offered, so a cycle of agents ends.

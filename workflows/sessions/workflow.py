@@ -16,19 +16,18 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import InteractionRecords, RunRecords
-    from keel.workflows.models import (
-        FinishRunInput,
-        RunResult,
+    from keel.workflows.run.agent_run import AgentRunWorkflow
+    from keel.workflows.run.models import FinishRunInput, RunResult
+    from keel.workflows.run.run_visibility import run_memo, run_search_attributes
+    from keel.workflows.sessions.models import (
         SessionRulesInput,
         SessionState,
         SessionSubmission,
         SubmitOutcome,
-        Usage,
         Withdrawal,
         WithdrawOutcome,
     )
-    from keel.workflows.run.agent_run import AgentRunWorkflow
-    from keel.workflows.run.run_visibility import run_memo, run_search_attributes
+    from keel.workflows.usage.models import Usage
 
 RUNS_BEFORE_CONTINUE_AS_NEW = 200
 

@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import WebhookDeliveries
-    from keel.workflows.models import WebhookDelivery, WebhookReceipt
+    from keel.workflows.webhooks.models import WebhookDelivery, WebhookReceipt
 
 
 @workflow.defn(name="WebhookDeliveryWorkflow")

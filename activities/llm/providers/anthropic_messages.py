@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from keel.activities.context.budget import ContextLengthExceeded
 from keel.activities.llm.providers.retry_status import error_detail, provider_error, retry_after
 from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
-from keel.workflows.models import Usage
+from keel.workflows.usage.models import Usage
 
 if TYPE_CHECKING:
     # Imported where a client exists: the package costs a worker about 40 MB, which

@@ -30,7 +30,7 @@ from keel.activities.llm.provider_api import (
 from keel.activities.llm.providers.retry_status import retry_delay
 from keel.workflows.context.budget import estimate_message, estimate_text, estimate_tools
 from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
-from keel.workflows.models import Usage
+from keel.workflows.usage.models import Usage
 
 
 async def complete(

@@ -60,7 +60,7 @@ from keel.api.core.tenant_ids import in_view, scoped
 from keel.api.core.webhook_guard import check_webhook
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
-from keel.workflows.models import RunInput
+from keel.workflows.run.models import RunInput
 
 MAX_BACKFILL_RUNS = 500
 # How long `trigger` waits to learn the id of the run it started.

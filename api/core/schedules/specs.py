@@ -38,8 +38,8 @@ from keel.api.core.schemas import (
     SchedulePublic,
 )
 from keel.api.core.tenant_ids import SCOPE, in_view
-from keel.workflows.models import RunInput
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.models import RunInput
 from keel.workflows.run.run_visibility import run_memo, run_search_attributes
 
 MEMO_KEY = "keel"

@@ -1,0 +1,1 @@
+"""Interactions: what a run waits on from outside (approvals, questions, client tools)."""

@@ -1,0 +1,123 @@
+"""Interactions and decisions: their payloads, kinds, states and caps."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from keel.workflows.gate.permissions import PermissionRule
+from keel.workflows.gate.tool_specs import Risk
+
+InteractionKind = Literal["confirm", "ask_user", "local_tool_result"]
+
+
+# What the client that runs a `local_tool_result` call may post back, and an answer's cap.
+MAX_LOCAL_RESULT_CHARS = 262_144
+
+
+MAX_ANSWER_CHARS = 20_000
+
+
+InteractionStatus = Literal[
+    "pending",
+    "approved",
+    "rejected",
+    "expired",
+    "answered",
+    "executing",
+    "executed",
+    "failed",
+    "cancelled",  # the run ended before anyone decided it (activities/store/interaction_closing)
+]
+
+
+DecisionKind = Literal["approve", "approve_always", "reject", "answer"]
+
+
+class Interaction(BaseModel):
+    """Something the run waits on from outside: a proposal to confirm, a question, or a
+    tool call the client that started the run executes and answers with its output."""
+
+    id: str
+    kind: InteractionKind
+    step: int
+    ord: int
+    call_id: str
+    tool: str
+    arguments: str = Field(description="Canonical JSON of the arguments that will run.")
+    payload_hash: str = Field(description="SHA-256 of the canonical proposal.")
+    risk: Risk
+    subject: str
+    question: str | None = None
+    status: InteractionStatus = "pending"
+    requester: str
+    approvers: list[str] = Field(description="Who may decide.")
+    created_at: datetime
+    expires_at: datetime
+    decision: DecisionKind | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    answer: str | None = None
+    decision_id: str | None = Field(
+        default=None, description="Which decision request took, so every record names one."
+    )
+
+
+class InteractionDecision(BaseModel):
+    """Payload of the `resolve_interaction` signal and the `decide` update."""
+
+    interaction_id: str = Field(max_length=200)
+    decision: DecisionKind
+    approver: str = Field(min_length=1, max_length=256, description="`user:ID` of the decider.")
+    payload_hash: str | None = Field(
+        default=None, max_length=64, description="The hash the approver saw; required to approve."
+    )
+    text: str | None = Field(
+        default=None,
+        max_length=MAX_LOCAL_RESULT_CHARS,
+        description="Answer or reason; a client-executed tool's output (its own cap is larger).",
+    )
+    decision_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Names this request; the run makes one up when it is missing.",
+    )
+
+
+class DecisionOutcome(BaseModel):
+    """Result of the `decide` update."""
+
+    interaction_id: str
+    status: InteractionStatus
+    decision_id: str | None = None
+
+
+class OpenInteractionsInput(BaseModel):
+    """Input of `open_interactions`: persist new requests, emit and audit them."""
+
+    run_id: str
+    tenant_id: str
+    session_id: str | None = None
+    interactions: list[Interaction]
+    event_seq: int = Field(description="First of one seq per interaction.")
+
+
+class ResolveInteractionInput(BaseModel):
+    """Input of `resolve_interaction`: persist a decision or an expiry, emit and audit it."""
+
+    run_id: str
+    tenant_id: str
+    session_id: str | None = None
+    interaction: Interaction
+    new_session_rule: PermissionRule | None = None
+    event_seq: int
+
+
+class ResolveInteractionResult(BaseModel):
+    """Output of `resolve_interaction`: the outcome Postgres holds, which the run follows.
+
+    The first decision (or expiry) stored wins; a later one gets the winner back."""
+
+    interaction: Interaction

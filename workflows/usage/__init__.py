@@ -1,0 +1,1 @@
+"""Usage: the tokens and cost of a run and of its tree."""
