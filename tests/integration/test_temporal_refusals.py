@@ -19,7 +19,9 @@ from keel.activities.store.run_store import Store
 from keel.api.core.errors import Misconfigured, Unavailable
 from keel.api.core.temporal_errors import from_temporal
 from keel.worker.dev_stack import free_port
+from tests.conftest import token_for
 from tests.integration.keel_http import ALICE, MakeSettings, keel_api
+from tests.integration.test_mcp import mcp_client, refused
 
 
 async def bare_namespace(client: Client) -> str:
@@ -113,6 +115,25 @@ async def test_a_namespace_that_does_not_exist_is_named(
         schedules = await http.get("/v1/schedules")
         assert schedules.status_code == 500, schedules.text
         assert f"no namespace '{missing}'" in schedules.json()["detail"]
+
+
+async def test_mcp_renders_the_same_setup_fault(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    settings_for: MakeSettings,
+) -> None:
+    namespace = await bare_namespace(temporal_client)
+    settings = settings_for(
+        "http://127.0.0.1:9/v1", workspace, api_port=free_port(), temporal_namespace=namespace
+    )
+    async with (
+        keel_api(temporal_client, store, settings, headers=ALICE, worker=False) as http,
+        mcp_client(str(http.base_url).rstrip("/"), token_for("default", "alice")) as mcp,
+    ):
+        told = await refused(mcp, "start_run", agent="build", input="x", workspace=str(workspace))
+        assert "search attributes" in told and "keel setup temporal" in told, told
+        assert "did not answer" not in told
 
 
 @pytest.mark.parametrize(
