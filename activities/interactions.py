@@ -83,6 +83,14 @@ class InteractionActivities(InteractionRecords):
         }
         if request.new_session_rule is not None:
             detail["session_rule"] = request.new_session_rule.model_dump()
+        if ia.approved_hash is not None:  # approved with edits: what was proposed, what runs
+            detail |= {
+                "edited_by": ia.decided_by,
+                "proposed_hash": ia.payload_hash,
+                "approved_hash": ia.approved_hash,
+                "proposed_arguments": ia.arguments,
+                "approved_arguments": ia.approved_arguments,
+            }
         await self._audit.append_once(
             AuditEntry(
                 tenant_id=request.tenant_id,

@@ -17,13 +17,15 @@ __all__ = ["COLUMNS", "event_data", "row_to_interaction"]
 COLUMNS = (
     "id, kind, step, ord, call_id, tool, arguments, payload_hash, risk, subject, question,"
     " status, requester, approvers, decision, decided_by, decided_at, answer, created_at,"
-    " expires_at, decision_id"
+    " expires_at, decision_id, approved_arguments, approved_hash"
 )
 
 
 def row_to_interaction(row: dict[str, Any]) -> Interaction:
     data = dict(row)
     data["arguments"] = canonical_json(row["arguments"])
+    if row.get("approved_arguments") is not None:
+        data["approved_arguments"] = canonical_json(row["approved_arguments"])
     return Interaction.model_validate(data)
 
 
@@ -42,4 +44,6 @@ def event_data(ia: Interaction) -> dict[str, object]:
         "expires_at": ia.expires_at.isoformat(),
         "decision": ia.decision,
         "decided_by": ia.decided_by,
+        "approved_arguments": ia.approved_arguments,
+        "approved_hash": ia.approved_hash,
     }

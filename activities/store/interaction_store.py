@@ -95,7 +95,8 @@ class InteractionStore:
         async with self._pool.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "UPDATE interactions SET status = %s, decision = %s, decided_by = %s,"
-                " decided_at = %s, answer = %s, decision_id = %s, updated_at = now()"
+                " decided_at = %s, answer = %s, decision_id = %s, approved_arguments = %s,"
+                " approved_hash = %s, updated_at = now()"
                 f" WHERE run_id = %s AND id = %s AND status = 'pending' RETURNING {COLUMNS}",
                 (
                     ia.status,
@@ -104,6 +105,8 @@ class InteractionStore:
                     ia.decided_at,
                     ia.answer,
                     ia.decision_id,
+                    ia.approved_arguments,
+                    ia.approved_hash,
                     run_id,
                     ia.id,
                 ),

@@ -235,7 +235,8 @@ class ToolActivities(ToolCalls):
             ord_=call.ord,
             call_id=call.call_id,
             name=call.name,
-            content=output.text,
+            # A call the approver changed: the model reads what changed before the output.
+            content=f"{call.note}\n\n{output.text}" if call.note else output.text,
             is_error=output.is_error,
             events=tool_events(
                 call.event_seq,

@@ -354,6 +354,7 @@ class KeelA2AHandler(RequestHandler):
                 decision=decision,  # type: ignore[arg-type]
                 payload_hash=str(payload_hash) if payload_hash else None,
                 text=text or None,
+                arguments=data.get("arguments"),  # approve with edits: checked by the run
             )
         except ValidationError as exc:
             raise InvalidParamsError(message=_first_problem(exc)) from exc

@@ -20,6 +20,7 @@ from keel.api.cli.connection import keel_api
 from keel.api.cli.console_link import console_link
 from keel.api.cli.coordinations import coordinations_app
 from keel.api.cli.dev import dev
+from keel.api.cli.edited_args import ArgumentsError, argument_changes, read_arguments
 from keel.api.cli.evals import eval_command
 from keel.api.cli.local_stack import serve_api
 from keel.api.cli.local_tools import LOCAL_TOOLS, local_executor
@@ -292,7 +293,11 @@ async def _decide(run_id: str, interaction_id: str, body: InteractionDecisionCre
     async with keel_api(KeelClient) as (client, _):
         if body.decision.startswith("approve"):
             ia = await client.interaction(run_id, interaction_id)
-            console.print(f"Approving {ia.tool} {ia.arguments} (hash {ia.payload_hash[:12]}…)")
+            console.print(
+                escape(f"Approving {ia.tool} {ia.arguments} (hash {ia.payload_hash[:12]}…)")
+            )
+            for line in argument_changes(ia.arguments, body.arguments or ia.arguments):
+                console.print(escape(f"  {line}"))
             body = body.model_copy(update={"payload_hash": ia.payload_hash})
         result = await client.decide(run_id, interaction_id, body)
     console.print(f"{interaction_id}: {result.status}, now {result.interaction.status}")
@@ -305,9 +310,25 @@ def approve(
     always: Annotated[
         bool, typer.Option("--always", help="Also allow the same call for the rest of the session.")
     ] = False,
+    args: Annotated[
+        str | None,
+        typer.Option(
+            "--args",
+            help="Approve with these arguments instead (a JSON object, or a file holding one); "
+            "they pass the same checks as the model's call.",
+        ),
+    ] = None,
 ) -> None:
     """Approve a pending tool call (the payload you are shown is the one that runs)."""
-    body = InteractionDecisionCreate(decision="approve_always" if always else "approve")
+    if args is not None and always:
+        raise _fail("--args approves one edited call; it does not go with --always.")
+    try:
+        edited = read_arguments(args) if args is not None else None
+    except ArgumentsError as exc:
+        raise _fail(str(exc)) from exc
+    body = InteractionDecisionCreate(
+        decision="approve_always" if always else "approve", arguments=edited
+    )
     _run(_decide(run_id, interaction_id, body))
 
 

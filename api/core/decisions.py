@@ -13,6 +13,7 @@ taken, the answer is `accepted` again, not a conflict.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import timedelta
 
@@ -39,6 +40,7 @@ from keel.api.core.temporal_errors import from_temporal, namespace_missing, temp
 from keel.api.core.tenant_ids import in_view, interaction_key
 from keel.api.identity.auth import Principal
 from keel.api.identity.config import user_ref
+from keel.workflows.gate.gate import canonical_json
 from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
 from keel.workflows.run.agent_run import AgentRunWorkflow
 
@@ -52,6 +54,7 @@ ERROR_OF_PROBLEM: dict[str, type[KeelError]] = {
     "NotAnApprover": Forbidden,
     "PayloadHashMismatch": Invalid,
     "InvalidDecision": Invalid,
+    "EditRefused": Invalid,
 }
 
 
@@ -139,6 +142,7 @@ class DecisionService:
             approver=user_ref(user),
             payload_hash=body.payload_hash,
             text=body.text,
+            arguments=None if body.arguments is None else canonical_json(body.arguments),
             # Names this request, so the run can tell it took even if delivered twice.
             decision_id=decision_id or uuid.uuid4().hex,
         )
@@ -162,7 +166,8 @@ class DecisionService:
             kind = cause.type if isinstance(cause, ApplicationError) else None
             if kind in RUN_ENDED:
                 return await self._after_the_run(run_id, decision, user)
-            reason = str(cause)
+            # The run's sentence, without the type it names its refusal by.
+            reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
             if kind == "InteractionClosed":
                 current = await self._current(run_id, interaction_id)
                 if current is not None and _repeats(current, decision):
@@ -193,6 +198,8 @@ class DecisionService:
                 "decision": body.decision,
                 "decided_by": decision.approver,
                 "answer": body.text,
+                "approved_arguments": outcome.approved_arguments,
+                "approved_hash": outcome.approved_hash,
             }
         )
         return _result("accepted", run_id, taken)
@@ -314,8 +321,20 @@ def _repeats(interaction: Interaction, decision: InteractionDecision) -> bool:
     if interaction.decision != decision.decision or interaction.decided_by != decision.approver:
         return False
     if decision.decision.startswith("approve"):
-        return decision.payload_hash == interaction.payload_hash
+        return decision.payload_hash == interaction.payload_hash and _same_edit(
+            interaction, decision.arguments
+        )
     return (interaction.answer or None) == (decision.text or None)
+
+
+def _same_edit(interaction: Interaction, arguments: str | None) -> bool:
+    """Whether `arguments` (None: as proposed) are what the interaction was approved with.
+
+    The run stores the arguments completed with the tool's defaults, so an edit repeats if
+    each argument it names has the stored value."""
+    approved = json.loads(interaction.approved_arguments or interaction.arguments)
+    sent = json.loads(arguments) if arguments is not None else json.loads(interaction.arguments)
+    return all(approved.get(key) == value for key, value in sent.items())
 
 
 def _accepted(run_id: str, interaction: Interaction) -> DecisionResult:

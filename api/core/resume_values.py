@@ -3,7 +3,9 @@
 Chat front ends answer an interrupt in several spellings; each becomes one
 `InteractionDecisionCreate`, checked by the same `DecisionService` as every other
 surface. A resume that names no `payload_hash` approves the payload the interrupt
-showed: an interaction's payload never changes, and the decision still names it.
+showed: an interaction's payload never changes, and the decision still names it. An
+agent-inbox `edit` approves with the edited arguments, which the run checks like a
+model's call.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ REJECT = frozenset({"reject", "ignore", "rejected", "no", "n", "deny"})
 HOW = (
     "Resume with true/false, 'approve'/'reject', "
     '{"decision": "approve" | "approve_always" | "reject" | "answer", "payload_hash": ..., '
-    '"text": ...}, an answer text for a question, or a map of interrupt id to one of those.'
+    '"text": ..., "arguments": {edited arguments}}, an answer text for a question, or a map '
+    "of interrupt id to one of those."
 )
 
 
@@ -80,12 +83,16 @@ def _fields(value: Any, ia: InteractionPublic) -> dict[str, Any]:
         if kind == "response":
             text = value.get("args")
             return {"decision": "answer" if ia.kind == "ask_user" else "reject", "text": text}
-        if kind == "edit":
-            raise Invalid(
-                "An edited call is not approved as sent; reject it with the change as the "
-                "reason, and the model proposes the call again.",
-                field="command.resume",
-            )
+        if kind == "edit":  # agent-inbox: {"type": "edit", "args": {"action", "args"}}
+            edit = value.get("args")
+            if isinstance(edit, dict) and isinstance(edit.get("args"), dict):
+                edit = edit["args"]
+            if not isinstance(edit, dict):
+                raise Invalid(
+                    "An edit needs the call's arguments as an object in `args.args`.",
+                    field="command.resume",
+                )
+            return {"decision": "approve", "arguments": edit}
     raise Invalid(
         f"The resume value does not answer interrupt {ia.id}. {HOW}", field="command.resume"
     )

@@ -385,6 +385,14 @@ class InteractionDecisionCreate(BaseModel):
             "client-executed tool call."
         ),
     )
+    arguments: dict[str, object] | None = Field(
+        default=None,
+        description=(
+            "Edited arguments to approve instead of the proposed ones (with `approve` and "
+            "the proposal's `payload_hash`). They pass the same checks as the model's call; "
+            "the edited call is what runs."
+        ),
+    )
 
 
 class InteractionPublic(BaseModel):
@@ -408,6 +416,12 @@ class InteractionPublic(BaseModel):
     decided_by: str | None
     decided_at: datetime | None
     answer: str | None
+    approved_arguments: dict[str, object] | None = Field(
+        default=None, description="The arguments the approver edited in; None: as proposed."
+    )
+    approved_hash: str | None = Field(
+        default=None, description="SHA-256 of the edited payload, which is what ran."
+    )
 
     @classmethod
     def from_interaction(cls, run_id: str, ia: Interaction, *, tenant_id: str) -> InteractionPublic:
@@ -431,6 +445,10 @@ class InteractionPublic(BaseModel):
             decided_by=ia.decided_by,
             decided_at=ia.decided_at,
             answer=ia.answer,
+            approved_arguments=None
+            if ia.approved_arguments is None
+            else json.loads(ia.approved_arguments),
+            approved_hash=ia.approved_hash,
         )
 
 

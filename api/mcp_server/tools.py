@@ -207,13 +207,20 @@ class KeelTools:
         text: Annotated[
             str | None, Field(description="The answer to a question, or why you reject.")
         ] = None,
+        arguments: Annotated[
+            dict[str, object] | None,
+            Field(
+                description="With approve: edited arguments to run instead of the proposed "
+                "ones (checked like the model's call; the run's model is told what changed)."
+            ),
+        ] = None,
     ) -> DecisionResult:
         """Decide an approval or a question a run waits on. Only the run's requester or its
         named approver may decide; a decision takes once, before the request expires."""
         user = caller(ctx)
         try:
             body = InteractionDecisionCreate(
-                decision=decision, payload_hash=payload_hash, text=text
+                decision=decision, payload_hash=payload_hash, text=text, arguments=arguments
             )
         except ValidationError as exc:
             raise ToolError(invalid_arguments("decide", exc)) from None

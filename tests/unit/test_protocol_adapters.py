@@ -99,7 +99,7 @@ def test_several_waiting_need_a_map_by_interrupt_id() -> None:
     ("value", "words"),
     [
         ("maybe", "does not answer"),
-        ({"type": "edit", "args": {}}, "edited call"),
+        ({"type": "edit", "args": "rm"}, "arguments as an object"),
         ({"decision": "approve", "payload_hash": "short"}, "payload_hash"),
         (42, "does not answer"),
     ],
@@ -107,6 +107,16 @@ def test_several_waiting_need_a_map_by_interrupt_id() -> None:
 def test_other_values_are_refused_with_a_sentence(value: Any, words: str) -> None:
     with pytest.raises(Invalid, match=words):
         decisions_for(value, [interaction()])
+
+
+def test_an_agent_inbox_edit_approves_with_the_edited_arguments() -> None:
+    ia = interaction()
+    edit = {"type": "edit", "args": {"action": ia.tool, "args": {"path": "b.txt"}}}
+    [(_, decision)] = decisions_for(edit, [ia])
+    assert decision.decision == "approve" and decision.arguments == {"path": "b.txt"}
+    assert decision.payload_hash == ia.payload_hash
+    [(_, spelled)] = decisions_for({"decision": "approve", "arguments": {"path": "c"}}, [ia])
+    assert spelled.arguments == {"path": "c"} and spelled.payload_hash == ia.payload_hash
 
 
 def test_nothing_waiting_is_refused() -> None:

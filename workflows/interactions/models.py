@@ -63,6 +63,13 @@ class Interaction(BaseModel):
     decision_id: str | None = Field(
         default=None, description="Which decision request took, so every record names one."
     )
+    approved_arguments: str | None = Field(
+        default=None,
+        description="Canonical JSON of the arguments the approver edited in; None: as proposed.",
+    )
+    approved_hash: str | None = Field(
+        default=None, description="SHA-256 of the edited proposal, the payload that runs."
+    )
 
 
 class InteractionDecision(BaseModel):
@@ -84,6 +91,11 @@ class InteractionDecision(BaseModel):
         max_length=64,
         description="Names this request; the run makes one up when it is missing.",
     )
+    arguments: str | None = Field(
+        default=None,
+        max_length=MAX_LOCAL_RESULT_CHARS,
+        description="JSON of edited arguments to approve instead of the proposal's.",
+    )
 
 
 class DecisionOutcome(BaseModel):
@@ -92,6 +104,10 @@ class DecisionOutcome(BaseModel):
     interaction_id: str
     status: InteractionStatus
     decision_id: str | None = None
+    approved_arguments: str | None = Field(
+        default=None, description="The edited arguments that will run; None: as proposed."
+    )
+    approved_hash: str | None = None
 
 
 class OpenInteractionsInput(BaseModel):

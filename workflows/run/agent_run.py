@@ -109,6 +109,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         self._opening: StartRunInput | None = None
         # The run's record keys, for handlers that may run before `run` does.
         self._ids = run.model_copy(update={"run_id": run.run_id or workflow.info().workflow_id})
+        self._gate: ToolGate | None = None
         self._interactions = RunInteractions(self)
 
     @workflow.query(name="progress")
@@ -193,6 +194,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             subagents=run.agent.subagents if run.depth < subagents.MAX_SUBAGENT_DEPTH else [],
             plugins=PluginToolset(tuple(run.agent.plugin_tools)),
         )
+        self._gate = gate
         while True:
             plan = convergence.plan_next_call(state, limits)
             if plan.nudge is not None and plan.force_reason is None:
@@ -772,6 +774,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         decision: GateDecision,
         *,
         interaction_id: str | None = None,
+        note: str | None = None,
     ) -> ToolDigest | GateResult:
         held = (
             decision.spec is not None
@@ -792,6 +795,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             allowed_by=_rule_text(decision) if interaction_id is None else None,
             network=decision.network,
             hold_output=held,
+            note=note,
         )
         digest = await self._execute_tool(call, decision)
         return await self._after_hooks(run, call, decision) if held else digest

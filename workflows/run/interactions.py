@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import InteractionRecords
-    from keel.workflows.gate.gate import GateDecision
+    from keel.workflows.gate.gate import GateDecision, ToolGate
     from keel.workflows.gate.models import GateResult, MessageRef
     from keel.workflows.gate.permissions import PermissionRule
     from keel.workflows.gate.tool_specs import Risk
@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ResolveInteractionInput,
     )
     from keel.workflows.run import subagents
+    from keel.workflows.run.approval_edits import EditRefused, check_edit, edit_note
     from keel.workflows.run.models import RunInput, RunState, RunStatus
     from keel.workflows.run.step_models import ToolDigest
 
@@ -51,6 +52,8 @@ class InteractionHost(Protocol):
     _state: RunState
     _ids: RunInput
     """The run's record keys, for handlers that may run before `run` does."""
+    _gate: ToolGate | None
+    """The run's gate, once its loop has begun: edited arguments pass it again."""
 
     def _take_seqs(self, count: int) -> int: ...
 
@@ -78,6 +81,7 @@ class InteractionHost(Protocol):
         decision: GateDecision,
         *,
         interaction_id: str | None = None,
+        note: str | None = None,
     ) -> ToolDigest | GateResult: ...
 
 
@@ -186,6 +190,23 @@ class RunInteractions:
         if interaction.decision == "approve_always":
             self._host._state.session_rules.append(self.always_rule(interaction))
         await self._host._tell_parent(run)
+        note = None
+        if interaction.status == "approved" and interaction.approved_arguments is not None:
+            try:  # the payload that runs is the one the approver edited in
+                decision = self.edited(interaction, interaction.approved_arguments)
+            except EditRefused as err:  # the rules changed since the approval
+                interaction.status = "failed"
+                return GateResult(
+                    step=interaction.step,
+                    ord=ord_,
+                    call_id=interaction.call_id,
+                    name=interaction.tool,
+                    arguments=interaction.approved_arguments,
+                    content=f"Error: {err} It did not run.",
+                    is_error=True,
+                    event_seq=self._host._take_seqs(2),
+                )
+            note = edit_note(interaction, interaction.approved_arguments)
         if interaction.status == "approved" and is_task(decision):
             interaction.status = "executing"
             answer = (await self._host._run_subagents(run, [(ord_, decision)]))[ord_]
@@ -193,7 +214,9 @@ class RunInteractions:
             return answer
         if interaction.status == "approved":
             interaction.status = "executing"
-            digest = await self._host._run_tool(run, ord_, decision, interaction_id=interaction.id)
+            digest = await self._host._run_tool(
+                run, ord_, decision, interaction_id=interaction.id, note=note
+            )
             interaction.status = "failed" if digest.is_error else "executed"
             return digest
         if interaction.status == "expired" and run.agent.approval.on_expiry == "fail":
@@ -280,7 +303,24 @@ class RunInteractions:
                 f"The payload hash does not match the proposal of {interaction.id}; "
                 "fetch the interaction again and approve what it shows.",
             )
+        if decision.arguments is not None:
+            if decision.decision != "approve":
+                return (
+                    "InvalidDecision",
+                    "Edited arguments go with `approve`: an edited call is approved once.",
+                )
+            try:
+                self.edited(interaction, decision.arguments)
+            except EditRefused as err:
+                return "EditRefused", str(err)
         return None
+
+    def edited(self, interaction: Interaction, arguments: str) -> GateDecision:
+        """The gate's decision on `arguments` in place of the proposal's (`EditRefused`)."""
+        gate = self._host._gate
+        if gate is None:
+            raise EditRefused(f"Interaction {interaction.id} cannot take edited arguments.")
+        return check_edit(gate, interaction, arguments, self._host._state.session_rules)
 
     def apply(
         self, decision: InteractionDecision, interaction: Interaction | None = None
@@ -291,6 +331,11 @@ class RunInteractions:
         interaction.decided_by = decision.approver
         interaction.decided_at = workflow.now()
         interaction.answer = decision.text
+        if decision.arguments is not None:
+            edited = self.edited(interaction, decision.arguments)
+            if edited.canonical_arguments != interaction.arguments:
+                interaction.approved_arguments = edited.canonical_arguments
+                interaction.approved_hash = edited.payload_hash
         interaction.status = {
             "approve": "approved",
             "approve_always": "approved",
@@ -353,6 +398,8 @@ class RunInteractions:
         interaction.decided_at = stored.decided_at
         interaction.answer = stored.answer
         interaction.decision_id = stored.decision_id
+        interaction.approved_arguments = stored.approved_arguments
+        interaction.approved_hash = stored.approved_hash
         # Past `approved` in Postgres means it is running or ran: the run is what runs it.
         interaction.status = (
             "approved" if stored.status in ("executing", "executed", "failed") else stored.status
@@ -370,6 +417,8 @@ class RunInteractions:
             interaction_id=interaction.id,
             status=interaction.status,
             decision_id=interaction.decision_id,
+            approved_arguments=interaction.approved_arguments,
+            approved_hash=interaction.approved_hash,
         )
 
     def validate(self, decision: InteractionDecision) -> None:

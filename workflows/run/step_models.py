@@ -92,6 +92,10 @@ class ToolCallInput(BaseModel):
         default=False,
         description="Keep the output aside for `tool.after` hooks instead of answering with it.",
     )
+    note: str | None = Field(
+        default=None,
+        description="Told to the model before the output: the person's changes to the call.",
+    )
 
 
 class ToolDigest(BaseModel):

@@ -46,10 +46,37 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
   const result = h("div", { class: "decision-result", "aria-live": "polite" });
   const reason = h("textarea", { class: "reason", rows: 2, placeholder: ia.kind === "ask_user" ? "Your answer" : "Reason (the model is told)" });
   const buttons = h("div", { class: "buttons" });
+  // Approve with edits: the arguments are editable; what changed is shown before it is sent.
+  const editor = h("textarea", { class: "edit-arguments", rows: 6, spellcheck: "false", "aria-label": "Arguments to approve" });
+  editor.value = JSON.stringify(ia.arguments, null, 2);
+  const diff = h("div", { class: "edit-diff", "aria-live": "polite" });
+  /** The edited arguments; undefined when as proposed, null when not a JSON object. */
+  function edited() {
+    let value;
+    try { value = JSON.parse(editor.value); } catch { return null; }
+    if (!value || typeof value !== "object" || Array.isArray(value)) return null;
+    return canonicalJson(value) === canonicalJson(ia.arguments) ? undefined : value;
+  }
+  function showDiff() {
+    const value = edited();
+    if (value === null) replace(diff, h("span", { class: "error" }, "Not a JSON object of arguments."));
+    else if (value === undefined) replace(diff);
+    else replace(diff, h("div", { class: "label" }, "Your changes (the edited call is what runs)"),
+      h("ul", {}, argumentChanges(ia.arguments, value).map(([kind, text]) => h("li", { class: `change ${kind}` }, text))));
+  }
+  editor.addEventListener("input", showDiff);
 
   async function decide(decision) {
     const body = { decision };
     if (decision.startsWith("approve")) body.payload_hash = ia.payload_hash;
+    if (decision.startsWith("approve") && ia.kind !== "ask_user") {
+      const value = edited();
+      if (value === null) {
+        replace(result, h("span", { class: "error" }, "The edited arguments are not a JSON object."));
+        return;
+      }
+      if (value !== undefined) body.arguments = value;
+    }
     if (reason.value.trim()) body.text = reason.value.trim();
     if (decision === "answer" && !body.text) {
       replace(result, h("span", { class: "error" }, "Write the answer first."));
@@ -59,7 +86,8 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
     try {
       const answer = await api("POST", `/v1/runs/${encodeURIComponent(ia.run_id)}/interactions/${encodeURIComponent(ia.id)}`, body);
       result.dataset.outcome = "accepted";
-      replace(result, h("strong", { class: "ok" }, "Accepted"), ` — ${answer.interaction.decision} by ${answer.interaction.decided_by}`);
+      replace(result, h("strong", { class: "ok" }, "Accepted"), ` — ${answer.interaction.decision} by ${answer.interaction.decided_by}`,
+        answer.interaction.approved_hash ? ` with changes (runs ${answer.interaction.approved_hash.slice(0, 12)}…)` : "");
       card.dataset.status = "decided";
       onDecided?.(answer);
     } catch (err) {
@@ -96,7 +124,14 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
       h("div", { class: "label" }, "Exact payload that will run (canonical JSON, as hashed)"),
       h("pre", { class: "payload" }, payload),
       h("div", { class: "label" }, "SHA-256 ", check),
-      h("code", { class: "payload-hash" }, ia.payload_hash)),
+      h("code", { class: "payload-hash" }, ia.payload_hash),
+      ia.status === "pending" ? h("details", { class: "edit" },
+        h("summary", {}, "Edit the arguments before approving"),
+        editor, diff) : null,
+      ia.approved_arguments ? [
+        h("div", { class: "label" }, `Approved with changes by ${ia.decided_by || "the approver"} (this ran)`),
+        h("ul", { class: "edit-diff" }, argumentChanges(ia.arguments, ia.approved_arguments).map(([kind, text]) => h("li", { class: `change ${kind}` }, text))),
+        h("code", { class: "approved-hash" }, ia.approved_hash || "")] : null),
     ia.status === "pending" ? [reason, buttons] : h("p", { class: "muted" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`),
     result);
   return card;
@@ -124,6 +159,20 @@ function clientCallCard(ia, { showRun }) {
     h("div", { class: "label" }, "The call the client runs"),
     h("pre", { class: "arguments" }, JSON.stringify(ia.arguments, null, 2)),
     ia.status === "pending" ? null : h("p", { class: "muted client-status" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`));
+}
+
+/** One [kind, line] per argument an edit changes, adds or removes. */
+export function argumentChanges(before, after) {
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+  const changes = [];
+  for (const key of keys) {
+    const old = JSON.stringify(before[key]);
+    const now = JSON.stringify(after[key]);
+    if (!(key in after)) changes.push(["removed", `- ${key}: ${old}`]);
+    else if (!(key in before)) changes.push(["added", `+ ${key}: ${now}`]);
+    else if (old !== now) changes.push(["changed", `~ ${key}: ${old} → ${now}`]);
+  }
+  return changes;
 }
 
 function append(el, ...children) {
