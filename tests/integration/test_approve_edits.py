@@ -285,3 +285,57 @@ async def test_an_agent_decides_over_mcp_with_edited_arguments(
     assert (workspace / "notes" / "mcp.txt").read_text() == "via mcp"
     assert not (workspace / "notes" / "out.txt").exists()
     assert not (workspace.parent / "x.txt").exists()
+
+
+async def test_an_edit_racing_a_reject_one_wins_and_everything_agrees(
+    store: Store,
+    workspace: Path,
+    database_url: str,
+    scripted: StartLLM,
+    keel_app: LaunchKeel,
+) -> None:
+    llm = scripted(
+        Script(turns=[Turn(tool_calls=[write("proposed.txt", "p")]), Turn(content="done")])
+    )
+    edited = {"path": "edited.txt", "content": "e"}
+    winners: set[str] = set()
+    async with keel_app(llm, headers={}) as http:
+        for round_ in range(3):
+            root = workspace / f"round-{round_}"
+            root.mkdir()
+            run_id = await start(http, root)
+            [ia] = await pending(http, run_id)
+            reject = {"decision": "reject", "text": "no"}
+            url = f"/v1/runs/{run_id}/interactions/{ia['id']}"
+            requests = [
+                approve(http, run_id, ia, edited)
+                if i % 2 == 0
+                else http.post(url, headers=ALICE, json=reject)
+                for i in range(10)
+            ]
+            answers = await asyncio.gather(*requests)
+            kinds = ["edit" if i % 2 == 0 else "reject" for i in range(10)]
+            took = {k for k, a in zip(kinds, answers, strict=True) if a.status_code == 200}
+            assert len(took) == 1, [(a.status_code, a.text) for a in answers]
+            assert all(a.status_code in (200, 409) for a in answers)
+            [winner] = took
+            winners.add(winner)
+            assert (await finished(http, run_id))["status"] == "completed"
+            [stored] = (await http.get(f"/v1/runs/{run_id}/interactions", headers=ALICE)).json()
+            audit = [
+                e
+                for e in await AuditLog(store.pool).entries("default", limit=10_000)
+                if e.subject == f"{run_id}/{ia['id']}"
+                and e.action in ("interaction.approved", "interaction.rejected")
+            ]
+            assert not (root / "proposed.txt").exists()
+            if winner == "edit":
+                assert stored["status"] == "executed" and stored["approved_arguments"] == edited
+                assert (root / "edited.txt").read_text() == "e"
+                assert await executions(database_url, run_id) == 1
+                [entry] = audit
+                assert entry.detail["approved_hash"] == stored["approved_hash"]
+            else:
+                assert stored["status"] == "rejected" and stored["approved_hash"] is None
+                assert not (root / "edited.txt").exists()
+                assert [e.action for e in audit] == ["interaction.rejected"]
