@@ -59,7 +59,8 @@ async def keel(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), timeout=120)
+    # A command that starts its own stack brings Temporal and Postgres up first.
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)
     return proc.returncode or 0, out.decode()
 
 
@@ -245,6 +246,7 @@ async def test_keel_dev_refuses_a_configured_model_without_its_key_at_start(
     assert not (tmp_path / "keel-data" / "postgres").exists()  # refused before starting
 
 
+@pytest.mark.timeout(600)
 async def test_keel_review_with_no_keel_running_starts_one_offline(tmp_path: Path) -> None:
     code_dir = project(tmp_path)
     env = newcomer_env(
