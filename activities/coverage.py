@@ -34,6 +34,7 @@ from keel.workflows.run.coverage_plan import (
     WorkspaceFile,
     WorkspaceListing,
 )
+from keel.workflows.run.findings import without_blocks
 from keel.workflows.tenant_keys import in_view
 
 # A listing stops here: the plan's files travel in the run's history.
@@ -110,7 +111,8 @@ class CoverageActivities(Coverage):
             if row is None:
                 continue
             if row["status"] == "completed" and (row["report"] or "").strip():
-                text = str(row["report"]).strip()
+                # The findings blocks are in Keel's findings ledger already: words only.
+                text = without_blocks(str(row["report"]), keep=lambda _: False).strip()
                 if len(text) > share:
                     text = text[:share].rsplit("\n", 1)[0] + "\n[Keel: answer cut to fit]"
             else:

@@ -153,6 +153,9 @@ def part_call(agent: str, task: SubagentTask) -> dict[str, object]:
         "Keel so that every file is read. Read every line of each file below: when an "
         "output is cut, call read_file again with the start_line it names. Report each "
         "finding as `- path:line: problem`, then `## Files read` and `## Not read` (with "
-        f"the reason for each).\n## Files to read\n{files}"
+        "the reason for each), and end with the findings for machines: a fenced block "
+        "tagged `findings` holding a JSON array, one object per finding with `file`, "
+        "`line`, `severity` (high, medium or low), `title` and `detail` (`[]` when there "
+        f"are none).\n## Files to read\n{files}"
     )
     return {"agent": agent, "prompt": prompt}

@@ -148,6 +148,8 @@ class _Knowledge:
     written: tuple[str, str] | None = None
     # An ordinary model's report: no files reviewed, no files not covered.
     plain: bool = False
+    # A part Keel planned: its prompt asks for a findings block too.
+    keel_part: bool = False
 
     def list_file(self, path: str, size: int | None = None) -> None:
         if path not in self.listed:
@@ -320,7 +322,8 @@ def _read_context(messages: list[dict[str, Any]]) -> _Knowledge:
         text = _text(message.get("content"))
         if role == "user" and not known.task and not text.startswith("[Summary"):
             known.task = text.strip().splitlines()[0] if text.strip() else ""
-            known.part = known.task.startswith(PART_CUE) or "\n## Files to read\n" in text
+            known.keel_part = "\n## Files to read\n" in text and "`findings`" in text
+            known.part = known.task.startswith(PART_CUE) or known.keel_part
         if role in ("user", "assistant"):
             _read_notes(known, text)
         if role == "assistant":
@@ -523,14 +526,16 @@ def _summary(known: _Knowledge) -> str:
 
 
 def _part_answer(known: _Knowledge) -> str:
-    """A sub-agent's answer: findings, then the files it read and those it did not."""
-    return "\n\n".join(
-        [
-            _findings_section(known),
-            "## Files read\n" + _grouped(known.covered),
-            "## Not read\n" + _reasons(known.unreadable),
-        ]
-    )
+    """A sub-agent's answer: findings, then the files it read and those it did not, and
+    for a part Keel planned (its prompt asks), the findings block."""
+    sections = [
+        _findings_section(known),
+        "## Files read\n" + _grouped(known.covered),
+        "## Not read\n" + _reasons(known.unreadable),
+    ]
+    if known.keel_part:
+        sections.append(_findings_block(known))
+    return "\n\n".join(sections)
 
 
 def _report(known: _Knowledge) -> str:

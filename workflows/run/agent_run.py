@@ -863,6 +863,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         covered = None
         if state.coverage is not None and status == "completed":
             covered = await coverage.CoverageDriver(state, self._take_seqs).close(run, reason)
+            covered = covered.model_copy(update={"unread": []})  # the run's record lists them
             if (
                 covered.status == "partial"
                 and reason == "final_answer"

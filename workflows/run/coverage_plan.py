@@ -51,7 +51,7 @@ VENDORED_SUFFIXES = (".min.js", ".min.css", ".map")
 LOCK_FILES = frozenset(
     {"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "uv.lock", "Cargo.lock"}
 )
-COVERAGE_SECTION_HEADING = "## Coverage (by Keel)"
+COVERAGE_SECTION_HEADING = "## Coverage recorded by Keel"
 
 SkipReason = Literal["binary", "generated", "vendored", "empty", "over_size_cap"]
 SKIP_TEXT: dict[SkipReason, str] = {
