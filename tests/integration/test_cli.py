@@ -33,7 +33,9 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
         "-m",
         "keel.api.cli.main",
         *args,
-        env={"COLUMNS": "120", **env},
+        # Wide: a table of this process's database's runs (other tests' too, with long ids)
+        # keeps every column readable; a test of narrow terminals sets its own.
+        env={"COLUMNS": "200", **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
