@@ -84,8 +84,11 @@ async def review(
 
 @pytest.mark.parametrize(
     "total_bytes",
-    # About 440 files in 4 MB take ~35 s here; 300 KB, ~5 s.
-    [pytest.param(300_000, id="300KB"), pytest.param(4_100_000, id="4MB")],
+    # About 440 files in 4 MB take ~35 s here (the scale lane); 300 KB, ~5 s.
+    [
+        pytest.param(300_000, id="300KB"),
+        pytest.param(4_100_000, id="4MB", marks=pytest.mark.scale),
+    ],
 )
 async def test_a_model_that_never_delegates_gets_every_file_read(
     temporal_client: Client,
@@ -203,6 +206,7 @@ async def test_a_ceiling_that_cannot_cover_everything_ends_partial_and_says_so(
     assert llm.requests and not any(r.rejected for r in llm.requests)
 
 
+@pytest.mark.durability
 async def test_a_worker_killed_while_parts_run_reads_each_file_once_and_no_part_twice(
     temporal_client: Client,
     store: Store,
