@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.gate.gate import GateDecision, ToolGate
     from keel.workflows.gate.models import GateResult, MessageRef
     from keel.workflows.gate.permissions import PermissionRule
+    from keel.workflows.gate.plugin_refs import hooks_for
     from keel.workflows.gate.tool_specs import Risk
     from keel.workflows.interactions.models import (
         MAX_ANSWER_CHARS,
@@ -69,6 +70,10 @@ class InteractionHost(Protocol):
     ) -> None: ...
 
     async def _tell_parent(self, run: RunInput) -> None: ...
+
+    async def _before_hooks(
+        self, run: RunInput, decisions: list[tuple[int, GateDecision]]
+    ) -> list[tuple[int, GateDecision]]: ...
 
     async def _run_subagents(
         self, run: RunInput, calls: list[tuple[int, GateDecision]]
@@ -315,6 +320,23 @@ class RunInteractions:
                 return "EditRefused", str(err)
         return None
 
+    async def hooks_refuse(self, decision: InteractionDecision) -> tuple[str, str] | None:
+        """An edit meets the agent's `tool.before` hooks, as the model's call did: a deny
+        refuses it. Only edited decisions of agents with hooks run them (new commands)."""
+        interaction = self._host._state.interactions[decision.interaction_id]
+        run = self._host._ids
+        if decision.arguments is None or not hooks_for(
+            run.agent.hooks, "tool.before", interaction.tool
+        ):
+            return None
+        edited = self.edited(interaction, decision.arguments)
+        [(_, judged)] = await self._host._before_hooks(run, [(interaction.ord, edited)])
+        if judged.verdict == "deny":
+            reason = judged.message.removeprefix("Error: ").split(" Do not retry")[0]
+            return "EditRefused", f"The edited {interaction.tool} call is refused: {reason}"
+        # Decided by another request while the hooks judged this one?
+        return self.problem_with(decision)
+
     def edited(self, interaction: Interaction, arguments: str) -> GateDecision:
         """The gate's decision on `arguments` in place of the proposal's (`EditRefused`)."""
         gate = self._host._gate
@@ -409,7 +431,7 @@ class RunInteractions:
         await self.opened(decision.interaction_id)
         interaction = self.took(decision)
         if interaction is None:
-            problem = self.problem_with(decision)
+            problem = self.problem_with(decision) or await self.hooks_refuse(decision)
             if problem is not None:
                 raise ApplicationError(problem[1], type=problem[0], non_retryable=True)
             interaction = await self.claim(decision)
@@ -441,7 +463,7 @@ class RunInteractions:
 
     async def resolve(self, decision: InteractionDecision) -> None:
         await self.opened(decision.interaction_id)
-        problem = self.problem_with(decision)
+        problem = self.problem_with(decision) or await self.hooks_refuse(decision)
         if problem is not None:
             workflow.logger.warning("ignored decision %s: %s", decision.interaction_id, problem[1])
         else:
