@@ -17,6 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import ParseDict
+from google.protobuf.struct_pb2 import Value
 from temporalio.client import Client
 
 from keel.activities.store.audit import AuditLog
@@ -26,6 +31,8 @@ from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.conftest import JWT_SECRET, in_process_worker, token_for
 from tests.integration.keel_http import ALICE, LaunchKeel, MakeSettings, StartLLM, finished, pending
+from tests.integration.test_a2a import a2a_client, user_message
+from tests.integration.test_a2a import keel as a2a_keel
 from tests.integration.test_approvals import executions, start, write
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import FINISHED, call, mcp_client, refused, until_run
@@ -339,3 +346,54 @@ async def test_an_edit_racing_a_reject_one_wins_and_everything_agrees(
                 assert stored["status"] == "rejected" and stored["approved_hash"] is None
                 assert not (root / "edited.txt").exists()
                 assert [e.action for e in audit] == ["interaction.rejected"]
+
+
+async def test_an_a2a_follow_up_approves_with_edited_arguments(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(
+        Script(turns=[Turn(tool_calls=[write("NOTES.md", "hi\n")]), Turn(content="Wrote it.")])
+    )
+    settings = settings_for(llm, workspace, api_port=free_port())
+    async with (
+        a2a_keel(temporal_client, store, settings) as url,
+        a2a_client(url, streaming=False, agent="build") as client,
+    ):
+        [started] = [r async for r in client.send_message(user_message("Add notes"))]
+        task_id = started.task.id
+        assert started.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        def follow(message_id: str, arguments: dict[str, Any]) -> SendMessageRequest:
+            data = ParseDict({"decision": "approve", "arguments": arguments}, Value())
+            return SendMessageRequest(
+                message=Message(
+                    message_id=message_id,
+                    role=Role.ROLE_USER,
+                    task_id=task_id,
+                    parts=[Part(data=data)],
+                )
+            )
+
+        with pytest.raises(A2AError) as refused:
+            _ = [
+                r
+                async for r in client.send_message(
+                    follow("m-up", {"path": "../N.md", "content": "x"})
+                )
+            ]
+        assert "outside the run's workspace" in str(refused.value)
+        [answered] = [
+            r
+            async for r in client.send_message(
+                follow("m-edit", {"path": "docs/NOTES.md", "content": "edited\n"})
+            )
+        ]
+        assert answered.task.status.state == TaskState.TASK_STATE_COMPLETED, answered
+    assert (workspace / "docs" / "NOTES.md").read_text() == "edited\n"
+    assert not (workspace / "NOTES.md").exists()
+    [told] = tool_messages(llm.last_request(1))
+    assert "with changes" in told and "docs/NOTES.md" in told
