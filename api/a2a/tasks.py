@@ -12,7 +12,7 @@ from google.protobuf.struct_pb2 import Value
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from keel.activities.store.records import RunRecord
-from keel.api.core.schemas import InteractionPublic
+from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.core.tenant_ids import in_view
 from keel.workflows.interactions.models import Interaction
 from keel.workflows.run.findings import FINDING_FIELDS

@@ -32,7 +32,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from keel.api.core.schemas import InteractionPublic
+from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.events.hub import DeltaNotice
 from keel.api.events.resume_point import ResumePoint
 from keel.api.events.stream import Outgoing

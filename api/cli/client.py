@@ -13,18 +13,15 @@ from keel.api.core.coordinations.schemas import (
     CoordinationList,
     CoordinationPublic,
 )
-from keel.api.core.schemas import (
+from keel.api.core.schemas.evals import EvalResultCreate, EvalResultPublic
+from keel.api.core.schemas.events import EventPage
+from keel.api.core.schemas.health import Health
+from keel.api.core.schemas.interactions import (
     DecisionResult,
-    EvalResultCreate,
-    EvalResultPublic,
-    EventPage,
-    Health,
     InteractionDecisionCreate,
     InteractionPublic,
-    RunCreate,
-    RunList,
-    RunPublic,
 )
+from keel.api.core.schemas.runs import RunCreate, RunList, RunPublic
 
 
 class KeelApiError(RuntimeError):

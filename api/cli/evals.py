@@ -17,7 +17,7 @@ from rich.text import Text
 
 from keel.api.cli.client import KeelApiError, KeelClient
 from keel.api.cli.tables import id_column
-from keel.api.core.schemas import EvalResultCreate
+from keel.api.core.schemas.evals import EvalResultCreate
 from keel.api.evals.reports import junit_xml, markdown_report
 from keel.api.evals.results import AttemptResult, Change, EvalReport, compare
 from keel.api.evals.runner import EvalRunner, model_names

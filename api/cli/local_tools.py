@@ -15,7 +15,8 @@ from keel.activities.tools.implementations import IMPLEMENTATIONS, ToolContext
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
 from keel.api.cli.progress import Decider
-from keel.api.core.schemas import InteractionDecisionCreate, InteractionPublic, LocalTool
+from keel.api.core.schemas.common import LocalTool
+from keel.api.core.schemas.interactions import InteractionDecisionCreate, InteractionPublic
 from keel.workflows.interactions.models import MAX_LOCAL_RESULT_CHARS
 
 LOCAL_TOOLS: list[LocalTool] = ["read_file", "list_files", "search_code"]

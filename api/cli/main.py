@@ -35,7 +35,8 @@ from keel.api.cli.run_view import run_view
 from keel.api.cli.schedules import schedules_app
 from keel.api.cli.setup import setup_app
 from keel.api.cli.tables import id_column
-from keel.api.core.schemas import InteractionDecisionCreate, RunCreate, RunPublic
+from keel.api.core.schemas.interactions import InteractionDecisionCreate
+from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.identity.auth import dev_token
 from keel.api.identity.config import local_secret
 from keel.worker.cluster_check import ClusterSetupError

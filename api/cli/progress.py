@@ -14,13 +14,10 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from keel.api.cli.client import KeelApiError, KeelClient
-from keel.api.core.schemas import (
-    EventPublic,
-    InteractionDecisionCreate,
-    InteractionPublic,
-    RunPublic,
-    UsagePublic,
-)
+from keel.api.core.schemas.events import EventPublic
+from keel.api.core.schemas.interactions import InteractionDecisionCreate, InteractionPublic
+from keel.api.core.schemas.runs import RunPublic
+from keel.api.core.schemas.usage import UsagePublic
 
 TERMINAL_EVENTS = {"done", "error", "cancelled"}
 POLL_INTERVAL_S = 0.25

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from keel.api.cli.flag_names import COMMAND_FLAGS, error_lines
-from keel.api.core.schemas import RunCreate
+from keel.api.core.schemas.runs import RunCreate
 from keel.worker.config.settings import Settings
 
 err_console = Console(stderr=True)

@@ -12,7 +12,7 @@ from keel.activities.store.retention_store import RetentionPolicy
 from keel.api.cli.client import KeelClient
 from keel.api.cli.connection import keel_api
 from keel.api.cli.schedules import _run as run_command  # one error rendering for every subcommand
-from keel.api.core.schemas import RetentionPolicyUpdate, RetentionSweepStarted
+from keel.api.core.schemas.admin import RetentionPolicyUpdate, RetentionSweepStarted
 
 retention_app = typer.Typer(
     help="Per-tenant retention of finished runs' contents (needs keel:admin).",

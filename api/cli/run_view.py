@@ -14,7 +14,7 @@ from rich.tree import Tree
 
 from keel.api.cli.progress import usage_text
 from keel.api.cli.report_view import report_view
-from keel.api.core.schemas import RunChildPublic, RunPublic
+from keel.api.core.schemas.runs import RunChildPublic, RunPublic
 
 __all__ = ["run_tree", "run_view"]
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from keel.api.cli.client import KeelClient
-from keel.api.core.schemas import (
+from keel.api.core.schedules.schemas import (
     BackfillOverlap,
-    RunList,
     ScheduleBackfillAccepted,
     ScheduleBackfillCreate,
     ScheduleCreate,
@@ -14,6 +13,7 @@ from keel.api.core.schemas import (
     ScheduleTriggered,
     ScheduleUpdate,
 )
+from keel.api.core.schemas.runs import RunList
 
 
 class ScheduleClient(KeelClient):

@@ -21,15 +21,15 @@ from keel.api.cli.connection import keel_api
 from keel.api.cli.flag_names import error_lines
 from keel.api.cli.schedule_client import ScheduleClient
 from keel.api.cli.tables import id_column
-from keel.api.core.schedules.shown_time import in_zone
-from keel.api.core.schedules.specs import fire_times
-from keel.api.core.schemas import (
+from keel.api.core.schedules.schemas import (
     BackfillOverlap,
     OverlapPolicy,
     ScheduleBackfillCreate,
     ScheduleCreate,
     SchedulePublic,
 )
+from keel.api.core.schedules.shown_time import in_zone
+from keel.api.core.schedules.specs import fire_times
 from keel.worker.dev_stack import StackError
 
 schedules_app = typer.Typer(

@@ -35,7 +35,11 @@ from keel.api.core.errors import (
 from keel.api.core.local_results import local_result_refusal
 from keel.api.core.run_tree import child_owning
 from keel.api.core.runs import RunService
-from keel.api.core.schemas import DecisionResult, InteractionDecisionCreate, InteractionPublic
+from keel.api.core.schemas.interactions import (
+    DecisionResult,
+    InteractionDecisionCreate,
+    InteractionPublic,
+)
 from keel.api.core.temporal_errors import from_temporal, namespace_missing, temporal_refusals
 from keel.api.core.tenant_ids import in_view, interaction_key
 from keel.api.identity.auth import Principal

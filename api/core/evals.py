@@ -9,7 +9,7 @@ import hashlib
 from keel.activities.store.eval_store import EvalRow, EvalStore
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Conflict, NotFound, known_id
-from keel.api.core.schemas import EvalResultCreate, EvalResultPublic, EvalResultSummary
+from keel.api.core.schemas.evals import EvalResultCreate, EvalResultPublic, EvalResultSummary
 from keel.api.evals.results import EvalReport
 from keel.api.identity.auth import Principal
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 
 from keel.activities.store.outage import is_store_outage
 from keel.api.core.context import CoreParts
-from keel.api.core.schemas import Health, Readiness
+from keel.api.core.schemas.health import Health, Readiness
 from keel.worker.cluster_check import ClusterReport, check_cluster
 
 __all__ = ["HealthChecks"]

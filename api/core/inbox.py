@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from keel.api.core.context import CoreParts
-from keel.api.core.schemas import InteractionPublic
+from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.identity.auth import Principal
 
 __all__ = ["Inbox"]

@@ -6,7 +6,7 @@ import base64
 from datetime import datetime
 
 from keel.api.core.errors import Invalid
-from keel.api.core.schemas import storable
+from keel.api.core.schemas.common import storable
 
 
 def encode_cursor(created_at: datetime, row_id: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from keel.api.core.errors import Invalid, invalid_request
-from keel.api.core.schemas import InteractionDecisionCreate, InteractionPublic
+from keel.api.core.schemas.interactions import InteractionDecisionCreate, InteractionPublic
 
 __all__ = ["decisions_for"]
 

@@ -11,12 +11,9 @@ from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.records import RunRecord
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
-from keel.api.core.schemas import (
-    InteractionPublic,
-    RunChildPublic,
-    RunPublic,
-    tree_usage_public,
-)
+from keel.api.core.schemas.interactions import InteractionPublic
+from keel.api.core.schemas.runs import RunChildPublic, RunPublic
+from keel.api.core.schemas.usage import tree_usage_public
 from keel.workflows.usage.models import TreeUsage
 
 

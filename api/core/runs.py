@@ -45,15 +45,9 @@ from keel.api.core.errors import (
 )
 from keel.api.core.router import router_agent, with_route
 from keel.api.core.run_tree import child_owning, subtree, tree_interactions, tree_usage, with_tree
-from keel.api.core.schemas import (
-    ChosenId,
-    InputText,
-    InteractionPublic,
-    LocalTool,
-    RunCreate,
-    RunPublic,
-    StoredText,
-)
+from keel.api.core.schemas.common import ChosenId, InputText, LocalTool, StoredText
+from keel.api.core.schemas.interactions import InteractionPublic
+from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.core.session_home import on_our_queue
 from keel.api.core.temporal_errors import from_temporal, namespace_missing, temporal_refusals
 from keel.api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped

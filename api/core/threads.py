@@ -22,7 +22,8 @@ from keel.api.core.decisions import DecisionService
 from keel.api.core.errors import Conflict, NotFound, invalid_request
 from keel.api.core.resume_values import decisions_for
 from keel.api.core.runs import RunService
-from keel.api.core.schemas import InteractionPublic, SessionCreate
+from keel.api.core.schemas.interactions import InteractionPublic
+from keel.api.core.schemas.sessions import SessionCreate
 from keel.api.core.sessions import SessionService
 from keel.api.core.tenant_ids import in_view
 from keel.api.identity.auth import Principal

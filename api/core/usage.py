@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from keel.activities.store.console_reads import ConsoleReads, UsageRow
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Forbidden
-from keel.api.core.schemas import TenantUsage
+from keel.api.core.schemas.usage import TenantUsage
 from keel.api.identity.auth import Principal
 
 __all__ = ["UsageReads"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from keel.activities.store.audit import AuditEntry
 from keel.activities.webhooks.signature import SIGNATURE_HEADER, tenant_signing_secret
 from keel.api.core.context import CoreParts
-from keel.api.core.schemas import WebhookSecretPublic
+from keel.api.core.schemas.admin import WebhookSecretPublic
 from keel.api.identity.auth import Principal
 from keel.worker.config.webhook_secret import webhook_server_secret
 

@@ -20,13 +20,8 @@ from pathlib import Path
 import httpx
 
 from keel.api.cli.client import KeelApiError, KeelClient
-from keel.api.core.schemas import (
-    InteractionDecisionCreate,
-    InteractionPublic,
-    RunChildPublic,
-    RunCreate,
-    RunPublic,
-)
+from keel.api.core.schemas.interactions import InteractionDecisionCreate, InteractionPublic
+from keel.api.core.schemas.runs import RunChildPublic, RunCreate, RunPublic
 from keel.api.evals.expectations import Finding, Observation, ToolCallSeen, check
 from keel.api.evals.results import AttemptResult, EvalReport, ScenarioResult
 from keel.api.evals.scenario import Decision, Scenario

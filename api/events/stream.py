@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from keel.activities.store.records import EventRecord
 from keel.activities.store.run_store import Store
-from keel.api.core.schemas import EventPublic
+from keel.api.core.schemas.events import EventPublic
 from keel.api.core.tenant_ids import in_view
 from keel.api.events.hub import DeltaNotice, EventHub, Notice, Resync, Subscription
 from keel.api.events.line_safe import line_safe

@@ -29,7 +29,7 @@ from keel.api.core.errors import (
 )
 from keel.api.core.errors import STORE_RETRY_AFTER_S as STORE_RETRY_AFTER_S
 from keel.api.core.plain_errors import plain_errors
-from keel.api.core.schemas import Problem
+from keel.api.core.schemas.common import Problem
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 ERROR_DESCRIPTIONS = {

@@ -19,11 +19,9 @@ from keel.activities.store.records import RunRecord
 from keel.activities.store.session_store import SessionRecord
 from keel.api.core.errors import Conflict, Invalid, NotFound, invalid_request
 from keel.api.core.runs import OnBusy, RunOrder
-from keel.api.core.schemas import (
-    InteractionPublic,
-    ScheduleCreate,
-    SessionMessage,
-)
+from keel.api.core.schedules.schemas import ScheduleCreate
+from keel.api.core.schemas.interactions import InteractionPublic
+from keel.api.core.schemas.sessions import SessionMessage
 from keel.api.core.service import KeelService
 from keel.api.core.tenant_ids import in_view
 from keel.api.core.threads import ThreadRun, metadata_text

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from keel.api.core.schemas import InteractionPublic
+from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.events.hub import DeltaNotice
 from keel.api.events.resume_point import ResumePoint
 from keel.api.events.stream import Outgoing

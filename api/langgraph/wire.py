@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from keel.activities.store.records import RunRecord
 from keel.activities.store.session_store import SessionRecord
 from keel.api.core.schedules.fields import WebhookUrl
-from keel.api.core.schemas import InteractionPublic, SchedulePublic, SessionMessage
+from keel.api.core.schedules.schemas import SchedulePublic
+from keel.api.core.schemas.interactions import InteractionPublic
+from keel.api.core.schemas.sessions import SessionMessage
 from keel.api.core.tenant_ids import in_view
 from keel.workflows.run.agent_spec import AgentSpec
 

@@ -18,7 +18,7 @@ from mcp_types import Resource
 from keel.activities.store.records import RunRecord
 from keel.api.core.errors import KeelError, NotFound
 from keel.api.core.runs import FINISHED
-from keel.api.core.schemas import AgentPublic
+from keel.api.core.schemas.agents import AgentPublic
 from keel.api.core.service import KeelService
 from keel.api.identity.auth import Principal
 from keel.api.mcp_server.tool_errors import refusal

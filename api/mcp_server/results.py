@@ -7,7 +7,8 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from keel.activities.store.records import RunRecord
-from keel.api.core.schemas import InteractionPublic, RunPublic
+from keel.api.core.schemas.interactions import InteractionPublic
+from keel.api.core.schemas.runs import RunPublic
 from keel.api.core.tenant_ids import in_view
 
 

@@ -23,7 +23,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from keel.activities.store.records import RunRecord
 from keel.api.core.run_events import RunEvents
 from keel.api.core.runs import FINISHED
-from keel.api.core.schemas import RunPublic
+from keel.api.core.schemas.runs import RunPublic
 from keel.api.core.service import KeelService
 from keel.api.core.tenant_ids import in_view
 from keel.api.events.changes import RunChange

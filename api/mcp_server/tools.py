@@ -16,13 +16,9 @@ from pydantic import Field, ValidationError
 from keel.api.core.errors import KeelError
 from keel.api.core.router import router_agent
 from keel.api.core.runs import RunOrder
-from keel.api.core.schemas import (
-    DecisionResult,
-    InteractionDecisionCreate,
-    RunCreate,
-    RunPublic,
-    StoredText,
-)
+from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.interactions import DecisionResult, InteractionDecisionCreate
+from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.core.service import KeelService
 from keel.api.identity.auth import Principal
 from keel.api.mcp_server.results import (

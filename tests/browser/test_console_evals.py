@@ -9,7 +9,7 @@ from typing import Any
 from playwright.async_api import Page, expect
 
 from keel.api.cli.client import KeelClient
-from keel.api.core.schemas import EvalResultCreate
+from keel.api.core.schemas.evals import EvalResultCreate
 from keel.api.evals.runner import EvalRunner
 from keel.api.evals.scenario import Scenario
 from keel.worker.scripted.llm import Script, Turn

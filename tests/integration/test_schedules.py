@@ -20,8 +20,8 @@ import pytest
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
 from keel.activities.webhooks.signature import verify_signature
+from keel.api.core.schedules.schemas import ScheduleCreate
 from keel.api.core.schedules.specs import fire_times
-from keel.api.core.schemas import ScheduleCreate
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import LaunchKeel, StartLLM, base_url, eventually, run_reaches

@@ -16,7 +16,7 @@ from keel.api.cli.main import app
 from keel.api.cli.request_body import ignored_model
 from keel.api.cli.tables import id_column
 from keel.api.core.plain_errors import BLANK_TASK
-from keel.api.core.schemas import RunCreate
+from keel.api.core.schemas.runs import RunCreate
 from keel.worker.config.settings import Settings
 
 runner = CliRunner()

@@ -12,7 +12,7 @@ from keel.api.cli.client import _explain
 from keel.api.cli.flag_names import error_lines, field_label
 from keel.api.cli.main import app
 from keel.api.cli.request_body import request_body
-from keel.api.core.schemas import RunCreate
+from keel.api.core.schemas.runs import RunCreate
 
 runner = CliRunner()
 

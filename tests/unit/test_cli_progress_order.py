@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from keel.api.cli.progress import EventLines
-from keel.api.core.schemas import EventPublic
+from keel.api.core.schemas.events import EventPublic
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from keel.api.cli.progress import usage_text
-from keel.api.core.schemas import UsagePublic
+from keel.api.core.schemas.usage import UsagePublic
 
 
 def test_usage_reads_as_the_trees_with_the_runs_own_beside_it() -> None:

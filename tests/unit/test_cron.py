@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from keel.api.core.schedules.cron import CronError, CronExpression, interval_fire_times
+from keel.api.core.schedules.schemas import ScheduleCreate
 from keel.api.core.schedules.specs import _calendar, fire_times
-from keel.api.core.schemas import ScheduleCreate
 
 START = datetime(2025, 3, 28, 12, 0, tzinfo=UTC)  # a Friday, before Europe's spring DST
 

@@ -16,7 +16,7 @@ from keel.activities.store.records import EventRecord
 from keel.api.agui.translate import AgUiTranslator
 from keel.api.core.errors import Invalid
 from keel.api.core.resume_values import decisions_for
-from keel.api.core.schemas import InteractionPublic
+from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.events.hub import DeltaNotice
 from keel.api.events.stream import Outgoing
 from keel.api.langgraph.adapter import input_text, stream_modes

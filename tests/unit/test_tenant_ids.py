@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 from keel.activities.store.records import RunRecord
 from keel.api.core.schedules.specs import run_workflow_id
-from keel.api.core.schemas import ID_PATTERN, RunPublic
+from keel.api.core.schemas.common import ID_PATTERN
+from keel.api.core.schemas.runs import RunPublic
 from keel.api.core.tenant_ids import in_view, in_view_data, interaction_key, scoped
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from keel.api.core.errors import invalid_request
-from keel.api.core.schemas import ChosenId, InputText, StoredText
+from keel.api.core.schemas.common import ChosenId, InputText, StoredText
 from keel.api.identity.auth import Principal
 from keel.workflows.coordinator.models import AgentOutcome, RemoteAgent
 from keel.workflows.run.findings import MergedFinding

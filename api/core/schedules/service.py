@@ -30,6 +30,16 @@ from keel.activities.store.records import RunRecord
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Conflict, Invalid, NotFound, known_id
 from keel.api.core.runs import RunOrder, RunService
+from keel.api.core.schedules.schemas import (
+    BackfillOverlap,
+    ScheduleBackfillAccepted,
+    ScheduleBackfillCreate,
+    ScheduleCreate,
+    ScheduleList,
+    SchedulePublic,
+    ScheduleTriggered,
+    ScheduleUpdate,
+)
 from keel.api.core.schedules.specs import (
     MEMO_KEY,
     OVERLAP_POLICIES,
@@ -40,16 +50,6 @@ from keel.api.core.schedules.specs import (
     public,
     read_schedule,
     temporal_schedule,
-)
-from keel.api.core.schemas import (
-    BackfillOverlap,
-    ScheduleBackfillAccepted,
-    ScheduleBackfillCreate,
-    ScheduleCreate,
-    ScheduleList,
-    SchedulePublic,
-    ScheduleTriggered,
-    ScheduleUpdate,
 )
 from keel.api.core.temporal_errors import (
     namespace_missing,

@@ -30,7 +30,7 @@ from temporalio.client import (
 )
 
 from keel.api.core.schedules.cron import CronExpression, interval_fire_times
-from keel.api.core.schemas import (
+from keel.api.core.schedules.schemas import (
     BackfillOverlap,
     OverlapPolicy,
     ScheduleCreate,

@@ -8,12 +8,9 @@ from fastapi import APIRouter, Path, Query, Response
 
 from keel.activities.store.audit import AuditRecord, AuditVerification
 from keel.activities.store.retention_store import RetentionPolicy
-from keel.api.core.schemas import (
-    RetentionPolicyUpdate,
-    RetentionSweepStarted,
-    StoredText,
-    TenantUsage,
-)
+from keel.api.core.schemas.admin import RetentionPolicyUpdate, RetentionSweepStarted
+from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.usage import TenantUsage
 from keel.api.http.deps import AdminUser, CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

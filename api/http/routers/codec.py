@@ -13,7 +13,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 
 from keel.api.core.codec import CodecOperation
 from keel.api.core.errors import Invalid
-from keel.api.core.schemas import CodecPayloads
+from keel.api.core.schemas.admin import CodecPayloads
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

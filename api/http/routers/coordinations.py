@@ -13,7 +13,7 @@ from keel.api.core.coordinations.schemas import (
     CoordinationPublic,
 )
 from keel.api.core.page_cursor import decode_cursor
-from keel.api.core.schemas import StoredText
+from keel.api.core.schemas.common import StoredText
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

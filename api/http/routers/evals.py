@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from keel.api.core.schemas import EvalResultCreate, EvalResultPublic, EvalResultSummary, StoredText
+from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.evals import EvalResultCreate, EvalResultPublic, EvalResultSummary
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

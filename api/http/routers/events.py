@@ -8,7 +8,8 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from keel.api.core.errors import Invalid
-from keel.api.core.schemas import EventPage, EventPublic, StoredText
+from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.events import EventPage, EventPublic
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from keel.api.core.schemas import (
+from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.interactions import (
     DecisionResult,
     InteractionDecisionCreate,
     InteractionPublic,
-    StoredText,
 )
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from starlette.convertors import Convertor, register_url_convertor
 
 from keel.api.core.memories import MemoriesPurged, MemoryList
-from keel.api.core.schemas import StoredText
+from keel.api.core.schemas.common import StoredText
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

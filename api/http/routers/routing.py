@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keel.activities.store.router_store import StoredRouteDecision
 from keel.api.core.router import RouterAgents
-from keel.api.core.schemas import StoredText
+from keel.api.core.schemas.common import StoredText
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from keel.api.core.errors import Invalid
+from keel.api.core.schedules.schemas import ScheduleCreate
 from keel.api.core.schedules.specs import fire_times
-from keel.api.core.schemas import ScheduleCreate
 from keel.api.http.deps import CurrentUser
 from keel.api.http.errors import AUTHENTICATED
 

@@ -11,9 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response, status
 
 from keel.api.core.page_cursor import decode_cursor, encode_cursor
-from keel.api.core.schemas import (
-    RunList,
-    RunPublic,
+from keel.api.core.schedules.schemas import (
     ScheduleBackfillAccepted,
     ScheduleBackfillCreate,
     ScheduleCreate,
@@ -23,8 +21,9 @@ from keel.api.core.schemas import (
     ScheduleTriggerCreate,
     ScheduleTriggered,
     ScheduleUpdate,
-    tree_usage_public,
 )
+from keel.api.core.schemas.runs import RunList, RunPublic
+from keel.api.core.schemas.usage import tree_usage_public
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

@@ -8,15 +8,15 @@ from fastapi import APIRouter, Query, status
 
 from keel.activities.store.session_store import SessionRecord
 from keel.api.core.page_cursor import decode_cursor, encode_cursor
-from keel.api.core.schemas import (
+from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.runs import RunPublic
+from keel.api.core.schemas.sessions import (
     MessageAccepted,
-    RunPublic,
     SessionCreate,
     SessionDetail,
     SessionList,
     SessionMessageCreate,
     SessionPublic,
-    StoredText,
 )
 from keel.api.core.tenant_ids import in_view
 from keel.api.http.deps import CurrentUser, ServiceDep

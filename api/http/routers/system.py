@@ -6,7 +6,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from keel.api.core.router import router_agent
-from keel.api.core.schemas import AgentPublic, Health, Liveness, Readiness
+from keel.api.core.schemas.agents import AgentPublic
+from keel.api.core.schemas.health import Health, Liveness, Readiness
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, STORE_RETRY_AFTER_S, documented
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from keel.activities.store.console_reads import StoredToolOutput
-from keel.api.core.schemas import StoredText
+from keel.api.core.schemas.common import StoredText
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED, documented
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from keel.api.core.schemas import WebhookSecretPublic
+from keel.api.core.schemas.admin import WebhookSecretPublic
 from keel.api.http.deps import CurrentUser, ServiceDep
 from keel.api.http.errors import AUTHENTICATED
 

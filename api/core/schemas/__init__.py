@@ -1,0 +1,1 @@
+"""The shapes of what surfaces send and answer, one module per resource."""
