@@ -5,7 +5,8 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from keel.activities.store.run_store import MissingRunTexts, Store
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_texts import MissingRunTexts
 from keel.workflows.activity_refs import RunRecords
 from keel.workflows.run.models import FinishRunInput, FinishRunResult, StartRunInput
 

@@ -8,8 +8,8 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from keel.activities.store.event_rows import put_event_in
 from keel.activities.store.interaction_rows import COLUMNS, event_data, row_to_interaction
-from keel.activities.store.run_store import Store
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.interactions.models import Interaction
 
@@ -71,7 +71,7 @@ class InteractionStore:
                         ia.expires_at,
                     ),
                 )
-                await Store.put_event_in(
+                await put_event_in(
                     conn, run_id, event_seq + offset, "interaction_pending", event_data(ia)
                 )
 
@@ -124,9 +124,7 @@ class InteractionStore:
                 # A retry of the request that took (runs from before decision ids: None).
                 same = stored.decision_id == ia.decision_id and stored.decision == ia.decision
                 return stored, same
-            await Store.put_event_in(
-                conn, run_id, event_seq, "interaction_resolved", event_data(ia)
-            )
+            await put_event_in(conn, run_id, event_seq, "interaction_resolved", event_data(ia))
             if new_rule is not None and session_id is not None:
                 await conn.execute(
                     "INSERT INTO session_rules (session_id, tenant_id, permission, pattern,"

@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from keel.activities.memory.dedupe import KnownMemory, fact_hash
 from keel.activities.store.audit import AuditEntry, AuditLog
-from keel.activities.store.postgres_text import storable
-from keel.activities.store.run_store import Store, sha256_text
+from keel.activities.store.event_rows import put_event_in
+from keel.activities.store.postgres_text import sha256_text, storable
 
 __all__ = ["Memory", "MemoryStore", "SearchMode", "StoredFact"]
 
@@ -367,7 +367,7 @@ class MemoryStore:
                     INSERT_NOTE_SQL,
                     (run_id, RECALL_STEP, RECALL_ORD, content, sha256_text(content)),
                 )
-            await Store.put_event_in(conn, run_id, event_seq, "memory", event)
+            await put_event_in(conn, run_id, event_seq, "memory", event)
 
 
 def _vector(values: Sequence[float]) -> str:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["storable", "storable_json"]
+import hashlib
+
+__all__ = ["sha256_text", "storable", "storable_json"]
+
+
+def sha256_text(text: str) -> str:
+    """The SHA-256 of a text as stored beside it (messages, facts, decisions)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def storable(text: str) -> str:

@@ -17,8 +17,9 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from keel.activities.store.audit import AuditEntry, AuditLog
-from keel.activities.store.postgres_text import storable, storable_json
-from keel.activities.store.run_store import RECORD_LLM_CALL_SQL, Store, sha256_text
+from keel.activities.store.event_rows import put_event_in
+from keel.activities.store.llm_call_rows import RECORD_LLM_CALL_SQL
+from keel.activities.store.postgres_text import sha256_text, storable, storable_json
 from keel.workflows.router.models import RecordRouteInput
 
 TENANT_AGENTS_SQL = (
@@ -197,7 +198,7 @@ class RouterStore:
             agent, shown, shown_classification = caller_view(
                 decision.agent, excluded, classification
             )
-            await Store.put_event_in(
+            await put_event_in(
                 conn,
                 record.run_id,
                 record.event_seq,

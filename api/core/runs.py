@@ -31,7 +31,8 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from keel.activities.store.records import EventRecord, NewRun, RunRecord
-from keel.activities.store.run_store import Store, texts_key
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_texts import texts_key
 from keel.api.core.agent_access import AgentAccess
 from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from keel.api.core.errors import (

@@ -29,7 +29,8 @@ import httpx
 import pytest
 from temporalio.client import Client as TemporalClient
 
-from keel.activities.store.run_store import Store, texts_key
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_texts import texts_key
 from keel.api.cli.local_stack import serve_api
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings

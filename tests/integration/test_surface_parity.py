@@ -25,7 +25,8 @@ from langgraph_sdk.schema import Command
 from temporalio.client import Client as TemporalClient
 
 from keel.activities.store.audit import AuditLog, AuditRecord
-from keel.activities.store.run_store import Store, texts_key
+from keel.activities.store.run_store import Store
+from keel.activities.store.run_texts import texts_key
 from keel.api.core.tenant_ids import scoped
 from keel.api.identity.auth import dev_token
 from keel.worker.agent_catalog import AgentCatalog
