@@ -62,6 +62,7 @@ async def put_message_in(
     name: str | None = None,
     is_error: bool = False,
 ) -> None:
+    """Write a message inside a caller's transaction; a stored one is left as it is."""
     content = storable(content)
     await conn.execute(
         INSERT_MESSAGE_SQL,
@@ -83,6 +84,7 @@ async def put_message_in(
 async def output_repeats_in(
     conn: AsyncConnection[dict[str, Any]], run_id: str, step: int, sha256: str
 ) -> bool:
+    """Whether a tool output of a step before `step` has this SHA-256."""
     cur = await conn.execute(OUTPUT_REPEATS_SQL, (run_id, step, sha256))
     row = await cur.fetchone()
     return bool(row and row["repeats"])
