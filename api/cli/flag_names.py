@@ -62,7 +62,8 @@ def error_lines(
 ) -> list[str]:
     """`--every: Must be at least 1.`, one line per error; `flags` are the command's own
     names where they differ from `FLAGS`. A refusal that is a sentence of its own (Keel's
-    `Unknown agent 'x'. Known agents: …`) is shown as it is, without a label."""
+    `Unknown agent 'x'. Known agents: …`) about an argument is shown as it is, without a
+    label; one about an option keeps the option's name, so the user sees which to fix."""
     lines = []
     for error in errors:
         loc = error.get("loc")
@@ -71,5 +72,7 @@ def error_lines(
         own_sentence = (
             error.get("type") == "value_error" and str(error.get("msg", ""))[:1].isupper()
         )
-        lines.append(message if own_sentence else f"{where}: {message}")
+        lines.append(
+            message if own_sentence and not where.startswith("--") else f"{where}: {message}"
+        )
     return lines
