@@ -45,6 +45,9 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
 
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in STACK_VARS}
+    # An embedded stack on a port of its own: the default one may be another test
+    # process's stack, which `keel` would use.
+    env["KEEL_API_PORT"] = str(free_port())
     env.update(extra)
     return env
 
