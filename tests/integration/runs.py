@@ -9,6 +9,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings
+from keel.workflows import timeouts
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import AgentSpec, Limits
 from keel.workflows.run.models import RunInput, RunResult
@@ -35,6 +36,7 @@ async def start_run(
     prompt: str = "Review this project.",
     run_id: str | None = None,
     fast_model: bool = False,
+    llm_local_below_ms: int = timeouts.LLM_LOCAL_BELOW_MS,
 ) -> WorkflowHandle[AgentRunWorkflow, RunResult]:
     run_id = run_id or f"run-test-{uuid.uuid4().hex[:10]}"
     return await client.start_workflow(
@@ -47,6 +49,7 @@ async def start_run(
             workspace=str(workspace),
             llm_max_attempts=settings.llm_max_attempts,
             fast_model=fast_model,
+            llm_local_below_ms=llm_local_below_ms,
         ),
         id=run_id,
         task_queue=settings.task_queue,

@@ -72,13 +72,20 @@ def play(
 ) -> Play:
     """Run the review agent on a script to its end, on an in-process worker."""
 
-    async def run(turns: list[Turn], fast: bool = False) -> Played:
+    async def run(
+        turns: list[Turn], fast: bool = False, below_ms: int = timeouts.LLM_LOCAL_BELOW_MS
+    ) -> Played:
         llm = scripted(Script(turns=turns))
         settings = settings_for(llm, workspace)
         spec = agent(max_stale_rounds=10)
         async with in_process_worker(temporal_client, store, settings):
             handle = await start_run(
-                temporal_client, settings, workspace, spec=spec, fast_model=fast
+                temporal_client,
+                settings,
+                workspace,
+                spec=spec,
+                fast_model=fast,
+                llm_local_below_ms=below_ms,
             )
             result = await asyncio.wait_for(handle.result(), timeout=60)
         assert result.status == "completed" and result.steps == len(turns)
@@ -110,9 +117,15 @@ async def test_a_slow_model_is_called_through_the_server(play: Play) -> None:
 
 
 async def test_local_calls_checkpoint_once_their_model_time_adds_up(play: Play) -> None:
-    # Each call takes 40% of the budget: two local calls, then a regular one.
-    each = timeouts.LLM_LOCAL_BUDGET_MS * 0.4 / 1000
-    _, handle, _ = await play([*(listing(each) for _ in range(6)), Turn(content="done")])
+    # A quick call, then one of 60% of the budget: with it the local calls' model time
+    # would pass the budget, so the next call is regular; that holds however slow the
+    # machine is, as waiting only adds to it. Calls stay "fast" up to well past either
+    # delay, so it is the budget, not a slow call, that ends the local ones; and the
+    # quick call leaves half the budget to a loaded machine before it would.
+    budget = timeouts.LLM_LOCAL_BUDGET_MS
+    long = budget * 0.6 / 1000
+    turns = [listing(), listing(), listing(long), listing(), listing(), listing(long)]
+    _, handle, _ = await play([*turns, Turn(content="done")], below_ms=budget * 5 // 2)
     kinds = await llm_calls_by_kind(handle)
     assert kinds == ["regular", "local", "local", "regular", "local", "local", "regular"]
 

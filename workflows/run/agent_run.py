@@ -106,6 +106,8 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         self._status: RunStatus = "running"
         self._stop_reason: StopReason | None = None
         self._fast_start = run.fast_model
+        self._local_below_ms = run.llm_local_below_ms
+        self._local_budget_ms = run.llm_local_budget_ms
         self._opening: StartRunInput | None = None
         # The run's record keys, for handlers that may run before `run` does.
         self._ids = run.model_copy(update={"run_id": run.run_id or workflow.info().workflow_id})
@@ -826,18 +828,18 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         one's is recorded when the workflow task ends, so a crash can lose a finished
         call's result; the activity then answers from the message it stored, and the
         model is not called twice. Local calls run back to back only while the model
-        stays fast and for `LLM_LOCAL_BUDGET_MS` of model time; any call after a slow
-        one is regular. A run's first call is regular unless its starter saw the
-        model's latest calls all fast (`RunInput.fast_model`). Decided from
-        the input and recorded results, so replay decides the same.
+        stays fast (under `RunInput.llm_local_below_ms`) and for `llm_local_budget_ms` of
+        model time; any call after a slow one is regular. A run's first call is regular
+        unless its starter saw the model's latest calls all fast (`RunInput.fast_model`).
+        Decided from the input and recorded results, so replay decides the same.
         """
         state = self._state
         last = state.last_llm_ms
         if last is None:
             return self._fast_start
-        if last >= timeouts.LLM_LOCAL_BELOW_MS:
+        if last >= self._local_below_ms:
             return False
-        if state.local_llm_ms + last > timeouts.LLM_LOCAL_BUDGET_MS:
+        if state.local_llm_ms + last > self._local_budget_ms:
             return False
         return True
 

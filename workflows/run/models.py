@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from keel.workflows import timeouts
 from keel.workflows.gate.models import GateResult, MessageRef
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.interactions.models import Interaction
@@ -133,6 +134,16 @@ class RunInput(BaseModel):
     fast_model: bool = Field(
         default=False,
         description="The model's latest calls were all fast: the first call runs local too.",
+    )
+    llm_local_below_ms: int = Field(
+        default=timeouts.LLM_LOCAL_BELOW_MS,
+        ge=0,
+        description="A model call this fast has the next one run as a local activity.",
+    )
+    llm_local_budget_ms: int = Field(
+        default=timeouts.LLM_LOCAL_BUDGET_MS,
+        ge=0,
+        description="Model time local calls may take before a regular one checkpoints the run.",
     )
     depth: int = Field(
         default=0, ge=0, description="0 for a run people started; a sub-agent's parent's + 1."

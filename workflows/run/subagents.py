@@ -54,6 +54,8 @@ def child_input(
         approver=parent.approver,
         approval_expires_after_s=parent.approval_expires_after_s,
         fast_model=fast_model,
+        llm_local_below_ms=parent.llm_local_below_ms,
+        llm_local_budget_ms=parent.llm_local_budget_ms,
         depth=parent.depth + 1,
         max_parallel_subagents=parent.max_parallel_subagents,
         task=task,
