@@ -44,9 +44,20 @@ async def make_current(client: Client, deployment: str, build_id: str) -> None:
 
 
 async def build_of(client: Client, run_id: str) -> str:
-    described = await client.get_workflow_handle(run_id).describe()
-    info = described.raw_description.workflow_execution_info.versioning_info
-    return info.deployment_version.build_id
+    """The version the run's last workflow task completed on.
+
+    The server records it when a task completes, not when the task's commands take
+    effect: a run can be seen waiting (its local activities stored the interaction)
+    before the task that got it there is done, and until then the build id is empty.
+    """
+    handle = client.get_workflow_handle(run_id)
+    for _ in range(150):
+        described = await handle.describe()
+        info = described.raw_description.workflow_execution_info.versioning_info
+        if info.deployment_version.build_id:
+            return info.deployment_version.build_id
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{run_id} has no worker version after 30 s")
 
 
 @pytest.mark.parametrize("behavior", ["auto-upgrade", "pinned"])
