@@ -105,11 +105,18 @@ class KeelClient:
         return RunPublic.model_validate((await self._send("GET", f"/v1/runs/{run_id}")).json())
 
     async def list_runs(
-        self, limit: int = 20, *, children: bool = False, parent: str | None = None
+        self,
+        limit: int = 20,
+        *,
+        children: bool = False,
+        parent: str | None = None,
+        status: str | None = None,
     ) -> RunList:
         """Top-level runs, newest first; with `children`, sub-agent runs too; with `parent`,
-        the sub-agent runs that run started."""
+        the sub-agent runs that run started; with `status`, only runs in that status."""
         params: dict[str, str | int] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
         if children:
             params["children"] = "include"
         if parent is not None:

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from keel.api.cli.client import KeelApiError, KeelClient
 from keel.api.cli.connection import keel_api
@@ -34,7 +34,7 @@ from keel.api.cli.retention import retention_app
 from keel.api.cli.run_view import run_view
 from keel.api.cli.schedules import schedules_app
 from keel.api.cli.setup import setup_app
-from keel.api.cli.tables import id_column
+from keel.api.cli.tables import fitted_table, id_column
 from keel.api.core.schemas.interactions import InteractionDecisionCreate
 from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.identity.auth import dev_token
@@ -467,6 +467,9 @@ def audit_verify(
         raise typer.Exit(code=1)
 
 
+TOKENS = "tokens (with sub-agents)"
+
+
 @runs_app.command("list")
 def runs_list(
     limit: Annotated[int, typer.Option(min=1, max=200)] = 20,
@@ -476,31 +479,40 @@ def runs_list(
     parent: Annotated[
         str | None, typer.Option("--parent", help="List the sub-agent runs this run started.")
     ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="Only runs in this status, e.g. waiting or running."),
+    ] = None,
 ) -> None:
     """List recent top-level runs, each with how many sub-agent runs it started."""
 
     async def main() -> None:
         async with keel_api(KeelClient) as (client, _):
-            page = await client.list_runs(limit, children=children, parent=parent)
-        table = Table(
+            page = await client.list_runs(limit, children=children, parent=parent, status=status)
+        columns = [
             id_column("id", (run.id for run in page.runs)),
-            *("agent", "status", "stop reason", "steps", "tools", "children"),
-            *("tokens (with sub-agents)", "cost", "created"),
-        )
+            *map(Column, ("agent", "status", "stop reason", "steps", "tools", "children")),
+            *map(Column, (TOKENS, "cost", "created")),
+        ]
+        rows = []
         for run in page.runs:
             total = run.total_usage or run.usage
-            table.add_row(
-                run.id,
-                run.agent,
-                run.status + (f" · {run.coverage.status}" if run.coverage is not None else ""),
-                run.stop_reason or "",
-                str(run.steps),
-                str(run.tool_calls),
-                str(run.child_count),
-                str(total.total_tokens),
-                f"${total.cost_usd:.4f}",
-                run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            rows.append(
+                (
+                    run.id,
+                    run.agent,
+                    run.status + (f" · {run.coverage.status}" if run.coverage is not None else ""),
+                    run.stop_reason or "",
+                    str(run.steps),
+                    str(run.tool_calls),
+                    str(run.child_count),
+                    str(total.total_tokens),
+                    f"${total.cost_usd:.4f}",
+                    run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                )
             )
+        optional = ("created", "tools", "steps", "stop reason", "cost", "children", TOKENS)
+        table = fitted_table(console, columns, rows, optional)
         console.print(table)
 
     _run(main())

@@ -69,7 +69,10 @@ async def test_a_run_whose_sub_agent_waits_for_approval_reads_waiting_everywhere
         env = clean_env(
             KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
         )
-        code, out = await keel("runs", "list", "--limit", "200", env=env)
+        # Only the waiting runs (other tests' runs share this database), in an 80-column
+        # terminal: however long the others' ids, the status column stays readable.
+        listing = ("runs", "list", "--status", "waiting", "--limit", "200")
+        code, out = await keel(*listing, env={**env, "COLUMNS": "80"})
         assert code == 0, out
         line = next(x for x in out.splitlines() if run_id in x)
         assert "waiting" in line and "running" not in line, out
