@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 from datetime import datetime
 from pathlib import Path
 
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
+from tests.conftest import auth_headers
 from tests.integration.keel_http import ALICE, MALLORY, LaunchKeel, finished
 
 
@@ -48,7 +50,9 @@ async def test_tool_outputs_usage_filters_and_previews(
         usage = (await http.get("/v1/usage?days=1", headers=ALICE)).json()
         mine = [r for r in usage if r["agent"] == "investigate"]
         assert sum(r["prompt_tokens"] for r in mine) >= 333
-        assert (await http.get("/v1/usage", headers=MALLORY)).json() == []
+        # A tenant of its own: other tests in this process's database use "other-tenant".
+        stranger = auth_headers(f"tenant-{uuid.uuid4().hex[:8]}", "mallory")
+        assert (await http.get("/v1/usage", headers=stranger)).json() == []
 
         api_runs = (await http.get("/v1/runs?trigger=api&limit=200", headers=ALICE)).json()
         assert run_id in [r["id"] for r in api_runs["runs"]]
@@ -56,7 +60,7 @@ async def test_tool_outputs_usage_filters_and_previews(
         assert run_id not in [r["id"] for r in cli_runs["runs"]]
         by_schedule = (await http.get("/v1/runs?schedule=none-such", headers=ALICE)).json()
         assert by_schedule["runs"] == []
-        assert (await http.get("/v1/interactions", headers=MALLORY)).json() == []
+        assert (await http.get("/v1/interactions", headers=stranger)).json() == []
 
         spec = {"agent": "investigate", "input": "x", "workspace": "."}
         hourly = await http.post(
