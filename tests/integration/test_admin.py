@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,6 +84,17 @@ async def test_usage_and_cost_per_run_and_per_tenant(
         assert mine["prompt_tokens"] == 1_000_000
 
 
+async def every_audit_row(http: httpx.AsyncClient) -> list[dict[str, object]]:
+    """The whole log, every tenant's, page by page: other tests' rows come first."""
+    rows: list[dict[str, object]] = []
+    while True:
+        params = {"limit": 1000, "after_id": rows[-1]["id"] if rows else 0}
+        page = (await http.get("/v1/admin/audit", headers=ADMIN, params=params)).json()
+        if not page:
+            return rows
+        rows += page
+
+
 async def test_audit_verify_detects_an_edited_row(
     temporal_client: Client,
     store: Store,
@@ -94,25 +106,38 @@ async def test_audit_verify_detects_an_edited_row(
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="unused")]))
     settings = settings_for(llm, workspace, api_port=free_port())
+    # A tenant of its own: other tests break other tenants' chains on purpose, in this
+    # same database, so this one verifies and tampers with its own chain only.
+    tenant = f"tenant-{uuid.uuid4().hex[:8]}"
+    eve = auth_headers(tenant, "eve")
     async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
-        # Produce audited events: refused tokens and a cross-tenant read.
+        # Produce audited events: a refused token, and admin work refused to a non-admin.
         assert (
             await http.get("/v1/runs", headers={"authorization": "Bearer nope"})
         ).status_code == 401
         assert (await http.get("/v1/runs/none", headers=ALICE)).status_code == 404
         assert (await http.get("/v1/admin/audit", headers=ALICE)).status_code == 403
-        rows = (await http.get("/v1/admin/audit", headers=ADMIN, params={"limit": 1000})).json()
-        assert any(r["action"] == "token.refused" for r in rows)
-        assert "nope" not in str(rows)
+        assert (await http.get("/v1/admin/retention", headers=eve)).status_code == 403
+        refused = await http.delete(f"/v1/admin/retention/tenants/{tenant}", headers=eve)
+        assert refused.status_code == 403
+        rows = (await http.get("/v1/admin/audit", headers=ADMIN, params={"tenant": tenant})).json()
+        assert [r["action"] for r in rows] == [
+            "retention.read.refused",
+            "retention.clear.refused",
+        ], rows
+        log = await every_audit_row(http)
+        assert any(r["action"] == "token.refused" and r["subject"] == "/v1/runs" for r in log)
+        assert "nope" not in str(log)
 
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)}
         env.update(KEEL_API_URL=url, KEEL_JWT_SECRET=JWT_SECRET, KEEL_DATA_DIR=str(tmp_path))
-        code, out = await keel("audit", "verify", env=env)
+        code, out = await keel("audit", "verify", "--tenant", tenant, env=env)
         assert code == 0 and "intact" in out.lower(), out
-        # Said once: one line, not the same count twice.
+        # Said once: one line, not the same count twice; the tenant's rows, all of them.
         assert len(out.strip().splitlines()) == 1 and out.count("chains") == 1, out
+        assert "2 rows in 1 chains" in " ".join(out.split()), out
 
-        # Tamper with one row of a tenant's chain, as an attacker with database access would.
+        # Tamper with one row of the tenant's chain, as an attacker with database access would.
         victim = rows[-1]
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             await conn.execute("ALTER TABLE audit_log DISABLE TRIGGER ALL")
@@ -120,7 +145,7 @@ async def test_audit_verify_detects_an_edited_row(
                 await conn.execute(
                     "UPDATE audit_log SET actor = 'nobody' WHERE id = %s", (victim["id"],)
                 )
-                code, out = await keel("audit", "verify", env=env)
+                code, out = await keel("audit", "verify", "--tenant", tenant, env=env)
                 assert code == 1 and str(victim["id"]) in out, out
                 assert "changed after it was written" in out, out
             finally:
@@ -130,7 +155,7 @@ async def test_audit_verify_detects_an_edited_row(
                     (victim["actor"], victim["id"]),
                 )
                 await conn.execute("ALTER TABLE audit_log ENABLE TRIGGER ALL")
-        code, out = await keel("audit", "verify", env=env)
+        code, out = await keel("audit", "verify", "--tenant", tenant, env=env)
         assert code == 0, out
 
 
