@@ -23,6 +23,12 @@ from keel.worker.scripted.llm import Script, ScriptedLLMServer
 from keel.worker.temporal_client import connect
 
 JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
+# Processes the tests start (`python -m keel.api.cli.main …`) import Keel as a user's do:
+# from the installed distribution, never from the checkout's root folders, which a working
+# directory on `sys.path` would make importable as `api`, `worker`, … and so hide a
+# resource or module named without `keel.`.
+os.environ["PYTHONSAFEPATH"] = "1"
+
 ADMIN_URL = os.environ.get("KEEL_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 BWRAP = shutil.which("bwrap")

@@ -562,9 +562,9 @@ def demo(
     workspace = data_dir / "workspace"
     if workspace.exists():
         shutil.rmtree(workspace)
-    sample = resources.files("api") / "sample_project"
+    sample = resources.files("keel.api") / "sample_project"
     shutil.copytree(str(sample), workspace, ignore=shutil.ignore_patterns("__pycache__"))
-    script = Script.load(Path(str(resources.files("worker") / "scripts" / "demo_review.yaml")))
+    script = Script.load(Path(str(resources.files("keel.worker") / "scripts" / "demo_review.yaml")))
     with ScriptedLLMServer(script) as llm:
         settings = base.model_copy(
             update={

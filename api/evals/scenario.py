@@ -231,7 +231,7 @@ class Scenario(_Strict):
             return script
         if script is None:
             raise ScenarioError(f"{self.source}: model: the scenario uses the configured model")
-        path = self.resolve(script, bundled=resources.files("worker") / "scripts")
+        path = self.resolve(script, bundled=resources.files("keel.worker") / "scripts")
         try:
             return Script.load(path)
         except (OSError, ValueError, yaml.YAMLError) as exc:
@@ -241,7 +241,7 @@ class Scenario(_Strict):
         """The directory to copy into the run's workspace, if the scenario names one."""
         if self.workspace.dir is None:
             return None
-        path = self.resolve(self.workspace.dir, bundled=resources.files("api"))
+        path = self.resolve(self.workspace.dir, bundled=resources.files("keel.api"))
         if not path.is_dir():
             raise ScenarioError(f"{self.source}: workspace.dir: {path} is not a directory")
         return path

@@ -8,6 +8,7 @@ whose package is called `api` beside it.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -140,3 +141,31 @@ def test_a_plugin_named_api_installs_beside_keel_and_both_work(wheel: Path, tmp_
     rows = {r["name"]: r for r in map(json.loads, listed.stdout.splitlines())}
     assert rows["api"]["status"] == "loaded" and rows["api"]["tools"] == ["shout"]
     assert rows["github"]["status"] == "loaded"  # Keel's own plugin, from the wheel
+
+
+LAYERS = ("workflows", "activities", "worker", "api")
+# Calls that name a package or module by a string: it must be one of Keel's own names.
+NAMING_CALLS = {"files", "import_module", "find_spec"}
+
+
+def test_packages_named_by_string_are_named_under_keel() -> None:
+    """`resources.files("api")` works in a checkout (its root is on sys.path) and fails
+    once installed, where only `keel` exists; so does `python -m api.…`."""
+    wrong = []
+    for layer in LAYERS:
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            if "sample_project" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.Call) or not node.args:
+                    continue
+                name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                first = node.args[0]
+                if (
+                    name in NAMING_CALLS
+                    and isinstance(first, ast.Constant)
+                    and isinstance(first.value, str)
+                    and first.value.split(".")[0] in LAYERS
+                ):
+                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} {first.value!r}")
+    assert not wrong, "name these under keel.:\n" + "\n".join(wrong)
