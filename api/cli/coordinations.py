@@ -3,33 +3,23 @@ starts one)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from keel.api.cli.client import KeelApiError, KeelClient
+from keel.api.cli.client import KeelClient
+from keel.api.cli.command_errors import run_command
 from keel.api.cli.connection import keel_api
 from keel.api.cli.tables import id_column
 from keel.api.core.coordinations.schemas import CoordinationPublic
-from keel.worker.dev_stack import StackError
 
 coordinations_app = typer.Typer(
     help="Coordinations (`keel coordinate`): list them, cancel one.", no_args_is_help=True
 )
 console = Console()
 err_console = Console(stderr=True)
-
-
-def _run(coro: Coroutine[Any, Any, None]) -> None:
-    try:
-        asyncio.run(coro)
-    except (KeelApiError, StackError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=1) from None
 
 
 def _answered(c: CoordinationPublic) -> str:
@@ -71,7 +61,7 @@ def list_(
                 f"More: keel coordinations list --cursor {page.next_cursor}", soft_wrap=True
             )
 
-    _run(main())
+    run_command(main())
 
 
 @coordinations_app.command("cancel")
@@ -83,4 +73,4 @@ def cancel(coordination_id: str) -> None:
             c = await client.cancel_coordination(coordination_id)
         console.print(f"{c.id}: {c.status}")
 
-    _run(main())
+    run_command(main())

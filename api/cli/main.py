@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from keel.api.cli.client import KeelApiError, KeelClient
+from keel.api.cli.command_errors import fail, run_command
 from keel.api.cli.connection import keel_api
 from keel.api.cli.console_link import console_link
 from keel.api.cli.coordinations import coordinations_app
@@ -63,18 +64,6 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code=1)
-
-
-def _run(coro: object) -> None:
-    try:
-        asyncio.run(coro)  # type: ignore[arg-type]
-    except (KeelApiError, StackError, ClusterSetupError) as exc:
-        raise _fail(str(exc)) from None
-
-
 @app.command("console")
 def console_command() -> None:
     """Print a link that opens the web console signed in as the local user."""
@@ -88,9 +77,7 @@ def worker() -> None:
     """Run only a worker (needs TEMPORAL_ADDRESS and DATABASE_URL)."""
     settings = Settings()
     if settings.temporal_address is None or settings.database_url is None:
-        raise _fail(
-            "keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither."
-        )
+        raise fail("keel worker needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither.")
     configure_logging(settings)
     # Imported here, as in `mcp`: the commands that only call the API start faster.
     from keel.worker.runtime import run_worker_forever
@@ -100,7 +87,7 @@ def worker() -> None:
     except KeyboardInterrupt:
         pass
     except ClusterSetupError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @app.command()
@@ -108,7 +95,7 @@ def api() -> None:
     """Serve only the API (needs TEMPORAL_ADDRESS and DATABASE_URL)."""
     settings = Settings()
     if settings.temporal_address is None or settings.database_url is None:
-        raise _fail("keel api needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither.")
+        raise fail("keel api needs TEMPORAL_ADDRESS and DATABASE_URL; `keel dev` needs neither.")
     configure_logging(settings)
 
     async def main() -> None:
@@ -117,7 +104,7 @@ def api() -> None:
             await asyncio.Event().wait()
 
     try:
-        _run(main())
+        run_command(main())
     except KeyboardInterrupt:
         pass
 
@@ -131,7 +118,7 @@ def mcp_command() -> None:
     from keel.api.cli.mcp_stdio import serve_stdio
 
     try:
-        _run(serve_stdio(settings))
+        run_command(serve_stdio(settings))
     except KeyboardInterrupt:
         pass
 
@@ -195,7 +182,7 @@ def _report(run: RunPublic, out: Path | None, data_dir: Path) -> None:
         f"{run.tool_calls} tool calls · {usage}"
     )
     if run.status != "completed":
-        raise _fail(run.error or f"The run ended {run.status}.")
+        raise fail(run.error or f"The run ended {run.status}.")
 
 
 @app.command()
@@ -222,7 +209,7 @@ def review(
     """Review a directory and print the Markdown report."""
     target = path.expanduser().resolve()
     if not target.is_dir():
-        raise _fail(f"{target} is not a directory.")
+        raise fail(f"{target} is not a directory.")
     settings = Settings()
     if not target.is_relative_to(settings.workspace_root.resolve()):
         # A stack started here may work on the target; a running one decides for itself.
@@ -242,7 +229,7 @@ def review(
         model=model,
         max_total_tokens=max_tokens,
     )
-    _run(_start_and_follow(settings, body, out))
+    run_command(_start_and_follow(settings, body, out))
 
 
 @app.command("run")
@@ -268,7 +255,7 @@ def run_agent(
     settings = Settings()
     if local_tools:
         if not target.is_dir():
-            raise _fail(f"{target} is not a directory.")
+            raise fail(f"{target} is not a directory.")
         # The server's own workspace is only where its other tools would work.
         body = request_body(
             RunCreate,
@@ -280,14 +267,14 @@ def run_agent(
             model=model,
         )
         decider = local_executor(target, _decider())
-        _run(_start_and_follow(settings, body, out, decider=decider, reads_here=target))
+        run_command(_start_and_follow(settings, body, out, decider=decider, reads_here=target))
         return
     if not target.is_relative_to(settings.workspace_root.resolve()):
         settings = settings.model_copy(update={"workspace_root": target})
     body = request_body(
         RunCreate, agent=agent, input=prompt, workspace=str(target), trigger="cli", model=model
     )
-    _run(_start_and_follow(settings, body, out))
+    run_command(_start_and_follow(settings, body, out))
 
 
 async def _decide(run_id: str, interaction_id: str, body: InteractionDecisionCreate) -> None:
@@ -322,15 +309,15 @@ def approve(
 ) -> None:
     """Approve a pending tool call (the payload you are shown is the one that runs)."""
     if args is not None and always:
-        raise _fail("--args approves one edited call; it does not go with --always.")
+        raise fail("--args approves one edited call; it does not go with --always.")
     try:
         edited = read_arguments(args) if args is not None else None
     except ArgumentsError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     body = InteractionDecisionCreate(
         decision="approve_always" if always else "approve", arguments=edited
     )
-    _run(_decide(run_id, interaction_id, body))
+    run_command(_decide(run_id, interaction_id, body))
 
 
 @app.command()
@@ -343,7 +330,7 @@ def reject(
     body = request_body(
         InteractionDecisionCreate, flags={"text": "--reason"}, decision="reject", text=reason
     )
-    _run(_decide(run_id, interaction_id, body))
+    run_command(_decide(run_id, interaction_id, body))
 
 
 @app.command()
@@ -352,7 +339,7 @@ def answer(run_id: str, interaction_id: str, text: str) -> None:
     body = request_body(
         InteractionDecisionCreate, flags={"text": "TEXT"}, decision="answer", text=text
     )
-    _run(_decide(run_id, interaction_id, body))
+    run_command(_decide(run_id, interaction_id, body))
 
 
 @app.command()
@@ -377,7 +364,7 @@ def interactions(run_id: str) -> None:
             )
         console.print(table)
 
-    _run(main())
+    run_command(main())
 
 
 @app.command()
@@ -440,7 +427,7 @@ def coordinate(
         path.write_text(done.report)
         console.print(f"\nReport saved to {path}", soft_wrap=True, markup=False)
 
-    _run(main())
+    run_command(main())
 
 
 @audit_app.command("verify")
@@ -462,7 +449,7 @@ def audit_verify(
     try:
         ok = asyncio.run(main())
     except (KeelApiError, StackError, ClusterSetupError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if not ok:
         raise typer.Exit(code=1)
 
@@ -515,7 +502,7 @@ def runs_list(
         table = fitted_table(console, columns, rows, optional)
         console.print(table)
 
-    _run(main())
+    run_command(main())
 
 
 @runs_app.command("cancel")
@@ -527,7 +514,7 @@ def runs_cancel(run_id: str) -> None:
             run = await client.cancel(run_id)
         console.print(f"{run.id}: {run.status}")
 
-    _run(main())
+    run_command(main())
 
 
 @runs_app.command("show")
@@ -547,7 +534,7 @@ def runs_show(
         else:
             console.print(run_view(run))
 
-    _run(main())
+    run_command(main())
 
 
 @app.command()
@@ -596,7 +583,7 @@ def demo(
                 run = await follow_run(client, run.id, console)
             _report(run, None, data_dir)
 
-        _run(main())
+        run_command(main())
 
 
 def main() -> None:

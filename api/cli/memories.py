@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.text import Text
 
 from keel.api.cli.client import KeelClient
+from keel.api.cli.command_errors import run_command
 from keel.api.cli.connection import keel_api
-from keel.api.cli.schedules import _run as run_command  # one error rendering for every subcommand
 from keel.api.core.memories import MemoriesPurged, MemoryList
 
 memories_app = typer.Typer(

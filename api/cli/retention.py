@@ -10,8 +10,8 @@ from rich.table import Table
 
 from keel.activities.store.retention_store import RetentionPolicy
 from keel.api.cli.client import KeelClient
+from keel.api.cli.command_errors import run_command
 from keel.api.cli.connection import keel_api
-from keel.api.cli.schedules import _run as run_command  # one error rendering for every subcommand
 from keel.api.core.schemas.admin import RetentionPolicyUpdate, RetentionSweepStarted
 
 retention_app = typer.Typer(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, cast, get_args
+from typing import Annotated, cast, get_args
 
 import typer
 from pydantic import ValidationError
@@ -16,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from keel.api.cli.client import KeelApiError
+from keel.api.cli.command_errors import fail, run_command
 from keel.api.cli.connection import keel_api
 from keel.api.cli.flag_names import error_lines
 from keel.api.cli.schedule_client import ScheduleClient
@@ -30,7 +29,6 @@ from keel.api.core.schedules.schemas import (
 )
 from keel.api.core.schedules.shown_time import in_zone
 from keel.api.core.schedules.specs import fire_times
-from keel.worker.dev_stack import StackError
 
 schedules_app = typer.Typer(
     help="Scheduled agent runs on Temporal Schedules: they fire while a worker runs.",
@@ -66,18 +64,6 @@ def parse_time(text: str) -> datetime:
             f"{text!r} is not a time; write ISO 8601, e.g. 2025-01-31T02:00:00+01:00."
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code=1)
-
-
-def _run(coro: Coroutine[Any, Any, None]) -> None:
-    try:
-        asyncio.run(coro)
-    except (KeelApiError, StackError) as exc:
-        raise _fail(str(exc)) from None
 
 
 @asynccontextmanager
@@ -171,7 +157,7 @@ def create(
             err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False)
         raise typer.Exit(code=1) from None
     if bool(body.cron_expressions) == (body.interval_s is not None):
-        raise _fail("Give --cron (one or more) or --every: one says when the schedule fires.")
+        raise fail("Give --cron (one or more) or --every: one says when the schedule fires.")
     if preview:
         console.print(f"Fires {_when(body)} ({body.time_zone}); next {preview}:")
         for moment in fire_times(body, datetime.now(UTC), limit=preview):
@@ -188,7 +174,7 @@ def create(
         if made.next_fire_times and not made.paused:
             console.print(f"Temporal fires it next at {in_zone(made.next_fire_times[0], tz)}.")
 
-    _run(main())
+    run_command(main())
 
 
 @schedules_app.command("list")
@@ -216,7 +202,7 @@ def list_(limit: Annotated[int, typer.Option(min=1, max=200)] = 50) -> None:
             )
         console.print(table)
 
-    _run(main())
+    run_command(main())
 
 
 @schedules_app.command("show")
@@ -257,7 +243,7 @@ def show(schedule_id: str) -> None:
             )
         console.print(table)
 
-    _run(main())
+    run_command(main())
 
 
 @schedules_app.command("pause")
@@ -272,7 +258,7 @@ def pause(
             s = await client.pause_schedule(schedule_id, note)
         console.print(f"{s.id}: paused ({s.note})")
 
-    _run(main())
+    run_command(main())
 
 
 @schedules_app.command("resume")
@@ -288,7 +274,7 @@ def resume(
         nxt = f"; next at {in_zone(s.next_fire_times[0], s.time_zone)}" if s.next_fire_times else ""
         console.print(f"{s.id}: active{nxt}")
 
-    _run(main())
+    run_command(main())
 
 
 @schedules_app.command("trigger")
@@ -300,7 +286,7 @@ def trigger(
 ) -> None:
     """Start a run now, paused or not."""
     if overlap is not None and overlap not in get_args(BackfillOverlap):
-        raise _fail(f"--overlap must be one of {', '.join(get_args(BackfillOverlap))}.")
+        raise fail(f"--overlap must be one of {', '.join(get_args(BackfillOverlap))}.")
     chosen = cast(BackfillOverlap | None, overlap)
 
     async def main() -> None:
@@ -313,7 +299,7 @@ def trigger(
         else:
             console.print(f"{schedule_id}: triggered; `keel schedules show` lists the run.")
 
-    _run(main())
+    run_command(main())
 
 
 @schedules_app.command("backfill")
@@ -331,14 +317,14 @@ def backfill(
             {"start": parse_time(start), "end": parse_time(end), "overlap": overlap}
         )
     except ValidationError as exc:
-        raise _fail("; ".join(str(e["msg"]) for e in exc.errors())) from None
+        raise fail("; ".join(str(e["msg"]) for e in exc.errors())) from None
 
     async def main() -> None:
         async with _client() as client:
             result = await client.backfill_schedule(schedule_id, body)
         console.print(f"{schedule_id}: backfilling {result.fire_times} runs.")
 
-    _run(main())
+    run_command(main())
 
 
 @schedules_app.command("delete")
@@ -355,4 +341,4 @@ def delete(
             await client.delete_schedule(schedule_id)
         console.print(f"{schedule_id}: deleted")
 
-    _run(main())
+    run_command(main())

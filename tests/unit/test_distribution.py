@@ -68,8 +68,6 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
         check=False,
     )
-    if built.returncode != 0 and "No module named" in built.stderr:
-        pytest.skip(f"building the wheel needs setuptools in this environment: {built.stderr}")
     assert built.returncode == 0, built.stderr
     (path,) = out.glob("keel-*.whl")
     return path
