@@ -49,7 +49,9 @@ INSERT_NOTE_SQL = (
 )
 STORE_COVERAGE_SQL = "UPDATE runs SET coverage = %s WHERE id = %s"
 
-_HEADER = re.compile(r"^(\S+) \(lines (\d+)-(\d+) of (\d+)\)")
+# A read's first line, `docs/my file.md (lines 1-40 of 90)`: the path runs up to the range
+# that ends the line, so it may hold spaces (as `findings_report.READ_HEADER` reads it).
+_HEADER = re.compile(r"^(.+?) \(lines (\d+)-(\d+) of (\d+)\)$", re.MULTILINE)
 _NUMBERED = re.compile(r"^\s*(\d+)\t", re.MULTILINE)
 
 

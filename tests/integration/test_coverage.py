@@ -47,9 +47,17 @@ MakeSettings = Callable[..., Settings]
 WINDOW = 16_384
 
 
+SPACED = "docs/my notes.md"
+
+
 def workspace_with_extras(root: Path, total_bytes: int) -> GeneratedWorkspace:
-    """Generated source, plus files a rule leaves out: binary, vendored, generated."""
+    """Generated source, plus a file whose path has a space, and files a rule leaves out:
+    binary, vendored, generated."""
     ws = generate_workspace(root, total_bytes=total_bytes)
+    (root / "docs").mkdir()
+    (root / SPACED).write_text("# Notes\n\nHow the handlers are meant to be called.\n")
+    ws.files.append(SPACED)
+    ws.total_bytes += (root / SPACED).stat().st_size
     (root / "assets").mkdir()
     (root / "assets" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0binary")
     (root / "third_party").mkdir()

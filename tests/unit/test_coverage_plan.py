@@ -87,6 +87,22 @@ def test_a_read_shows_only_the_lines_the_budget_let_through() -> None:
     )
 
 
+def test_a_read_of_a_path_with_spaces_counts_for_that_path() -> None:
+    text = "docs/my file (lines 1-2 of 9).md (lines 1-2 of 2)\n     1\t# Notes\n     2\tend"
+    [view] = views_in("run-1", [{"role": "tool", "content": text}])
+    assert (view.path, view.first, view.last, view.total) == (
+        "docs/my file (lines 1-2 of 9).md",
+        1,
+        2,
+        2,
+    )
+    paged = "docs/my file.md (lines 41-80 of 90)\n" + "\n".join(
+        f"{n:>6}\tline {n}" for n in range(41, 81)
+    )
+    [page] = views_in("run-1", [{"role": "tool", "content": paged + "\n[output truncated]"}])
+    assert (page.path, page.first, page.last, page.total) == ("docs/my file.md", 41, 80, 90)
+
+
 def test_a_file_is_read_once_every_line_was_shown_to_some_run() -> None:
     views = [
         FileView("part-1", "a.py", 1, 150, 400),

@@ -76,13 +76,15 @@ DELEGATE_CUE = "hand the files not yet read to sub-agents"
 NO_REPORT = "no sub-agent reported reading it"
 OUT_OF_TIME = "the run's steps or tool calls ran out before it was read"
 
-_LISTING_LINE = re.compile(r"^(\S+) \((\d+) bytes\)$")
-_READ_HEADER = re.compile(r"^(\S+) \(lines (\d+)-(\d+) of (\d+)\)")
+# Paths may hold spaces (`docs/my file.md`), never a colon, and never start or end with one.
+_PATH = r"[^\s:](?:[^:\n]*[^\s:])?"
+_LISTING_LINE = re.compile(rf"^({_PATH}) \((\d+) bytes\)$")
+_READ_HEADER = re.compile(r"^(.+?) \(lines (\d+)-(\d+) of (\d+)\)$", re.MULTILINE)
 _NUMBERED_LINE = re.compile(r"^\s*(\d+)\t(.*)$")
 _BUG = re.compile(r"#\s*BUG:\s*(.+?)\s*$")
-_FINDING_LINE = re.compile(r"^- ([^\s:]+):(\d+): (.+)$")
-_PATH_LINE = re.compile(r"^- ([^\s:]+)$")
-_REASON_LINE = re.compile(r"^- ([^\s:]+): (.+)$")
+_FINDING_LINE = re.compile(rf"^- ({_PATH}):(\d+): (.+)$")
+_PATH_LINE = re.compile(rf"^- ({_PATH})$")
+_REASON_LINE = re.compile(rf"^- ({_PATH}): (.+)$")
 # A directory's files on one line, as the reviewer writes its plan and summaries.
 _GROUP_LINE = re.compile(r"^- (\S+/): (.+)$")
 _CONTINUE = re.compile(r"start_line=(\d+)")
