@@ -9,6 +9,7 @@ coverage section itself.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import re
@@ -234,6 +235,9 @@ async def test_a_worker_killed_while_parts_run_reads_each_file_once_and_no_part_
     await wait_until(lambda: llm.total_requests >= 8, limit_s=60)
     first.send_signal(signal.SIGKILL)
     first.wait()
+    # The kill landed while parts ran: some part had begun and not yet ended.
+    at_kill = await part_statuses(store, handle.id)
+    assert at_kill and any(status == "running" for status in at_kill.values()), at_kill
     spawn_worker(settings)
     result = await asyncio.wait_for(handle.result(), timeout=180)
     assert result.status == "completed", result.error
@@ -242,8 +246,7 @@ async def test_a_worker_killed_while_parts_run_reads_each_file_once_and_no_part_
     run = await store.get_run(result.run_id)
     assert run is not None and run.report is not None
     section = run.report.split(COVERAGE_SECTION_HEADING, 1)[1]
-    files = reviewed(section)
-    assert len(files) == len(set(files)) and sorted(files) == sorted(ws.files)
+    assert sorted(reviewed(section)) == sorted(ws.files)
     # Each part ran once: one child start each in the run's history, one record each.
     planned = re.search(r"in (\d+) parts", section)
     assert planned is not None
@@ -255,9 +258,51 @@ async def test_a_worker_killed_while_parts_run_reads_each_file_once_and_no_part_
     ]
     assert len(started) == len(set(started)) == int(planned[1])
     tree = await RunTreeStore(store.pool).subtree("default", result.run_id)
-    assert sorted(r.id for r in tree[1:]) == sorted(started)
-    # Every planted finding is recorded once for the tree.
+    tree_ids = [r.id for r in tree]
+    assert sorted(tree_ids[1:]) == sorted(started)
+    assert set(at_kill) <= set(started)
+
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT run_id, path, first_line FROM file_views WHERE run_id = ANY(%s)",
+            (tree_ids,),
+        )
+        views = await cur.fetchall()
+        cur = await conn.execute(
+            "SELECT run_id, file, line, count(*) AS n FROM run_findings"
+            " WHERE run_id = ANY(%s) GROUP BY run_id, file, line",
+            (tree_ids,),
+        )
+        finding_rows = await cur.fetchall()
+    # Each file was read by one part, and each of its pages shown to that part once:
+    # the retried steps after the kill recorded no second view of any page.
+    readers: dict[str, set[str]] = {}
+    pages = collections.Counter((v["run_id"], v["path"], v["first_line"]) for v in views)
+    for view in views:
+        readers.setdefault(view["path"], set()).add(view["run_id"])
+    assert sorted(readers) == sorted(ws.files)
+    for path, runs in readers.items():
+        assert len(runs) == 1 and next(iter(runs)) in started, (path, runs)
+    assert not [page for page, n in pages.items() if n > 1]
+    # Every planted finding is in the ledger once for each run that made it, and in the
+    # report's findings once.
+    made: dict[tuple[str, int | None], list[int]] = collections.defaultdict(list)
+    for row in finding_rows:
+        made[(row["file"], row["line"])].append(row["n"])
+    for path, (line, _) in ws.bugs.items():
+        counts = made.get((path, line), [])
+        assert counts and set(counts) == {1}, f"finding in {path}:{line}: {counts}"
     assert run.findings is not None
     keys = [(f.file, f.line) for f in run.findings.findings]
     for path, (line, _) in ws.bugs.items():
         assert keys.count((path, line)) == 1, f"finding in {path}:{line}"
+
+
+async def part_statuses(store: Store, root: str) -> dict[str, str]:
+    """The status each part run of `root` has in the store now."""
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT id, status FROM runs WHERE parent_run_id = %s AND id LIKE '%%-part-%%'",
+            (root,),
+        )
+        return {str(r["id"]): str(r["status"]) for r in await cur.fetchall()}
