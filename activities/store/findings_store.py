@@ -143,6 +143,10 @@ class FindingsLedger:
     ) -> SettledFindings:
         """Record the findings blocks of a run's final answer, then render the tree's.
 
+        The LLM step recorded them already when it stored the message (under the same
+        keys, so this records nothing new); a run whose answer was stored before that
+        gets them here.
+
         The model's valid blocks move into the ledger and out of its text; the report
         ends with Keel's section, rendered from the ledger of the whole tree, so what a
         sub-agent or an earlier call recorded is there whatever the last answer says. A

@@ -7,9 +7,11 @@ from typing import Any
 
 from keel.activities.store.coverage_store import RECORD_VIEW_SQL, FileView
 from keel.activities.store.event_rows import put_event_in
+from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.message_rows import put_message_in
 from keel.activities.store.records import RecordedCall
 from keel.activities.store.store_pool import PooledStore
+from keel.workflows.run.findings import extract_all
 
 # A model is taken to be fast when its latest calls, and at least a few, all were.
 FAST_MODEL_SAMPLE = 10
@@ -102,7 +104,14 @@ class LlmCallRows(PooledStore):
         views: Sequence[FileView] = (),
     ) -> None:
         """Store an LLM call's message, trace, usage and events in one transaction, with
-        the lines of each file the request showed (the coverage ledger).
+        the lines of each file the request showed (the coverage ledger) and the findings
+        blocks the message holds (the findings ledger).
+
+        Findings are taken from every assistant message as it is stored, so one written
+        before a compaction, or left out of the final answer, is kept all the same; they
+        are keyed as the final answer's are (`FindingsLedger.settle_in`: source `answer`,
+        the step, the valid block's place), so a retried call, or the final answer
+        settled again, records nothing twice.
 
         Pipelined: the statements go out together and cost one round trip.
         """
@@ -114,6 +123,11 @@ class LlmCallRows(PooledStore):
             await put_message_in(
                 conn, run_id, step, 1, "assistant", content, tool_calls=tool_calls or None
             )
+            taken = [block for block in extract_all(content) if block.error is None]
+            for idx, block in enumerate(taken):
+                await FindingsLedger.record_in(
+                    conn, run_id, "answer", step, idx + 1, block.findings
+                )
             # Usage counts once per step, however often the step's call is recorded.
             await conn.execute(
                 RECORD_LLM_CALL_SQL,

@@ -13,8 +13,10 @@ import httpx
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
+from bench.workspaces import generate_workspace
 from keel.activities.run_records import RunRecordActivities
 from keel.activities.store.audit import AuditLog
+from keel.activities.store.context_store import ContextStore
 from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.run_store import Store
@@ -34,6 +36,8 @@ from tests.integration.runs import agent, start_run
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
+# Small enough that a few reads of 9 KB files make the conversation compact.
+WINDOW = 6_000
 
 
 def call(name: str, **arguments: object) -> ScriptedToolCall:
@@ -251,3 +255,81 @@ async def test_a_report_finding_call_retried_after_a_crash_records_its_finding_o
     )
     refused = await env.run(tools.run_tool, missing)
     assert refused.is_error and await ledger_rows(store, [handle.id]) == 1
+
+
+async def test_a_findings_block_written_mid_run_outlives_a_compaction_and_the_answer(
+    temporal_client: Client,
+    store: Store,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+    tmp_path: Path,
+) -> None:
+    """The model writes a block beside a tool call early on, the conversation is
+    compacted past it (the summary does not carry it), and the final answer has no block:
+    the finding is in `runs.findings` and the report all the same, recorded once."""
+    ws = generate_workspace(tmp_path / "ws", total_bytes=90_000)
+    early = ws.files[0]
+    mid_run = {"file": early, "line": 3, "severity": "medium", "title": "Unused import of os"}
+    reads = [Turn(tool_calls=[call("read_file", path=p)]) for p in ws.files[1:]]
+    llm = scripted(
+        Script(
+            context_window=WINDOW,
+            turns=[
+                Turn(tool_calls=[call("read_file", path=early)]),
+                Turn(content="Noted.\n\n" + block(mid_run), tool_calls=reads[0].tool_calls),
+                *reads[1:],
+                Turn(content="## Summary\nThe handlers look alike."),
+            ],
+        )
+    )  # fmt: skip
+    settings = settings_for(llm, tmp_path, model_context_window=WINDOW)
+    spec = agent("review", max_steps=100).model_copy(update={"subagents": []})
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, ws.root, spec=spec)
+        result = await handle.result()
+    assert result.status == "completed", result.error
+    assert result.stop_reason == "final_answer"
+
+    # The step that wrote the block was compacted away, and its summary does not name it.
+    events = await store.list_events(result.run_id, limit=5000)
+    compactions = [e.data for e in events if e.type == "compaction"]
+    assert compactions and int(str(compactions[-1]["through_step"])) >= 2
+    inputs = await ContextStore(store.pool).budget_inputs(result.run_id, settings.model)
+    assert inputs.summary is not None and "Unused import" not in inputs.summary.content
+    # The request the final answer was written from does not hold it either.
+    final = llm.last_request(len(ws.files))
+    assert "Unused import" not in json.dumps(final["messages"])
+
+    run = await store.get_run(result.run_id)
+    assert run is not None and run.report is not None and run.findings is not None
+    assert [(f.file, f.line, f.title) for f in run.findings.findings] == [
+        (early, 3, "Unused import of os")
+    ]
+    assert run.report.startswith("## Summary\nThe handlers look alike.")
+    section = run.report.split("## Findings recorded by Keel", 1)[1]
+    assert section.count("Unused import of os") == 1
+    assert await ledger_rows(store, [result.run_id]) == 1
+
+    # The step stored again (a retried LLM call) records nothing twice.
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT content, tool_calls FROM messages WHERE run_id = %s AND step = 2"
+            " AND role = 'assistant'",
+            (result.run_id,),
+        )
+        row = await cur.fetchone()
+    assert row is not None and "Unused import of os" in row["content"]
+    await store.record_assistant(
+        run_id=result.run_id,
+        step=2,
+        content=row["content"],
+        tool_calls=row["tool_calls"],
+        model=settings.model,
+        prompt_tokens=1,
+        completion_tokens=1,
+        latency_ms=1,
+        attempt=2,
+        finish_reason="tool_calls",
+        event_seq=100_000,
+    )
+    assert await ledger_rows(store, [result.run_id]) == 1

@@ -1,11 +1,12 @@
 """Structured findings: what a review found, machine-readable, beside its Markdown report.
 
-A run's final answer may end with a fenced block tagged `findings` that holds a JSON
-array of findings (see `Finding`); a run may also record findings one by one with the
-`report_finding` tool. Both go to the findings ledger (`activities/store/findings_store`),
-and a report's findings are rendered from the ledger of its run tree
-(`findings_report`). Pure code: the store calls `extract_all` and the coordinator calls
-`merge_findings`, so both read findings the same way.
+Any message a run's model writes (its final answer most often) may hold a fenced block
+tagged `findings` with a JSON array of findings (see `Finding`); a run may also record
+findings one by one with the `report_finding` tool. Both go to the findings ledger
+(`activities/store/findings_store`) as they are made, and a report's findings are
+rendered from the ledger of its run tree (`findings_report`). Pure code: the store calls
+`extract_all` and the coordinator calls `merge_findings`, so both read findings the same
+way.
 """
 
 from __future__ import annotations
