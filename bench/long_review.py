@@ -21,8 +21,11 @@ them), the largest request, prompt tokens per KB of source, the ratio of prompt 
 to the source's own tokens, the share of prompt tokens that repeat the previous
 request's prefix in the same conversation (what a provider's prompt cache serves),
 steps, compactions, children (sub-agent runs), files covered (read whole by some run of
-the tree, from Keel's ledger, whoever planned the reading) and their share, refused
-requests, wall time and history bytes a step. See bench/README.md.
+the tree, from Keel's ledger, whoever planned the reading) and their share, the share of
+planted findings in the report (in `runs.findings` and shown in the report's text), the
+prompt tokens billed where a repeated prefix costs a tenth, over the source's tokens
+(`((prompt - cached) + 0.1 * cached) / source`), refused requests, wall time and history
+bytes a step. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Literal
 from temporalio.client import Client
 
 from bench.step_overhead import DEFAULT_ADMIN_URL, BenchError, fresh_database
-from bench.workspaces import generate_workspace
+from bench.workspaces import GeneratedWorkspace, generate_workspace
 from keel.activities.coverage import readers
 from keel.activities.store.coverage_store import CoverageStore
 from keel.activities.store.run_store import Store, StoreUnavailable
@@ -56,12 +59,15 @@ from keel.worker.temporal_client import connect
 from keel.workflows.context import budget as context_budget
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import AgentSpec, Limits
+from keel.workflows.run.findings import FindingsRecord, extract_all, normal_path
 from keel.workflows.run.models import RunInput
 
 MODEL = "scripted"
 PROMPT = "Review this project."
 RUN_TIMEOUT_S = 1800.0
 MB = 1_000_000
+# A provider's prompt cache bills a repeated prefix at about a tenth of the price.
+CACHED_PRICE = 0.1
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,9 @@ class ReviewFigures:
     children: int
     covered: int
     covered_pct: float
+    cached_tokens: int
+    # Planted findings in the report, as a share; None: the workspace has none planted.
+    found_pct: float | None
     seconds: float
     history: int
     over_window: int
@@ -95,14 +104,22 @@ class ReviewFigures:
     def source_tokens(self) -> int:
         return self.source_bytes // CHARS_PER_TOKEN
 
+    @property
+    def billed(self) -> float:
+        """Prompt tokens billed with the repeated prefix at `CACHED_PRICE`, over the source's."""
+        fresh = self.prompt_tokens - self.cached_tokens
+        return (fresh + CACHED_PRICE * self.cached_tokens) / max(1, self.source_tokens)
+
     def row(self) -> str:
         per_kb = self.prompt_tokens / (self.source_bytes / 1000)
         ratio = self.prompt_tokens / self.source_tokens
+        found = "-" if self.found_pct is None else f"{self.found_pct:.0%}"
         return (
             f"{self.label:<28} {self.source_bytes / MB:>5.1f} {self.files:>5} "
             f"{self.prompt_tokens:>12,} {self.largest:>9,} {per_kb:>8.0f} {ratio:>6.2f} "
             f"{self.cached_share:>7.0%} {self.steps:>6} {self.compactions:>5} {self.children:>5} "
-            f"{self.covered:>5} {self.covered_pct:>6.0%} {self.over_window:>5} "
+            f"{self.covered:>5} {self.covered_pct:>6.0%} {found:>6} {self.billed:>6.2f} "
+            f"{self.over_window:>5} "
             f"{self.seconds:>7.1f} {self.history / max(1, self.steps):>8.0f}"
         )
 
@@ -110,7 +127,7 @@ class ReviewFigures:
 HEADER = (
     f"{'run':<28} {'MB':>5} {'files':>5} {'prompt tok':>12} {'largest':>9} {'tok/KB':>8} "
     f"{'x src':>6} {'cached':>7} {'steps':>6} {'compa':>5} {'child':>5} {'cover':>5} {'cov %':>6} "
-    f"{'over':>5} {'wall s':>7} {'hist B/st':>8}"
+    f"{'find %':>6} {'billed':>6} {'over':>5} {'wall s':>7} {'hist B/st':>8}"
 )
 
 
@@ -200,12 +217,18 @@ async def bench(
                     plans += [(size, False) for size in contrast]
                     if workspace is not None:
                         plans = [(0.0, True)]
+                    generated: dict[float, GeneratedWorkspace] = {}
                     for size, budget in plans:
                         ws_root = root / f"ws-{size:g}"
+                        planted = None
                         if workspace is not None:
                             ws_root = workspace
-                        elif not ws_root.exists():
-                            generate_workspace(ws_root, total_bytes=int(size * MB))
+                        else:
+                            if size not in generated:
+                                generated[size] = generate_workspace(
+                                    ws_root, total_bytes=int(size * MB)
+                                )
+                            planted = generated[size].bugs
                         figures.append(
                             await review(
                                 client,
@@ -220,6 +243,7 @@ async def bench(
                                 # The contrast is the one conversation that never forgets.
                                 subagents=subagents and budget,
                                 model=model,
+                                planted=planted,
                             )
                         )
                         print(figures[-1].row(), flush=True)
@@ -246,6 +270,7 @@ async def review(
     size: float,
     subagents: bool,
     model: Model,
+    planted: dict[str, tuple[int, str]] | None = None,
 ) -> ReviewFigures:
     files, source_bytes = _source_files(ws_root)
     size = size or source_bytes / MB
@@ -307,13 +332,20 @@ async def review(
     # Keel's ledger (what the tree was shown, whole), whoever planned the reading.
     read = readers(await CoverageStore(store.pool).tree_views(run.tenant_id, run_id))
     covered = sum(1 for f in rel if f in read)
+    cached = sum(r.prefix_tokens for r in accepted)
+    found_pct = None
+    if planted:
+        found = in_report(planted, tree[0].report or "", tree[0].findings)
+        found_pct = len(found) / len(planted)
     return ReviewFigures(
         label=f"{size:.1f} MB {mode}",
         source_bytes=source_bytes,
         files=len(files),
         prompt_tokens=total,
         largest=max((r.tokens for r in requests), default=0),
-        cached_share=sum(r.prefix_tokens for r in accepted) / max(1, total),
+        cached_share=cached / max(1, total),
+        cached_tokens=cached,
+        found_pct=found_pct,
         steps=sum(r.steps for r in tree),
         compactions=sum(1 for e in events if e.type == "compaction"),
         children=len(tree) - 1,
@@ -323,6 +355,20 @@ async def review(
         history=await tree_history_bytes(client, [r.id for r in tree]),
         over_window=sum(1 for r in requests if r.rejected),
     )
+
+
+def in_report(
+    planted: dict[str, tuple[int, str]], report: str, record: FindingsRecord | None
+) -> set[str]:
+    """The files whose planted finding is in the run's `findings` and shown in its report:
+    a `findings` block of the text (Keel's section) or the model's `path:line`."""
+    recorded = {(normal_path(f.file), f.line) for f in record.findings} if record else set()
+    shown = {(normal_path(f.file), f.line) for block in extract_all(report) for f in block.findings}
+    return {
+        path
+        for path, (line, _) in planted.items()
+        if (path, line) in recorded and ((path, line) in shown or f"{path}:{line}:" in report)
+    }
 
 
 async def tree_history_bytes(client: Client, workflow_ids: list[str]) -> int:
