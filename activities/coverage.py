@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import ContextBudget
+from keel.activities.llm.prices import ModelPrice
 from keel.activities.store.context_store import ContextStore
 from keel.activities.store.coverage_store import CoverageStore, FileView
 from keel.activities.tools.file_tools import SKIP_DIRS
@@ -56,19 +57,27 @@ class CoverageActivities(Coverage):
         contexts: ContextStore,
         budget: ContextBudget | None,
         roots: WorkspaceRoots,
+        prices: dict[str, ModelPrice] | None = None,
     ) -> None:
         self._store = store
         self._contexts = contexts
         self._budget = budget
         self._roots = roots
+        self._prices = prices or {}
 
     @activity.defn(name="list_workspace")
     async def list_workspace(self, request: ListWorkspaceInput) -> WorkspaceListing:
         files, truncated = await asyncio.to_thread(
             self._listing, request.workspace, request.tenant_id
         )
+        usable = await self._usable(request)
+        price = self._prices.get(request.model)
         return WorkspaceListing(
-            files=files, usable_tokens=await self._usable(request), truncated=truncated
+            files=files,
+            usable_tokens=usable,
+            truncated=truncated,
+            # What a part's fullest request costs: a cost ceiling's parts need this each.
+            window_cost_usd=price.cost(usable, 0) if price is not None else 0.0,
         )
 
     def _listing(self, workspace_path: str, tenant_id: str) -> tuple[list[WorkspaceFile], bool]:

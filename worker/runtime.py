@@ -210,6 +210,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         ContextStore(store.pool),
         budget,
         WorkspaceRoots(settings.workspace_root, settings.workspace_tenancy),
+        settings.prices,
     )
     router_activities = RouterActivities(
         store,

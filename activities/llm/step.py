@@ -111,7 +111,8 @@ class LlmActivities(LlmCalls):
                     prompt_tokens=recorded.prompt_tokens,
                     completion_tokens=recorded.completion_tokens,
                 )
-                return _digest(recorded.tool_calls, usage, recorded.latency_ms)
+                cost = self._cost(step.model, usage)
+                return _digest(recorded.tool_calls, usage, recorded.latency_ms, cost)
         tools = tool_definitions(tuple(step.tools)) if step.tools else []
         if step.mcp:
             # Discovered at the run's start; the history carries only their names.
@@ -157,6 +158,7 @@ class LlmActivities(LlmCalls):
         note_messages(messages, message)
         content = message["content"]
         tool_calls = message["tool_calls"] if step.tool_choice == "auto" else []
+        cost = self._cost(step.model, usage)
         await self._store.record_assistant(
             run_id=step.run_id,
             step=step.step,
@@ -169,12 +171,12 @@ class LlmActivities(LlmCalls):
             attempt=activity.info().attempt,
             finish_reason=finish_reason,
             event_seq=step.event_seq,
-            cost_usd=self._cost(step.model, usage),
+            cost_usd=cost,
             estimated_tokens=estimated,
             # The coverage ledger: the lines of each file this request showed the model.
             views=views_in(step.run_id, messages),
         )
-        return _digest(tool_calls, usage, latency_ms)
+        return _digest(tool_calls, usage, latency_ms, cost)
 
     def _plugin_tool_definitions(self, names: list[str]) -> list[dict[str, Any]]:
         """The plugin tools this worker has; one it lacks is not offered (the gate refuses it)."""
@@ -383,8 +385,10 @@ class LlmActivities(LlmCalls):
             )
 
 
-def _digest(tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int) -> LlmStepResult:
-    """What the workflow needs of a model call: the calls to gate, usage and timing.
+def _digest(
+    tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int, cost_usd: float
+) -> LlmStepResult:
+    """What the workflow needs of a model call: the calls to gate, usage, cost and timing.
 
     The tokens travel as `[prompt, completion]`, a third of the bytes, and arguments
     without the whitespace many models put in their JSON.
@@ -398,7 +402,7 @@ def _digest(tool_calls: list[dict[str, Any]], usage: Usage, latency_ms: int) -> 
         for call in tool_calls
     ]
     tokens = [usage.prompt_tokens, usage.completion_tokens]
-    return LlmStepResult(tool_calls=calls, tokens=tokens, latency_ms=latency_ms)
+    return LlmStepResult(tool_calls=calls, tokens=tokens, latency_ms=latency_ms, cost_usd=cost_usd)
 
 
 def _compact(arguments: str) -> str:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
+from keel.api.cli.ceiling_options import CEILING_FLAGS, MaxCost, MaxTokens, cost_usd
 from keel.api.cli.client import KeelApiError, KeelClient
 from keel.api.cli.command_errors import fail, run_command
 from keel.api.cli.connection import keel_api
@@ -197,14 +198,8 @@ def review(
         str | None,
         typer.Option(help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL)."),
     ] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-tokens",
-            help="A ceiling on the tokens of the review and its sub-agents; reached before "
-            "every file is read, the review ends partial and says which files it missed.",
-        ),
-    ] = None,
+    max_tokens: MaxTokens = None,
+    max_cost: MaxCost = None,
 ) -> None:
     """Review a directory and print the Markdown report."""
     target = path.expanduser().resolve()
@@ -220,7 +215,7 @@ def review(
             "agent": "--agent",
             "input": "--prompt",
             "workspace": "PATH",
-            "max_total_tokens": "--max-tokens",
+            **CEILING_FLAGS,
         },
         agent=agent,
         input=prompt,
@@ -228,6 +223,7 @@ def review(
         trigger="cli",
         model=model,
         max_total_tokens=max_tokens,
+        max_cost_usd=cost_usd(max_cost),
     )
     run_command(_start_and_follow(settings, body, out))
 
@@ -249,22 +245,27 @@ def run_agent(
         str | None,
         typer.Option(help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL)."),
     ] = None,
+    max_tokens: MaxTokens = None,
+    max_cost: MaxCost = None,
 ) -> None:
     """Run any agent on a task."""
     target = workspace.expanduser().resolve()
     settings = Settings()
+    ceilings = {"max_total_tokens": max_tokens, "max_cost_usd": cost_usd(max_cost)}
     if local_tools:
         if not target.is_dir():
             raise fail(f"{target} is not a directory.")
         # The server's own workspace is only where its other tools would work.
         body = request_body(
             RunCreate,
+            flags=CEILING_FLAGS,
             agent=agent,
             input=prompt,
             workspace=".",
             trigger="cli",
             local_tools=LOCAL_TOOLS,
             model=model,
+            **ceilings,
         )
         decider = local_executor(target, _decider())
         run_command(_start_and_follow(settings, body, out, decider=decider, reads_here=target))
@@ -272,7 +273,14 @@ def run_agent(
     if not target.is_relative_to(settings.workspace_root.resolve()):
         settings = settings.model_copy(update={"workspace_root": target})
     body = request_body(
-        RunCreate, agent=agent, input=prompt, workspace=str(target), trigger="cli", model=model
+        RunCreate,
+        flags=CEILING_FLAGS,
+        agent=agent,
+        input=prompt,
+        workspace=str(target),
+        trigger="cli",
+        model=model,
+        **ceilings,
     )
     run_command(_start_and_follow(settings, body, out))
 

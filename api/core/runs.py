@@ -59,6 +59,7 @@ from keel.api.identity.config import user_ref
 from keel.workflows import timeouts
 from keel.workflows.interactions.models import Interaction
 from keel.workflows.router.models import ROUTER_AGENT
+from keel.workflows.run import budget
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import AgentSpec
 from keel.workflows.run.models import RunInput, RunProgress, Trigger
@@ -131,7 +132,9 @@ class RunOrder(BaseModel):
     route_only: bool = False
     """With `agent: "auto"`: only decide the agent (see `docs/router.md`)."""
     max_total_tokens: int | None = Field(default=None, ge=1000, le=10_000_000_000)
-    """A ceiling on the tokens of the run and its sub-agents; it replaces the agent's."""
+    """A ceiling on the tokens of the run and its sub-agents; a lower one of the agent's holds."""
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    """A ceiling in US dollars on the run and its sub-agents; a lower one of the agent's holds."""
 
     @classmethod
     def from_create(cls, body: RunCreate) -> RunOrder:
@@ -151,8 +154,9 @@ class RunOrder(BaseModel):
         body = self.model_dump(mode="json", exclude={"run_id", "on_busy"})
         if not body["route_only"]:
             del body["route_only"]  # so requests recorded before the router hash the same
-        if body["max_total_tokens"] is None:
-            del body["max_total_tokens"]  # so requests recorded before ceilings hash the same
+        for ceiling in ("max_total_tokens", "max_cost_usd"):
+            if body[ceiling] is None:
+                del body[ceiling]  # so requests recorded before the ceiling hash the same
         body["requester"] = [user.tenant_id, user.subject]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -186,8 +190,8 @@ def run_input(
     max_parallel_subagents: int = 4,
 ) -> RunInput:
     """The workflow's input for an order, with the texts still inline."""
-    if order.max_total_tokens is not None:
-        limits = agent.limits.model_copy(update={"max_total_tokens": order.max_total_tokens})
+    limits = budget.lowered(agent.limits, order.max_total_tokens, order.max_cost_usd)
+    if limits != agent.limits:
         agent = agent.model_copy(update={"limits": limits})
     return RunInput(
         run_id=run_id,

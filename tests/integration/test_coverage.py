@@ -188,7 +188,7 @@ async def test_a_ceiling_that_cannot_cover_everything_ends_partial_and_says_so(
         assert code == 0, shown
     assert got.status_code == 200, got.text
     run = got.json()
-    assert run["status"] == "completed" and run["stop_reason"] == "token_budget"
+    assert run["status"] == "completed" and run["stop_reason"] == "budget"
     coverage = run["coverage"]
     assert coverage["status"] == "partial"
     assert 0 < coverage["files_covered"] < coverage["files_total"] == len(ws.files)
@@ -198,7 +198,7 @@ async def test_a_ceiling_that_cannot_cover_everything_ends_partial_and_says_so(
     assert out.strip().endswith(last) or last in "\n".join(out.strip().splitlines()[-2:])
     assert last.startswith(
         f"completed · partial · {coverage['files_covered']} of {len(ws.files)} files · "
-        "stop reason token_budget"
+        "stop reason budget"
     ), last
     # Uncovered files are listed exactly: every file the ledger did not see whole.
     section = run["report"].split(COVERAGE_SECTION_HEADING, 1)[1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from keel.workflows.run import budget
 from keel.workflows.run.agent_spec import Limits
 from keel.workflows.run.convergence import (
     FORCE_ANSWER,
@@ -60,7 +61,7 @@ def state(**fields: object) -> RunState:
         pytest.param(
             Limits(max_total_tokens=1000),
             {"usage": Usage(prompt_tokens=900, completion_tokens=100)},
-            "token_budget",
+            "budget",
             id="tokens-prompt-plus-completion",
         ),
         pytest.param(
@@ -91,7 +92,8 @@ def test_hard_limit(limits: Limits, fields: dict[str, object], expected: StopRea
             {"consecutive_failures": 1},
             "max_consecutive_failures",
         ),
-        (Limits(max_total_tokens=50), {"usage": Usage(completion_tokens=50)}, "token_budget"),
+        (Limits(max_total_tokens=50), {"usage": Usage(completion_tokens=50)}, "budget"),
+        (Limits(max_cost_usd=0.5), {"usage": Usage(cost_usd=0.5)}, "budget"),
     ],
 )
 def test_a_hard_limit_forces_an_answer_without_tools(
@@ -103,6 +105,70 @@ def test_a_hard_limit_forces_an_answer_without_tools(
     assert not plan.tools_allowed
     assert plan.nudge == FORCE_ANSWER.format(reason=reason)
     assert f"limit of this run ({reason})" in plan.nudge
+
+
+# -- ceilings in tokens and cost: the tree's spend, and room for the next call -----------
+
+
+@pytest.mark.parametrize(
+    ("limits", "spent", "latest", "expected"),
+    [
+        pytest.param(Limits(max_cost_usd=1.0), 0.0, 0.0, None, id="first-call"),
+        # Spent 0.5, calls of 0.2: this call and an answer after it end at 0.9.
+        pytest.param(Limits(max_cost_usd=1.0), 0.5, 0.2, None, id="room-for-two"),
+        # Spent 0.7, calls of 0.2: a free call now would leave no room to answer.
+        pytest.param(Limits(max_cost_usd=1.0), 0.7, 0.2, "max_cost_usd", id="answer-now"),
+        pytest.param(Limits(max_cost_usd=1.0), 1.0, 0.0, "max_cost_usd", id="spent"),
+        pytest.param(Limits(max_cost_usd=1.0), 3.0, 0.0, "max_cost_usd", id="children-overspent"),
+        pytest.param(Limits(), 10**6, 10.0, None, id="no-ceiling"),
+    ],
+)
+def test_a_cost_ceiling_leaves_room_for_the_answer(
+    limits: Limits, spent: float, latest: float, expected: str | None
+) -> None:
+    run = state(usage=Usage(cost_usd=spent), last_call=Usage(cost_usd=latest))
+    assert budget.reached(run, limits) == expected
+    assert hard_limit(run, limits) == ("budget" if expected else None)
+
+
+def test_a_token_ceiling_counts_the_latest_call_the_same_way() -> None:
+    latest = Usage(prompt_tokens=150, completion_tokens=50)
+    fits = state(usage=Usage(prompt_tokens=499), last_call=latest)
+    assert budget.reached(fits, Limits(max_total_tokens=900)) is None
+    tight = state(usage=Usage(prompt_tokens=500), last_call=latest)
+    assert budget.reached(tight, Limits(max_total_tokens=900)) == "max_total_tokens"
+    # Either ceiling stops the run; the tokens are named first when both are spent.
+    both = Limits(max_total_tokens=900, max_cost_usd=0.01)
+    spent = state(usage=Usage(prompt_tokens=900, cost_usd=0.02))
+    assert budget.reached(spent, both) == "max_total_tokens"
+    cost_only = state(usage=Usage(prompt_tokens=10, cost_usd=0.02))
+    assert budget.reached(cost_only, both) == "max_cost_usd"
+
+
+def test_a_growing_conversation_is_expected_to_keep_growing() -> None:
+    # Calls of 0.10 then 0.15: the next is expected at 0.20 and the answer after at 0.25.
+    first, second = Usage(cost_usd=0.10), Usage(cost_usd=0.15)
+    assert budget.grown(Usage(), first) == Usage()
+    growth = budget.grown(first, second)
+    assert growth.cost_usd == pytest.approx(0.05)
+    run = state(usage=Usage(cost_usd=0.25), last_call=second, call_growth=growth)
+    assert budget.reached(run, Limits(max_cost_usd=0.71)) is None
+    assert budget.reached(run, Limits(max_cost_usd=0.70)) == "max_cost_usd"
+    # A call smaller than the one before (after a compaction) grows by nothing.
+    assert budget.grown(second, first) == Usage()
+
+
+def test_an_order_lowers_a_ceiling_and_never_raises_it() -> None:
+    own = Limits(max_total_tokens=50_000, max_cost_usd=2.0)
+    assert budget.lowered(own, 10_000, 5.0).model_dump() == {
+        **own.model_dump(),
+        "max_total_tokens": 10_000,
+        "max_cost_usd": 2.0,
+    }
+    assert budget.lowered(Limits(), None, 0.25).max_cost_usd == 0.25
+    assert budget.lowered(own, None, None) is own
+    assert budget.ceilings_text(own) == "max_total_tokens 50000 and max_cost_usd 2"
+    assert budget.ceilings_text(own, "max_cost_usd") == "max_cost_usd 2"
 
 
 def test_a_hard_limit_beats_a_pending_nudge() -> None:

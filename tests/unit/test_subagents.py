@@ -114,10 +114,24 @@ def test_a_task_call_runs_through_the_rules_like_any_tool() -> None:
 def test_children_share_what_the_parent_has_left() -> None:
     state = RunState(tool_calls=10, subagent_tool_calls=30, usage=Usage(prompt_tokens=40_000))
     parent = Limits(max_tool_calls=100, max_total_tokens=100_000)
-    assert subagents.share_of(parent, state, 3) == (20, 20_000)
-    assert subagents.share_of(Limits(max_tool_calls=100), state, 2) == (30, None)
+    assert subagents.share_of(parent, state, 3) == (20, 20_000, None)
+    assert subagents.share_of(Limits(max_tool_calls=100), state, 2) == (30, None, None)
     # Nothing left still lets a child answer.
-    assert subagents.share_of(Limits(max_tool_calls=10), state, 4) == (1, None)
+    assert subagents.share_of(Limits(max_tool_calls=10), state, 4) == (1, None, None)
+
+
+def test_children_share_what_is_left_of_a_cost_ceiling() -> None:
+    state = RunState(usage=Usage(prompt_tokens=40_000, cost_usd=0.4))
+    share = subagents.share_of(Limits(max_tool_calls=100, max_cost_usd=1.0), state, 3)
+    assert share.max_cost_usd == pytest.approx(0.2)
+    # Overspent (its children's calls count): a child still gets enough to answer once.
+    broke = RunState(usage=Usage(cost_usd=1.5))
+    share = subagents.share_of(Limits(max_cost_usd=1.0), broke, 2)
+    assert share.max_cost_usd == subagents.MIN_COST_SHARE_USD
+    own = Limits(max_cost_usd=0.1)
+    task = SubagentTask(step=1, ord=2, event_seq=5, max_tool_calls=5, max_cost_usd=0.3)
+    assert subagents.within_share(own, task).max_cost_usd == 0.1
+    assert subagents.within_share(Limits(), task).max_cost_usd == 0.3
 
 
 def test_a_child_keeps_its_own_limits_within_its_share() -> None:

@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.gate.tool_specs import ToolSpec
     from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
     from keel.workflows.router.workflow import RouterSteps
-    from keel.workflows.run import convergence, coverage, run_memory, subagents
+    from keel.workflows.run import budget, convergence, coverage, run_memory, subagents
     from keel.workflows.run.agent_roles_run import AgentRolesSteps
     from keel.workflows.run.interactions import RunAborted, RunInteractions
     from keel.workflows.run.interactions import is_task as _is_task
@@ -344,6 +344,8 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         if result.compact is None:
             state.last_llm_ms = result.latency_ms
         state.usage = state.usage.plus(result.spent())
+        if result.compact is None:
+            budget.note_call(state, run.agent.limits, result.spent())
         return result
 
     async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T:
@@ -621,12 +623,12 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         reaches the model through the next LLM call, which stores its report.
         """
         # Shares are fixed before any child runs, so each gets the same part of what is left.
-        calls_each, tokens_each = subagents.share_of(run.agent.limits, self._state, len(calls))
+        share = subagents.share_of(run.agent.limits, self._state, len(calls))
         children = [
             (
                 subagents.child_run_id(run.run_id, self._state.step, ord_),
                 decision.call.call_id,
-                self._child_input(run, ord_, decision, calls_each, tokens_each),
+                self._child_input(run, ord_, decision, share),
             )
             for ord_, decision in calls
         ]
@@ -646,18 +648,13 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         run: RunInput,
         ord_: int,
         decision: GateDecision,
-        max_tool_calls: int,
-        max_total_tokens: int | None,
+        share: subagents.Share,
     ) -> RunInput:
         state = self._state
         last = state.last_llm_ms
         agent = json.loads(decision.canonical_arguments)["agent"]
         task = SubagentTask(
-            step=state.step,
-            ord=ord_,
-            event_seq=self._take_seqs(2),
-            max_tool_calls=max_tool_calls,
-            max_total_tokens=max_total_tokens,
+            step=state.step, ord=ord_, event_seq=self._take_seqs(2), **share._asdict()
         )
         fast = last is not None and last < timeouts.LLM_LOCAL_BELOW_MS
         return subagents.child_input(run, agent, task, fast_model=fast)

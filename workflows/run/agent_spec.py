@@ -31,7 +31,17 @@ class Limits(BaseModel):
         description="Tool rounds with nothing new before the run is nudged.",
     )
     max_total_tokens: int | None = Field(
-        default=None, ge=1, description="Prompt plus completion tokens before a forced answer."
+        default=None,
+        ge=1,
+        description="Prompt plus completion tokens of the run and its sub-agents: a ceiling "
+        "(`budget.reached`).",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="US dollars the run and its sub-agents may spend on model calls, by the "
+        "worker's price table: a ceiling (`budget.reached`).",
     )
     max_parallel_subagents: int | None = Field(
         default=None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from keel.workflows.run import budget
 from keel.workflows.run.agent_spec import Limits
 from keel.workflows.run.models import RunState, StopReason
 
@@ -38,8 +39,8 @@ def hard_limit(state: RunState, limits: Limits) -> StopReason | None:
         return "max_tool_calls"
     if state.consecutive_failures >= limits.max_consecutive_failures:
         return "max_consecutive_failures"
-    if limits.max_total_tokens is not None and state.usage.total_tokens >= limits.max_total_tokens:
-        return "token_budget"
+    if budget.reached(state, limits) is not None:  # tokens or cost, the tree's
+        return "budget"
     return None
 
 

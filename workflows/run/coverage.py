@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import NamedTuple
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
@@ -28,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import Coverage, Subagents
-    from keel.workflows.run import subagents
+    from keel.workflows.run import budget, subagents
     from keel.workflows.run.coverage_plan import (
         MAX_ROUNDS,
         CoverageClose,
@@ -38,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         PartsNoteInput,
         PlannedPart,
         WorkspaceFile,
+        WorkspaceListing,
         plan_parts,
         skip_reason,
     )
@@ -48,9 +50,20 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["CoverageDriver", "covers_files"]
 
 PART_AGENT = "explore"
+# A part that stopped on a ceiling: `token_budget` as runs recorded before `budget` say it.
+BUDGET_STOPS = ("budget", "token_budget")
 COVERAGE_PATCH = "coverage-plans"
-# Of a token ceiling, what the parts leave for the run's own report.
+# Of a ceiling (tokens or cost), what the parts leave for the run's own report.
 REPORT_RESERVE_SHARE = 0.1
+
+
+class PartShares(NamedTuple):
+    """A round's parts under the run's ceilings: how many run, and each one's share."""
+
+    parts: int
+    tokens: int | None
+    cost_usd: float | None
+    limit: budget.Ceiling | None = None  # the ceiling that left parts of the round out
 
 
 def covers_files(run: RunInput) -> bool:
@@ -100,21 +113,21 @@ class CoverageDriver:
             if not pending:
                 break
             parts = plan_parts(pending, listing.usable_tokens, round_)
-            shares = self._token_shares(run, len(parts), listing.usable_tokens)
-            if shares is None:
-                self._unread(pending, self._spent_reason(run))
+            shares = self._shares(run, len(parts), listing)
+            if isinstance(shares, str):  # not one part fits: that ceiling is spent
+                self._unread(pending, self._spent_reason(run, shares))
                 break
-            count, share = shares
+            count = shares.parts
             for part in parts[count:]:
-                self._unread_paths(part.files, self._spent_reason(run))
-            outcomes = await self._run_parts(run, parts[:count], share)
+                self._unread_paths(part.files, self._spent_reason(run, shares.limit))
+            outcomes = await self._run_parts(run, parts[:count], shares)
             coverage.parts += count
             coverage.rounds = round_
             part_runs += [run_id for run_id, _ in outcomes]
             for (run_id, result), part in zip(outcomes, parts[:count], strict=True):
-                self._unread_paths(part.files, _part_reason(run_id, result))
-                if result is not None and result.stop_reason == "token_budget":
-                    coverage.stopped_by = "token_budget"
+                self._unread_paths(part.files, _part_reason(run, run_id, result))
+                if result is not None and result.stop_reason in BUDGET_STOPS:
+                    coverage.stopped_by = "budget"
             ledger = await self.close(run, "running")
             still = set(ledger.unread)
             for path in [p for p in coverage.unread if p not in still]:
@@ -150,26 +163,52 @@ class CoverageDriver:
             summary="coverage ledger",
         )
 
-    def _token_shares(
-        self, run: RunInput, parts: int, usable: int
-    ) -> tuple[int, int | None] | None:
-        """How many parts run this round and each one's tokens; None: the budget is spent."""
-        ceiling = run.agent.limits.max_total_tokens
-        if ceiling is None:
-            return parts, None
-        reserve = min(int(ceiling * REPORT_RESERVE_SHARE), 2 * usable)
-        left = ceiling - reserve - self._state.usage.total_tokens
-        # A part with less than one window of tokens could not read a page and answer.
-        count = min(parts, left // usable) if left > 0 else 0
-        if count < 1:
-            return None
-        return count, left // count
+    def _shares(
+        self, run: RunInput, parts: int, listing: WorkspaceListing
+    ) -> PartShares | budget.Ceiling:
+        """How many parts run this round and each one's tokens and cost; the ceiling that
+        is spent when not one part fits.
 
-    def _spent_reason(self, run: RunInput) -> str:
+        A part with less than one window of tokens (or of its cost) could not read a page
+        and answer; what a ceiling reserves for the run's own report is left out.
+        """
+        limits, spent = run.agent.limits, self._state.usage
+        count, tokens, cost = parts, None, None
+        limit: budget.Ceiling | None = None
+        if limits.max_total_tokens is not None:
+            usable = listing.usable_tokens
+            reserve = min(int(limits.max_total_tokens * REPORT_RESERVE_SHARE), 2 * usable)
+            left = limits.max_total_tokens - reserve - spent.total_tokens
+            count = min(count, left // usable) if left > 0 else 0
+            if count < 1:
+                return "max_total_tokens"
+            tokens = left
+            if count < parts:
+                limit = "max_total_tokens"
+        if limits.max_cost_usd is not None:
+            window = listing.window_cost_usd
+            reserve_usd = limits.max_cost_usd * REPORT_RESERVE_SHARE
+            if window > 0:
+                reserve_usd = min(reserve_usd, 2 * window)
+            left_usd = limits.max_cost_usd - reserve_usd - spent.cost_usd
+            fit = int(left_usd // window) if window > 0 else parts
+            if left_usd <= 0 or fit < 1:
+                return "max_cost_usd"
+            if fit < count:
+                count, limit = fit, "max_cost_usd"
+            cost = left_usd
+        return PartShares(
+            parts=count,
+            tokens=None if tokens is None else tokens // count,
+            cost_usd=None if cost is None else cost / count,
+            limit=limit,
+        )
+
+    def _spent_reason(self, run: RunInput, limit: budget.Ceiling | None) -> str:
         assert self._state.coverage is not None
-        self._state.coverage.stopped_by = "token_budget"
-        ceiling = run.agent.limits.max_total_tokens
-        return f"budget spent: the run's token ceiling (max_total_tokens {ceiling}) was reached"
+        self._state.coverage.stopped_by = "budget"
+        ceiling = budget.ceilings_text(run.agent.limits, limit)
+        return f"budget spent: the run's ceiling ({ceiling}) was reached"
 
     def _unread(self, files: list[WorkspaceFile], reason: str) -> None:
         self._unread_paths([f.path for f in files], reason)
@@ -180,7 +219,7 @@ class CoverageDriver:
             self._state.coverage.unread[path] = reason
 
     async def _run_parts(
-        self, run: RunInput, parts: list[PlannedPart], share: int | None
+        self, run: RunInput, parts: list[PlannedPart], share: PartShares
     ) -> list[tuple[str, RunResult | None]]:
         parallel = asyncio.Semaphore(
             run.agent.limits.max_parallel_subagents or run.max_parallel_subagents
@@ -194,14 +233,15 @@ class CoverageDriver:
         return list(await asyncio.gather(*(one(c) for c in children)))
 
     def _part_input(
-        self, run: RunInput, index: int, part: PlannedPart, share: int | None
+        self, run: RunInput, index: int, part: PlannedPart, share: PartShares
     ) -> RunInput:
         task = SubagentTask(
             step=0,
             ord=index,
             event_seq=self._take_seqs(2),
             max_tool_calls=part.max_tool_calls,
-            max_total_tokens=share,
+            max_total_tokens=share.tokens,
+            max_cost_usd=share.cost_usd,
             part=part.label,
             files=part.files,
             max_steps=part.max_steps,
@@ -247,13 +287,17 @@ class CoverageDriver:
         return run_id, result
 
 
-def _part_reason(run_id: str, result: RunResult | None) -> str:
+def _part_reason(run: RunInput, run_id: str, result: RunResult | None) -> str:
     """Why a file of this part may still be unread, should the ledger say it is."""
     if result is None or result.status != "completed":
         status = result.status if result is not None else "failed"
         return f"a sub-agent failed: its part's run {run_id} ended {status}"
-    if result.stop_reason == "token_budget":
-        return f"budget spent: its part's run {run_id} reached its share of the token ceiling"
+    if result.stop_reason in BUDGET_STOPS:
+        ceiling = budget.ceilings_text(run.agent.limits)
+        return (
+            f"budget spent: its part's run {run_id} reached its share of the run's "
+            f"ceiling ({ceiling})"
+        )
     if result.stop_reason != "final_answer":
         return f"its part's run {run_id} stopped on {result.stop_reason} before reading it"
     return f"not read whole by its part's run {run_id}"

@@ -89,6 +89,12 @@ class WorkspaceListing(BaseModel):
     files: list[WorkspaceFile] = Field(default_factory=list)
     usable_tokens: int = Field(ge=1, description="The window a run of the model may fill.")
     truncated: bool = Field(default=False, description="The listing stopped at its cap.")
+    window_cost_usd: float = Field(
+        default=0.0,
+        ge=0,
+        description="What a prompt filling that window costs by the worker's price table "
+        "(0: the model has no price): the least a part needs of a cost ceiling.",
+    )
 
 
 class PlannedPart(BaseModel):
@@ -110,8 +116,10 @@ class CoverageState(BaseModel):
     unread: dict[str, str] = Field(
         default_factory=dict, description="Files still unread after the parts, with why."
     )
-    stopped_by: Literal["token_budget"] | None = Field(
-        default=None, description="The limit that left files unread, if one did."
+    stopped_by: Literal["budget", "token_budget"] | None = Field(
+        default=None,
+        description="The limit that left files unread, if one did (`token_budget`: as runs "
+        "recorded before ceilings in cost said it).",
     )
     parts: int = Field(default=0, description="Parts run, over all rounds.")
     rounds: int = 0

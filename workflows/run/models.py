@@ -30,6 +30,7 @@ StopReason = Literal[
     "max_steps",
     "max_tool_calls",
     "max_consecutive_failures",
+    "budget",
     "token_budget",
     "no_progress",
     "approval_expired",
@@ -86,6 +87,15 @@ class RunState(BaseModel):
     )
     coverage: CoverageState | None = Field(
         default=None, description="Set for a run whose agent asks Keel to cover its files."
+    )
+    last_call: Usage = Field(
+        default_factory=Usage,
+        description="The tokens and cost of the run's latest model call, for a ceiling's "
+        "estimate of the next (`budget.reached`).",
+    )
+    call_growth: Usage = Field(
+        default_factory=Usage,
+        description="How much the latest model call grew over the one before it.",
     )
 
 

@@ -60,13 +60,18 @@ class LlmStepResult(BaseModel):
     compact: CompactionNeed | None = Field(
         default=None, description="The model was not called: compact, then call again."
     )
+    cost_usd: float = Field(
+        default=0.0,
+        description="The call's cost by the worker's price table, so the workflow holds a "
+        "cost ceiling with the figure the call was recorded with.",
+    )
 
     def spent(self) -> Usage:
-        """The tokens of the call."""
+        """The tokens and cost of the call."""
         if not self.tokens:
-            return Usage()
+            return Usage(cost_usd=self.cost_usd)
         prompt, completion = self.tokens
-        return Usage(prompt_tokens=prompt, completion_tokens=completion)
+        return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=self.cost_usd)
 
 
 class ToolCallInput(BaseModel):

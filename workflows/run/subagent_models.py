@@ -41,6 +41,9 @@ class SubagentTask(BaseModel):
     max_total_tokens: int | None = Field(
         default=None, ge=1, description="The child's share of the parent's token budget."
     )
+    max_cost_usd: float | None = Field(
+        default=None, gt=0, description="The child's share of the parent's cost ceiling."
+    )
     routed: bool = Field(
         default=False,
         description="Handed the user's own request by the router (not a prompt its parent "

@@ -6,6 +6,8 @@ must find a child from its parent's call.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from keel.workflows.run.agent_spec import AgentSpec, Limits
 from keel.workflows.run.models import RunInput, RunState, RunStatus
 from keel.workflows.run.subagent_models import ChildRun, ChildStatus, SubagentTask
@@ -14,6 +16,8 @@ from keel.workflows.usage.models import Usage
 # A sub-agent may run sub-agents of its own, this many levels below the run people
 # started; deeper than that, `task` is not offered, so a cycle of agents ends.
 MAX_SUBAGENT_DEPTH = 3
+# A child's share of a cost ceiling with nothing left: it may still write its answer.
+MIN_COST_SHARE_USD = 0.000001
 
 FINISHED: dict[RunStatus, ChildStatus] = {
     "completed": "completed",
@@ -68,17 +72,35 @@ def interaction_id(run_id: str, parent_run_id: str | None, step: int, ord_: int)
     return f"{run_id}:{local}" if parent_run_id else local
 
 
-def share_of(parent: Limits, state: RunState, share: int) -> tuple[int, int | None]:
-    """A child's part of what the parent has left: (tool calls, tokens or None).
+class Share(NamedTuple):
+    """A child's part of its parent's limits, as `SubagentTask` carries it."""
 
-    Tool calls and tokens are shared out, since the parent's limits count its
+    max_tool_calls: int
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+
+def share_of(parent: Limits, state: RunState, share: int) -> Share:
+    """A child's part of what the parent has left: tool calls, tokens and cost.
+
+    Tool calls, tokens and cost are shared out, since the parent's limits count its
     children's too; steps and failure streaks are each child's own.
     """
     used_calls = state.tool_calls + state.subagent_tool_calls
     calls = max(1, (parent.max_tool_calls - used_calls) // share)
-    if parent.max_total_tokens is None:
-        return calls, None
-    return calls, max(1, (parent.max_total_tokens - state.usage.total_tokens) // share)
+    tokens = cost = None
+    if parent.max_total_tokens is not None:
+        tokens = max(1, (parent.max_total_tokens - state.usage.total_tokens) // share)
+    if parent.max_cost_usd is not None:
+        left = parent.max_cost_usd - state.usage.cost_usd
+        cost = max(MIN_COST_SHARE_USD, left / share)
+    return Share(calls, tokens, cost)
+
+
+def _smaller(own: float | None, share: float | None) -> float | None:
+    if share is None:
+        return own
+    return share if own is None else min(own, share)
 
 
 def within_share(own: Limits, task: SubagentTask) -> Limits:
@@ -87,21 +109,22 @@ def within_share(own: Limits, task: SubagentTask) -> Limits:
     A part of a coverage plan gets the steps and tool calls its pages need instead:
     the plan sized them, whatever the sub-agent's defaults are.
     """
-    tokens = own.max_total_tokens
-    if task.max_total_tokens is not None:
-        tokens = task.max_total_tokens if tokens is None else min(tokens, task.max_total_tokens)
+    tokens = _smaller(own.max_total_tokens, task.max_total_tokens)
+    cost = _smaller(own.max_cost_usd, task.max_cost_usd)
     if task.part is not None:
         return own.model_copy(
             update={
                 "max_steps": task.max_steps or own.max_steps,
                 "max_tool_calls": task.max_tool_calls,
                 "max_total_tokens": task.max_total_tokens,
+                "max_cost_usd": task.max_cost_usd,
             }
         )
     return own.model_copy(
         update={
             "max_tool_calls": min(own.max_tool_calls, task.max_tool_calls),
-            "max_total_tokens": tokens,
+            "max_total_tokens": None if tokens is None else int(tokens),
+            "max_cost_usd": cost,
         }
     )
 

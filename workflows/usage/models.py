@@ -1,4 +1,4 @@
-"""Token usage of model calls: one run's, and a run tree's with its cost."""
+"""Usage of model calls: one run's tokens and cost, and a run tree's as recorded."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ from pydantic import BaseModel, Field
 
 
 class Usage(BaseModel):
-    """Token usage of one or more LLM calls."""
+    """Tokens and cost of one or more LLM calls, as the workflow counts them."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float = Field(
+        default=0.0, description="By the worker's price table; 0 for a model it has no price for."
+    )
 
     @property
     def total_tokens(self) -> int:
@@ -19,6 +22,7 @@ class Usage(BaseModel):
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
         )
 
 

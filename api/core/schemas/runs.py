@@ -65,8 +65,17 @@ class RunCreate(BaseModel):
         default=None,
         ge=1000,
         le=10_000_000_000,
-        description="A ceiling on the tokens of the run and its sub-agents (it replaces the "
-        "agent's). A review that reaches it ends `completed` with `coverage: partial`.",
+        description="A ceiling on the tokens of the run and its sub-agents; the agent's own, "
+        "if lower, still holds. A run that reaches it stops with stop reason `budget` (a "
+        "review ends `completed` with `coverage: partial`).",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="A ceiling in US dollars on the model calls of the run and its "
+        "sub-agents, by the price table; the agent's own, if lower, still holds. A run that "
+        "reaches it stops with stop reason `budget`.",
     )
     route_only: bool = Field(
         default=False,
