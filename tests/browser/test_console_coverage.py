@@ -1,4 +1,4 @@
-"""The console's run page says when a review read only part of its workspace."""
+"""The console's runs list and run page say when a review read only part of its workspace."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.browser.test_console_runs import sign_in_with_link
 from tests.conftest import auth_headers
 
 
-async def test_a_partial_review_shows_a_partial_badge_on_its_run_page(
+async def test_a_partial_review_shows_a_partial_badge_in_the_runs_list_and_on_its_page(
     console_stack: Any, page: Page
 ) -> None:
     script = Script(name="scripted", policy="plain_reviewer", context_window=16_384)
@@ -39,8 +39,14 @@ async def test_a_partial_review_shows_a_partial_badge_on_its_run_page(
         assert coverage["status"] == "partial" and coverage["files_covered"] == 0
 
         await sign_in_with_link(page, c.link)
+        text = f"partial · 0 of {coverage['files_total']} files"
+        await page.goto(f"{c.url}/console/runs")
+        listed = page.locator(f'tr.run-row[data-run-id="{run_id}"] .run-coverage')
+        await expect(listed).to_have_text(text)
+        await expect(listed).to_have_attribute("data-coverage", "partial")
+        await expect(listed).to_have_attribute("title", f"{text} (stop reason budget)")
         await page.goto(f"{c.url}/console/runs/{run_id}")
         badge = page.locator("#run-coverage")
-        await expect(badge).to_have_text(f"partial · 0 of {coverage['files_total']} files")
+        await expect(badge).to_have_text(text)
         await expect(badge).to_have_attribute("data-coverage", "partial")
         assert page.script_errors == []  # type: ignore[attr-defined]

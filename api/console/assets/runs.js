@@ -93,7 +93,7 @@ function row(run) {
     h("td", {}, h("a", { href: `/console/runs/${encodeURIComponent(run.id)}` }, run.id),
       run.parent_run_id ? h("div", { class: "muted small" }, `child of ${run.parent_run_id}`) : null),
     h("td", {}, run.agent),
-    h("td", {}, statusBadge(run.status)),
+    h("td", {}, statusBadge(run.status), coverageBadge(run)),
     h("td", {}, run.trigger, run.schedule_id ? h("div", { class: "muted small" }, run.schedule_id) : null),
     h("td", { title: run.created_at }, fmtAgo(run.created_at)),
     h("td", {}, String(run.steps)),
@@ -102,6 +102,15 @@ function row(run) {
       : "0"),
     h("td", { class: "tokens" }, String((run.total_usage ?? run.usage).total_tokens)),
     h("td", { class: "cost" }, fmtCost((run.total_usage ?? run.usage).cost_usd)));
+}
+
+// What Keel's records show a review read: a partial one never lists as just "completed".
+function coverageBadge(run) {
+  const coverage = run.coverage;
+  if (!coverage) return null;
+  const text = `${coverage.status} · ${coverage.files_covered} of ${coverage.files_total} files`;
+  const why = run.stop_reason && run.stop_reason !== "final_answer" ? ` (stop reason ${run.stop_reason})` : "";
+  return h("span", { class: `badge run-coverage coverage-${coverage.status}`, "data-coverage": coverage.status, title: text + why }, text);
 }
 
 function startForm(agents) {
