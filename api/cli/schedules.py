@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from keel.api.cli.ceiling_options import CEILING_FLAGS, MaxCost, MaxTokens, cost_usd
 from keel.api.cli.command_errors import fail, run_command
 from keel.api.cli.connection import keel_api
 from keel.api.cli.flag_names import error_lines
@@ -126,6 +127,8 @@ def create(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Check and preview; create nothing.")
     ] = False,
+    max_tokens: MaxTokens = None,
+    max_cost: MaxCost = None,
 ) -> None:
     """Create a schedule, after checking it and previewing its next fire times."""
     try:
@@ -150,10 +153,12 @@ def create(
                 if approval_expiry
                 else None,
                 "webhook_url": webhook,
+                "max_total_tokens": max_tokens,
+                "max_cost_usd": cost_usd(max_cost),
             }
         )
     except ValidationError as exc:
-        for line in error_lines(exc.errors(), default="schedule"):
+        for line in error_lines(exc.errors(), default="schedule", flags=CEILING_FLAGS):
             err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False)
         raise typer.Exit(code=1) from None
     if bool(body.cron_expressions) == (body.interval_s is not None):
@@ -223,6 +228,10 @@ def show(schedule_id: str) -> None:
             console.print(f"  approver  {s.approver}")
         if s.webhook_url:
             console.print(f"  webhook   {s.webhook_url}")
+        if s.max_total_tokens is not None or s.max_cost_usd is not None:
+            tokens = f"{s.max_total_tokens} tokens" if s.max_total_tokens is not None else ""
+            cost = f"${s.max_cost_usd:g}" if s.max_cost_usd is not None else ""
+            console.print(f"  ceiling   {' and '.join(p for p in (tokens, cost) if p)} a run")
         console.print(
             f"  started {s.runs_started} runs; skipped {s.skipped_overlap} (overlap), "
             f"missed {s.missed_catchup_window} (catch-up window)"

@@ -297,6 +297,14 @@ class RunService:
             schedule_id=schedule_id,
             max_parallel_subagents=settings.max_parallel_subagents,
         )
+        if run.agent.limits.max_cost_usd is not None and run.model not in settings.prices:
+            # Unpriced, every call would cost 0: the ceiling would never hold.
+            raise Invalid(
+                f"The model {run.model} has no price in this Keel's price table "
+                "(KEEL_PRICES), so a ceiling in US dollars cannot hold it; add its price, "
+                "or set a ceiling in tokens instead.",
+                field="max_cost_usd",
+            )
         return with_route(run, order.route_only, user)
 
     # -- starting -----------------------------------------------------------

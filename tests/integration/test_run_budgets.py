@@ -29,6 +29,7 @@ from tests.integration.test_a2a import a2a_client
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_coverage import WINDOW, reviewed, workspace_with_extras
 from tests.integration.test_mcp import call, mcp_client
+from tests.integration.test_schedules import create, describe, tenant_headers
 from tests.integration.test_subagents import read, task
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -43,9 +44,12 @@ TREE_CALLS_SQL = (
 )
 
 
-async def tree_calls(store: Store, run_id: str) -> tuple[float, float, int]:
+async def tree_calls(
+    store: Store, run_id: str, tenant: str = "default"
+) -> tuple[float, float, int]:
     """The recorded cost of a run's tree: the sum of its model calls, the largest, how many."""
-    tree = await RunTreeStore(store.pool).subtree("default", run_id)
+    tree = await RunTreeStore(store.pool).subtree(tenant, run_id)
+    assert tree
     async with store.pool.connection() as conn:
         cur = await conn.execute(TREE_CALLS_SQL, ([r.id for r in tree],))
         row = await cur.fetchone()
@@ -129,18 +133,17 @@ async def test_a_cost_ceiling_that_cannot_cover_everything_ends_partial_on_every
     assert summary["stop_reason"] == "budget"
 
 
+def reading_turns(reads: int, answer: str = "done reading") -> list[Turn]:
+    """A model that reads the same file again and again, each request larger."""
+    grows = [
+        Turn(tool_calls=[read("pkg/core.py")], prompt_tokens=2_000 * (i + 1)) for i in range(reads)
+    ]
+    return [*grows, Turn(content=answer, prompt_tokens=2_000 * (reads + 1))]
+
+
 def reading_child(match: str, reads: int) -> Conversation:
     """A sub-agent that reads the same file again and again, each request larger."""
-    return Conversation(
-        match=match,
-        turns=[
-            *(
-                Turn(tool_calls=[read("pkg/core.py")], prompt_tokens=2_000 * (i + 1))
-                for i in range(reads)
-            ),
-            Turn(content=f"{match} done", prompt_tokens=2_000 * (reads + 1)),
-        ],
-    )
+    return Conversation(match=match, turns=reading_turns(reads, f"{match} done"))
 
 
 def uncapped_cost(script: Script) -> float:
@@ -191,8 +194,35 @@ async def test_a_sub_agent_tree_spends_within_its_parents_cost_ceiling(
     assert abs(run["total_usage"]["cost_usd"] - spent) < 1e-5
 
 
-async def test_a_cost_ceiling_that_is_not_a_positive_number_is_refused(
-    keel_app: LaunchKeel, tmp_path: Path
+async def test_a_schedules_ceiling_holds_the_runs_it_starts(
+    keel_app: LaunchKeel, store: Store, workspace: Path
+) -> None:
+    script = Script(turns=reading_turns(12))
+    assert uncapped_cost(script) > 8 * 0.1
+    tenant, headers = tenant_headers()
+    async with keel_app(script, headers=headers, prices=PRICES) as http:
+        made = await create(
+            http, workspace, cron_expressions=["0 3 * * *"], paused=True, max_cost_usd=0.5
+        )
+        sid = made["id"]
+        assert made["max_cost_usd"] == 0.5 and made["max_total_tokens"] is None
+        changed = await http.patch(f"/v1/schedules/{sid}", json={"max_cost_usd": 0.1})
+        assert changed.status_code == 200, changed.text
+        assert (await describe(http, sid))["max_cost_usd"] == 0.1
+        refused = await http.patch(f"/v1/schedules/{sid}", json={"max_cost_usd": 0})
+        assert refused.status_code == 422 and "max_cost_usd" in refused.text
+        triggered = await http.post(f"/v1/schedules/{sid}/trigger")
+        assert triggered.status_code == 202, triggered.text
+        run = await finished(http, triggered.json()["run_id"], headers=headers)
+        await http.delete(f"/v1/schedules/{sid}")
+    assert run["status"] == "completed" and run["stop_reason"] == "budget", run
+    assert run["steps"] < 12
+    spent, largest, _ = await tree_calls(store, run["id"], tenant)
+    assert spent <= 0.1 + largest, (spent, largest)
+
+
+async def test_a_cost_ceiling_that_is_not_a_positive_number_or_cannot_hold_is_refused(
+    keel_app: LaunchKeel, workspace: Path, tmp_path: Path
 ) -> None:
     async with keel_app(Script(turns=[Turn(content="never asked")])) as http:
         for given in (-1, 0, "a lot"):
@@ -216,3 +246,12 @@ async def test_a_cost_ceiling_that_is_not_a_positive_number_is_refused(
             assert code == 1 and sentence in out, out
             code, out = await keel("run", "review", "x", "--max-cost", given, env=env)
             assert code == 1 and sentence in out, out
+        # This Keel has no price for its model: a ceiling in dollars could never hold.
+        unpriced = await http.post(
+            "/v1/runs",
+            json={"agent": "review", "input": "x", "workspace": ".", "max_cost_usd": 1.0},
+        )
+        assert unpriced.status_code == 422, unpriced.text
+        assert "The model scripted has no price" in unpriced.text, unpriced.text
+        code, out = await keel("review", str(workspace), "--max-cost", "1", env=env)
+        assert code == 1 and "--max-cost: The model scripted has no price" in out, out

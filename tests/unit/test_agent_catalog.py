@@ -97,6 +97,7 @@ def test_a_full_definition_parses() -> None:
         "limits:\n"
         "  max_steps: 5\n"
         "  max_total_tokens: 10000\n"
+        "  max_cost_usd: 0.75\n"
         "---\n"
         "\n"
         "Line one.\n"
@@ -108,6 +109,7 @@ def test_a_full_definition_parses() -> None:
     assert spec.model == "gpt-x"
     assert spec.tools == ["list_files", "search_code"]
     assert spec.limits.max_steps == 5 and spec.limits.max_total_tokens == 10000
+    assert spec.limits.max_cost_usd == 0.75
     assert spec.system_prompt == "Line one.\n\nLine two."
 
 

@@ -79,6 +79,20 @@ class ScheduleCreate(BaseModel):
         default=None,
         description="Receives a signed POST when a run waits for approval and when it ends.",
     )
+    max_total_tokens: int | None = Field(
+        default=None,
+        ge=1000,
+        le=10_000_000_000,
+        description="A ceiling on the tokens of each run and its sub-agents (the agent's "
+        "own, if lower, still holds).",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="A ceiling in US dollars on each run and its sub-agents (the agent's "
+        "own, if lower, still holds).",
+    )
 
 
 class ScheduleUpdate(BaseModel):
@@ -104,6 +118,8 @@ class ScheduleUpdate(BaseModel):
     approver: StoredText | None = Field(default=None, pattern=r"^user:[^\s]{1,200}$")
     approval_expires_after_s: int | None = Field(default=None, ge=1, le=90 * 86_400)
     webhook_url: WebhookUrl | None = None
+    max_total_tokens: int | None = Field(default=None, ge=1000, le=10_000_000_000)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
 
 
 class ScheduledRunPublic(BaseModel):
@@ -134,6 +150,12 @@ class SchedulePublic(BaseModel):
     approver: str | None
     approval_expires_after_s: int | None
     webhook_url: str | None
+    max_total_tokens: int | None = Field(
+        default=None, description="The token ceiling its runs start with (`budget`)."
+    )
+    max_cost_usd: float | None = Field(
+        default=None, description="The ceiling in US dollars its runs start with (`budget`)."
+    )
     created_by: str
     created_at: datetime
     updated_at: datetime | None

@@ -139,6 +139,8 @@ class ScheduleService:
             approver=config.approver,
             approval_expires_after_s=config.approval_expires_after_s,
             webhook_url=config.webhook_url,
+            max_total_tokens=config.max_total_tokens,
+            max_cost_usd=config.max_cost_usd,
         )
         run = await self._runs.template(order, creator, schedule_id=config.schedule_id)
         # Checked again as each run starts: the agent file may have changed since.

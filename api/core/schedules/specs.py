@@ -166,6 +166,9 @@ async def read_schedule(
         approver=run.approver,
         approval_expires_after_s=run.approval_expires_after_s,
         webhook_url=run.webhook_url,
+        # The ceilings its runs start with: the schedule's, or the agent file's if lower.
+        max_total_tokens=run.agent.limits.max_total_tokens,
+        max_cost_usd=run.agent.limits.max_cost_usd,
     )
     return StoredSchedule(
         id=description.id, owner=owner, config=config, run=run, description=description
@@ -193,6 +196,8 @@ def public(stored: StoredSchedule) -> SchedulePublic:
         approver=config.approver,
         approval_expires_after_s=config.approval_expires_after_s,
         webhook_url=config.webhook_url,
+        max_total_tokens=config.max_total_tokens,
+        max_cost_usd=config.max_cost_usd,
         created_by=stored.owner.created_by,
         created_at=info.created_at,
         updated_at=info.last_updated_at,
