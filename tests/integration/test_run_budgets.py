@@ -7,6 +7,8 @@ recorded, not from what the workflow counted.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import httpx
 from a2a.types import GetTaskRequest
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 from keel.activities.llm.prices import ModelPrice
 from keel.activities.store.run_store import Store
@@ -22,6 +25,8 @@ from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, Turn
+from keel.worker.temporal_client import DATA_CONVERTER
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.coverage_plan import COVERAGE_SECTION_HEADING
 from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
 from tests.integration.keel_http import LaunchKeel, finished
@@ -32,6 +37,7 @@ from tests.integration.test_mcp import call, mcp_client
 from tests.integration.test_schedules import create, describe, tenant_headers
 from tests.integration.test_subagents import read, task
 
+HISTORIES = Path(__file__).parent.parent / "histories"
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
 # A paid model's prices for the scripted one: $10 a million prompt tokens, $30 completion.
@@ -152,7 +158,7 @@ def uncapped_cost(script: Script) -> float:
 
 
 async def test_a_sub_agent_tree_spends_within_its_parents_cost_ceiling(
-    keel_app: LaunchKeel, store: Store
+    keel_app: LaunchKeel, store: Store, temporal_client: Client
 ) -> None:
     script = Script(
         turns=[
@@ -185,6 +191,15 @@ async def test_a_sub_agent_tree_spends_within_its_parents_cost_ceiling(
 
     assert run["status"] == "completed", run["error"]
     children = run["children"]
+    # The paths that share a cost ceiling (the parent) and stop on it (a child) replay.
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=DATA_CONVERTER)
+    for run_id, name in ((run["id"], "parent"), (children[0]["id"], "child")):
+        history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+        assert (await replayer.replay_workflow(history)).replay_failure is None
+        if os.environ.get("KEEL_RECORD_HISTORY"):
+            (HISTORIES / f"agent_run_cost_ceiling_{name}.json").write_text(
+                json.dumps(history.to_json_dict(), indent=1)
+            )
     assert len(children) == 3
     # Each explorer stopped at its share of what the parent had left, not at its steps.
     assert {c["stop_reason"] for c in children} == {"budget"}, children
