@@ -104,6 +104,20 @@ class KeelTools:
                 "follow the run if the request carries a progressToken.",
             ),
         ] = 0,
+        max_total_tokens: Annotated[
+            int | None,
+            Field(
+                description="A ceiling on the tokens of the run and its sub-agents; reached, "
+                "the run stops with stop reason budget and reports what it has."
+            ),
+        ] = None,
+        max_cost_usd: Annotated[
+            float | None,
+            Field(
+                description="A ceiling in US dollars on the run and its sub-agents' model "
+                "calls; reached, the run stops with stop reason budget."
+            ),
+        ] = None,
     ) -> StartedRun:
         """Start a run of a Keel agent on a workspace. It runs durably in the background:
         follow it with get_run until its status is completed, failed or cancelled, and
@@ -119,6 +133,8 @@ class KeelTools:
                 run_id=run_id,
                 on_busy=on_busy,
                 trigger="api",
+                max_total_tokens=max_total_tokens,
+                max_cost_usd=max_cost_usd,
             )
         except ValidationError as exc:
             raise ToolError(invalid_arguments("start_run", exc)) from None

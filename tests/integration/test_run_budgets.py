@@ -34,6 +34,7 @@ from tests.integration.test_a2a import a2a_client
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_coverage import WINDOW, reviewed, workspace_with_extras
 from tests.integration.test_mcp import call, mcp_client
+from tests.integration.test_mcp import refused as tool_error
 from tests.integration.test_schedules import create, describe, tenant_headers
 from tests.integration.test_subagents import read, task
 
@@ -270,3 +271,9 @@ async def test_a_cost_ceiling_that_is_not_a_positive_number_or_cannot_hold_is_re
         assert "The model scripted has no price" in unpriced.text, unpriced.text
         code, out = await keel("review", str(workspace), "--max-cost", "1", env=env)
         assert code == 1 and "--max-cost: The model scripted has no price" in out, out
+        async with mcp_client(url, token_for()) as mcp:
+            for given in (0, -1):
+                said = await tool_error(
+                    mcp, "start_run", agent="review", input="x", workspace=".", max_cost_usd=given
+                )
+                assert "max_cost_usd" in said and "more than 0" in said, said
