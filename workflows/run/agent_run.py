@@ -343,9 +343,8 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             state.local_llm_ms = 0
         if result.compact is None:
             state.last_llm_ms = result.latency_ms
-        state.usage = state.usage.plus(result.spent())
-        if result.compact is None:
             budget.note_call(state, run.agent.limits, result.spent())
+        state.usage = state.usage.plus(result.spent())
         return result
 
     async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T:
