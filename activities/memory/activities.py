@@ -209,8 +209,11 @@ class MemoryActivities(AgentMemory):
             cost_usd=self._cost(model, tokens),
         )
         # An overlapping attempt recorded first: its usage is the run's, this one's is not.
+        spent = [] if stored.earlier else tokens
         return RememberResult(
-            **stored.model_dump(exclude={"earlier"}), tokens=[] if stored.earlier else tokens
+            **stored.model_dump(exclude={"earlier"}),
+            tokens=spent,
+            cost_usd=self._cost(model, spent),
         )
 
     def _cost(self, model: str, tokens: Sequence[int]) -> float:

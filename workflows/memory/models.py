@@ -55,3 +55,4 @@ class RememberResult(BaseModel):
     updated: int = 0
     withheld: int = Field(default=0, description="Facts not stored because they held a secret.")
     tokens: list[int] = Field(default_factory=list, description="[prompt, completion] spent.")
+    cost_usd: float = Field(default=0.0, description="What those tokens cost, by the price table.")

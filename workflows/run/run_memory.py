@@ -83,4 +83,4 @@ async def remember(run: RunInput) -> Usage:
     if not result.tokens:
         return Usage()
     prompt, completion = result.tokens
-    return Usage(prompt_tokens=prompt, completion_tokens=completion)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=result.cost_usd)
