@@ -164,7 +164,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         llm, store, audit, settings.prices, budget, plugins=plugins, anthropic=messages_api
     )
     compaction_activities = CompactionActivities(
-        llm, store, budget, anthropic=messages_api, plugins=plugins
+        llm, store, budget, anthropic=messages_api, plugins=plugins, prices=settings.prices
     )
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import ContextBudget, ContextLengthExceeded, context_items
 from keel.activities.context.fallback_summary import fallback_summary
+from keel.activities.llm.prices import ModelPrice
 from keel.activities.llm.providers import anthropic_messages, one_shot
 from keel.activities.plugin_api import PluginCode
 from keel.activities.store.context_store import StoredSummary
@@ -61,11 +62,13 @@ class CompactionActivities(ContextCompaction):
         budget: ContextBudget,
         anthropic: anthropic_messages.AnthropicMessages | None = None,
         plugins: PluginCode | None = None,
+        prices: dict[str, ModelPrice] | None = None,
     ) -> None:
         # By module: `one_shot` imports the context budget, and so this package, itself.
         self._model = one_shot.OneShotModel(client, anthropic, plugins)
         self._store = store
         self._budget = budget
+        self._prices = prices or {}
 
     @activity.defn(name="compact_context")
     async def compact_context(self, job: CompactionInput) -> CompactionResult:
@@ -162,6 +165,7 @@ class CompactionActivities(ContextCompaction):
             tokens_after=after.estimate,
             prompt_tokens=usage[0],
             completion_tokens=usage[1],
+            cost_usd=self._cost(job.model, usage),
         )
         await self._budget.store.put_summary(
             run_id=job.run_id,
@@ -183,6 +187,10 @@ class CompactionActivities(ContextCompaction):
             },
         )
         return _result(stored)
+
+    def _cost(self, model: str, usage: tuple[int, int]) -> float:
+        price = self._prices.get(model)
+        return price.cost(*usage) if price is not None else 0.0
 
     async def _summarise(
         self, model: str, messages: list[dict[str, Any]], run_id: str = ""
@@ -209,4 +217,5 @@ def _result(stored: StoredSummary) -> CompactionResult:
         tokens_before=stored.tokens_before,
         tokens_after=stored.tokens_after,
         tokens=[stored.prompt_tokens, stored.completion_tokens],
+        cost_usd=stored.cost_usd,
     )

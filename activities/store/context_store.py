@@ -32,16 +32,17 @@ LEARN_WINDOW_SQL = (
 # Usage of a compaction counts once, however often its activity is retried.
 PUT_SUMMARY_SQL = (
     "WITH summary AS (INSERT INTO context_summaries (run_id, step, level, through_step,"
-    " content, tokens_before, tokens_after, prompt_tokens, completion_tokens)"
+    " content, tokens_before, tokens_after, prompt_tokens, completion_tokens, cost_usd)"
     " VALUES (%(run)s, %(step)s, %(level)s, %(through)s, %(content)s, %(before)s, %(after)s,"
-    " %(prompt)s, %(completion)s) ON CONFLICT DO NOTHING RETURNING 1)"
+    " %(prompt)s, %(completion)s, %(cost)s) ON CONFLICT DO NOTHING RETURNING 1)"
     " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
-    " completion_tokens = completion_tokens + %(completion)s"
+    " completion_tokens = completion_tokens + %(completion)s, cost_usd = cost_usd + %(cost)s"
     " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM summary)"
 )
 GET_SUMMARY_SQL = (
     "SELECT through_step, content, tokens_before, tokens_after, prompt_tokens,"
-    " completion_tokens FROM context_summaries WHERE run_id = %s AND step = %s AND level = %s"
+    " completion_tokens, cost_usd::float AS cost_usd"
+    " FROM context_summaries WHERE run_id = %s AND step = %s AND level = %s"
 )
 PUT_EVENT_SQL = (
     "INSERT INTO events (run_id, seq, type, data) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
@@ -68,6 +69,8 @@ class StoredSummary(BaseModel):
     tokens_after: int
     prompt_tokens: int
     completion_tokens: int
+    cost_usd: float = 0.0
+    """What the summarising call cost, by the worker's price table."""
 
 
 class ContextStore:
@@ -127,6 +130,7 @@ class ContextStore:
                     "after": summary.tokens_after,
                     "prompt": summary.prompt_tokens,
                     "completion": summary.completion_tokens,
+                    "cost": summary.cost_usd,
                 },
             )
             await conn.execute(

@@ -34,3 +34,8 @@ class CompactionResult(BaseModel):
     tokens_before: int
     tokens_after: int
     tokens: list[int] = Field(default_factory=list, description="[prompt, completion] spent.")
+    cost_usd: float = Field(
+        default=0.0,
+        description="What the summarising call cost by the worker's price table, so the "
+        "run's usage and its cost ceiling count it as they count a step's call.",
+    )

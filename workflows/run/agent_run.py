@@ -320,7 +320,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         if done.tokens:
             prompt, completion = done.tokens
             state.usage = state.usage.plus(
-                Usage(prompt_tokens=prompt, completion_tokens=completion)
+                Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=done.cost_usd)
             )
 
     async def _call_llm(self, run: RunInput, step_input: LlmStepInput) -> LlmStepResult:
