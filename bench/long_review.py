@@ -48,7 +48,7 @@ from keel.activities.coverage import readers
 from keel.activities.store.coverage_store import CoverageStore
 from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.activities.store.run_tree import RunTreeStore
-from keel.api.core.runs import as_started
+from keel.api.core.run_orders import as_started
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port

@@ -38,7 +38,7 @@ from temporalio.client import Client
 from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.activities.tools.file_tools import read_file
 from keel.activities.tools.workspace import Workspace
-from keel.api.core.runs import as_started
+from keel.api.core.run_orders import as_started
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port

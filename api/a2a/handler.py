@@ -63,7 +63,7 @@ from keel.api.a2a.tasks import (
 from keel.api.core.errors import Invalid, KeelError, NotFound
 from keel.api.core.push_configs import PushConfigOrder
 from keel.api.core.run_events import Wake
-from keel.api.core.runs import RunOrder, new_run_id
+from keel.api.core.run_orders import RunOrder, new_run_id
 from keel.api.core.schemas.interactions import InteractionDecisionCreate
 from keel.api.core.service import KeelService
 from keel.api.identity.auth import Principal

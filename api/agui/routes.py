@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 
 from keel.api.agui.translate import AgUiTranslator
 from keel.api.core.errors import Invalid, known_id
-from keel.api.core.runs import RunOrder
+from keel.api.core.run_orders import RunOrder
 from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.core.service import KeelService
 from keel.api.core.threads import ThreadRun

@@ -11,28 +11,15 @@ while nothing will ever run it.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
-from temporalio.api.enums.v1 import PendingWorkflowTaskState
-from temporalio.client import (
-    WorkflowExecutionDescription,
-    WorkflowExecutionStatus,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-)
+from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from keel.activities.store.records import EventRecord, NewRun, RunRecord
-from keel.activities.store.run_store import Store
-from keel.activities.store.run_texts import texts_key
 from keel.api.core.agent_access import AgentAccess
 from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from keel.api.core.errors import (
@@ -41,28 +28,33 @@ from keel.api.core.errors import (
     Misconfigured,
     NotFound,
     Unavailable,
-    invalid_request,
     known_id,
 )
 from keel.api.core.router import router_agent, with_route
-from keel.api.core.run_tree import child_owning, subtree, tree_interactions, tree_usage, with_tree
-from keel.api.core.schemas.common import ChosenId, InputText, LocalTool, StoredText
+from keel.api.core.run_live import RunLiveState
+from keel.api.core.run_orders import (
+    OnBusy,
+    RunOrder,
+    StartedRun,
+    lean,
+    new_run_id,
+    run_input,
+    session_workflow_id,
+)
+from keel.api.core.run_tree import child_owning, tree_interactions
 from keel.api.core.schemas.interactions import InteractionPublic
-from keel.api.core.schemas.runs import RunCreate, RunPublic
+from keel.api.core.schemas.runs import RunPublic
 from keel.api.core.session_home import on_our_queue
 from keel.api.core.temporal_errors import from_temporal, namespace_missing, temporal_refusals
 from keel.api.core.tenant_ids import TenantIds, in_view, interaction_key, scoped
 from keel.api.core.webhook_guard import check_webhook
 from keel.api.core.workspaces import TenantWorkspaces
 from keel.api.identity.auth import Principal
-from keel.api.identity.config import user_ref
 from keel.workflows import timeouts
-from keel.workflows.interactions.models import Interaction
 from keel.workflows.router.models import ROUTER_AGENT
-from keel.workflows.run import budget
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import AgentSpec
-from keel.workflows.run.models import RunInput, RunProgress, Trigger
+from keel.workflows.run.models import RunInput
 from keel.workflows.run.run_visibility import run_memo, run_search_attributes
 from keel.workflows.sessions.models import (
     SessionState,
@@ -73,29 +65,7 @@ from keel.workflows.sessions.models import (
 )
 from keel.workflows.sessions.workflow import SessionWorkflow
 
-OnBusy = Literal["reject", "enqueue", "interrupt"]
-CLOSED_ELSEWHERE = {
-    WorkflowExecutionStatus.TERMINATED: "failed",
-    WorkflowExecutionStatus.TIMED_OUT: "failed",
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.CANCELED: "cancelled",
-}
-# A query needs a worker; without one, answer from Postgres rather than hang.
-PROGRESS_TIMEOUT = timedelta(seconds=3)
-# A query is answered between workflow tasks, so it waits behind the step in flight (a
-# chain of local activities holds one task for up to ~2 s). A read asks only a workflow
-# with no task running, and waits this long at most; otherwise it answers from what the
-# run has recorded in Postgres.
-LIVE_QUERY_TIMEOUT = timedelta(milliseconds=75)
 FINISHED = ("completed", "failed", "cancelled")
-
-
-def workflow_busy(description: WorkflowExecutionDescription) -> bool:
-    """Whether a workflow task is running now, so a query would wait for it to end."""
-    task = description.raw_description.pending_workflow_task
-    return task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
-
-
 # The session workflow takes a message through an update, which a worker runs: long
 # enough for a worker that is starting up; Temporal itself being down shows sooner.
 SUBMIT_WAIT = timedelta(seconds=30)
@@ -109,130 +79,6 @@ TEMPORAL_DOWN = (
 )
 
 
-class RunOrder(BaseModel):
-    """What a surface asks for when it starts a run, checked as REST checks a `RunCreate`
-    (build it with `RunOrder.of`, so every surface refuses the same input alike); the
-    service checks the rest (agent, workspace)."""
-
-    agent: StoredText = Field(min_length=1, max_length=64)
-    input: InputText
-    workspace: StoredText = Field(min_length=1, max_length=4096)
-    trigger: Trigger
-    run_id: ChosenId | None = None
-    session_id: ChosenId | None = None
-    on_busy: OnBusy = "reject"
-    model: StoredText | None = Field(default=None, max_length=200)
-    metadata: dict[StoredText, StoredText] = Field(default_factory=dict, max_length=50)
-    approver: StoredText | None = None
-    approval_expires_after_s: int | None = None
-    webhook_url: str | None = None
-    local_tools: list[LocalTool] = Field(default_factory=list, max_length=3)
-    session_metadata: dict[str, str] = Field(default_factory=dict)
-    """The metadata of the session, when this run creates it."""
-    route_only: bool = False
-    """With `agent: "auto"`: only decide the agent (see `docs/router.md`)."""
-    max_total_tokens: int | None = Field(default=None, ge=1000, le=10_000_000_000)
-    """A ceiling on the tokens of the run and its sub-agents; a lower one of the agent's holds."""
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
-    """A ceiling in US dollars on the run and its sub-agents; a lower one of the agent's holds."""
-
-    @classmethod
-    def from_create(cls, body: RunCreate) -> RunOrder:
-        return cls.of(**body.model_dump(mode="json"))
-
-    @classmethod
-    def of(cls, **fields: object) -> RunOrder:
-        """The order, or `Invalid` naming the first field at fault (and all of them)."""
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as exc:
-            raise invalid_request(exc) from exc
-
-    def request_hash(self, user: Principal) -> str:
-        """The request as the run id's owner made it: a retry must hash the same. How to
-        deliver it to a busy session is not part of the run, so `on_busy` is left out."""
-        body = self.model_dump(mode="json", exclude={"run_id", "on_busy"})
-        if not body["route_only"]:
-            del body["route_only"]  # so requests recorded before the router hash the same
-        for ceiling in ("max_total_tokens", "max_cost_usd"):
-            if body[ceiling] is None:
-                del body[ceiling]  # so requests recorded before the ceiling hash the same
-        body["requester"] = [user.tenant_id, user.subject]
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-class StartedRun(BaseModel):
-    """The run a start answered with; `position` and `interrupted` for session runs."""
-
-    record: RunRecord
-    position: int = 0
-    interrupted: str | None = None
-
-
-def new_run_id(given: str | None) -> str:
-    return given or f"run-{uuid.uuid4().hex[:16]}"
-
-
-def session_workflow_id(session_id: str) -> str:
-    return f"session-{session_id}"
-
-
-def run_input(
-    *,
-    run_id: str,
-    agent: AgentSpec,
-    order: RunOrder,
-    model: str,
-    workspace: Path,
-    user: Principal,
-    llm_max_attempts: int,
-    schedule_id: str | None = None,
-    max_parallel_subagents: int = 4,
-) -> RunInput:
-    """The workflow's input for an order, with the texts still inline."""
-    limits = budget.lowered(agent.limits, order.max_total_tokens, order.max_cost_usd)
-    if limits != agent.limits:
-        agent = agent.model_copy(update={"limits": limits})
-    return RunInput(
-        run_id=run_id,
-        agent=agent,
-        input=order.input,
-        model=model,
-        workspace=str(workspace),
-        tenant_id=user.tenant_id,
-        requester=user_ref(user),
-        trigger=order.trigger,
-        session_id=order.session_id,
-        llm_max_attempts=llm_max_attempts,
-        approver=order.approver,
-        approval_expires_after_s=order.approval_expires_after_s,
-        webhook_url=order.webhook_url,
-        # An A2A task's clients may set push notification configs at any time.
-        push_notifications=order.trigger == "a2a",
-        schedule_id=schedule_id,
-        max_parallel_subagents=max_parallel_subagents,
-        local_tools=list(order.local_tools),
-    )
-
-
-def lean(run: RunInput, *, fast_model: bool) -> RunInput:
-    """The run as its workflow gets it: the system prompt and input travel as the key
-    they are stored under, so the history holds neither whatever their size, and the
-    workflow never reads the agent's description either."""
-    key = texts_key(run.agent.system_prompt, run.input)
-    agent = run.agent.model_copy(update={"system_prompt": "", "description": ""})
-    return run.model_copy(
-        update={"agent": agent, "input": "", "texts_key": key, "fast_model": fast_model}
-    )
-
-
-async def as_started(store: Store, run: RunInput) -> RunInput:
-    """The run as its workflow gets it, texts stored, for callers that start workflows
-    themselves (benchmarks and tests); users' runs start through `RunService.start`."""
-    await store.put_run_texts(run.tenant_id, run.agent.system_prompt, run.input)
-    return lean(run, fast_model=await store.model_is_fast(run.model, timeouts.LLM_LOCAL_BELOW_MS))
-
-
 @temporal_refusals("serve the run")
 class RunService:
     """Start, read and cancel runs, within the caller's tenant."""
@@ -242,6 +88,7 @@ class RunService:
         self.ids = TenantIds(parts)
         self.access = AgentAccess(parts)
         self.workspaces = TenantWorkspaces(parts)
+        self._live = RunLiveState(parts)
 
     # -- checks shared with sessions and schedules --------------------------
 
@@ -463,6 +310,15 @@ class RunService:
 
     # -- reading ------------------------------------------------------------
 
+    async def live(self, record: RunRecord) -> RunPublic:
+        """The run as clients see it, with its tree and the tree's usage; a live run that
+        waits on a person reads as `waiting` (`RunLiveState.live`)."""
+        return await self._live.live(record)
+
+    async def pending(self, record: RunRecord) -> list[InteractionPublic]:
+        """What the run's tree waits on now, as its tenant sees it; every surface asks this."""
+        return await self._live.pending(record)
+
     async def get(self, run_id: str, user: Principal, *, allow_admin: bool = True) -> RunRecord:
         """The run, if the caller's tenant owns it (admins may read any); 404 otherwise,
         audited."""
@@ -479,106 +335,6 @@ class RunService:
             await parts.audit.cross_tenant(user, "run", run_id)
             raise NotFound(f"No run {run_id}.")
         return record
-
-    async def live(self, record: RunRecord) -> RunPublic:
-        """The run as clients see it, with its tree of sub-agent runs; a live run's
-        progress comes from the workflow itself. A live run that waits on a person (it or
-        a sub-agent has a pending interaction) reads as `waiting`.
-
-        Never waits for the step in flight: a busy workflow's progress is what Postgres
-        has (steps so far, pending interactions).
-        """
-        public = RunPublic.from_record(record)
-        if record.status in ("queued", "running"):
-            await self._overlay_live_state(public, record.id)
-            waiting = await self._pending_in(record, public.pending_interactions)
-            public.pending_interactions = [i.id for i in waiting]
-            # The row was read before the interactions: a run that has taken a step or
-            # waits on someone has started, whatever that earlier read said.
-            if public.status == "queued" and (public.pending_interactions or public.steps):
-                public.status = "running"
-            if public.status == "running" and public.pending_interactions:
-                public.status = "waiting"
-        store = self._parts.store
-        return with_tree(public, await subtree(store, record), await tree_usage(store, record))
-
-    async def pending(self, record: RunRecord) -> list[InteractionPublic]:
-        """What the run's tree (the run and its sub-agents) waits on now, as the run's
-        tenant sees it; nothing once the run has ended. Every surface asks this."""
-        if record.status not in ("queued", "running"):
-            return []
-        public = RunPublic.from_record(record)
-        await self._overlay_live_state(public, record.id)
-        return await self._pending_in(record, public.pending_interactions)
-
-    async def _pending_in(
-        self, record: RunRecord, from_workflow: list[str]
-    ) -> list[InteractionPublic]:
-        """The tree's pending interactions, given those the run's workflow said it waits on.
-
-        Postgres holds every interaction before any workflow shows it, and every decision
-        before the workflow acts on it; a parent hears of its sub-agents' interactions
-        only later. So Postgres says what is pending, the workflow adds what it has not
-        stored yet. Ids are compared as the tenant sees them: the workflow knows the
-        scoped keys.
-        """
-        tenant = record.tenant_id
-        tree = await tree_interactions(self._parts.store, self._parts.interactions, record)
-        stored = {i.id for i in tree}
-        unstored = [
-            shown
-            for shown in dict.fromkeys(in_view(tenant, i) for i in from_workflow)
-            if shown not in stored
-        ]
-        waiting = [i for i in tree if i.status == "pending"]
-        if unstored:
-            waiting += await self._unstored(record, unstored)
-        return waiting
-
-    async def _unstored(self, record: RunRecord, shown: list[str]) -> list[InteractionPublic]:
-        """The run's own interactions named in `shown` that only its workflow knows yet
-        (none when it cannot answer now: the next read finds them stored)."""
-        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, record.id)
-        try:
-            every: list[Interaction] = await handle.query(
-                AgentRunWorkflow.list_interactions, rpc_timeout=LIVE_QUERY_TIMEOUT
-            )
-        except RPCError:
-            return []
-        return [
-            InteractionPublic.from_interaction(record.id, ia, tenant_id=record.tenant_id)
-            for ia in every
-            if in_view(record.tenant_id, ia.id) in shown
-        ]
-
-    async def _overlay_live_state(self, public: RunPublic, run_id: str) -> bool:
-        """Put the workflow's own progress on `public`; False when Postgres must answer."""
-        handle = self._parts.temporal.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
-        try:
-            description = await handle.describe(rpc_timeout=PROGRESS_TIMEOUT)
-            wf_status = description.status
-            closed_as = CLOSED_ELSEWHERE.get(wf_status) if wf_status is not None else None
-            if wf_status is not None and closed_as is not None:
-                public.status = closed_as
-                public.error = public.error or f"The workflow was {wf_status.name.lower()}."
-                # Its end was never recorded: record it, and end what it waited on.
-                await self._parts.store.end_closed_elsewhere(
-                    run_id, status=closed_as, error=public.error
-                )
-                return True
-            if workflow_busy(description):
-                return False
-            progress: RunProgress = await handle.query(
-                AgentRunWorkflow.progress, rpc_timeout=LIVE_QUERY_TIMEOUT
-            )
-        except RPCError:
-            return False
-        if progress.status == "running":
-            public.status = "running"
-        public.pending_interactions = progress.pending_interactions
-        public.steps = max(public.steps, progress.step)
-        public.tool_calls = max(public.tool_calls, progress.tool_calls)
-        return True
 
     async def page(
         self,

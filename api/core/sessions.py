@@ -10,7 +10,8 @@ from temporalio.service import RPCError
 from keel.activities.store.session_store import SessionRecord
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import NotFound, known_id
-from keel.api.core.runs import RunOrder, RunService, StartedRun, session_workflow_id
+from keel.api.core.run_orders import RunOrder, StartedRun, session_workflow_id
+from keel.api.core.runs import RunService
 from keel.api.core.schemas.sessions import SessionCreate, SessionMessage, SessionMessageCreate
 from keel.api.core.temporal_errors import temporal_refusals
 from keel.api.core.tenant_ids import in_view

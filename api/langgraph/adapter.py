@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from keel.activities.store.records import RunRecord
 from keel.activities.store.session_store import SessionRecord
 from keel.api.core.errors import Conflict, Invalid, NotFound, invalid_request
-from keel.api.core.runs import OnBusy, RunOrder
+from keel.api.core.run_orders import OnBusy, RunOrder
 from keel.api.core.schedules.schemas import ScheduleCreate
 from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.core.schemas.sessions import SessionMessage

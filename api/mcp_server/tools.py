@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from keel.api.core.errors import KeelError
 from keel.api.core.router import router_agent
-from keel.api.core.runs import RunOrder
+from keel.api.core.run_orders import RunOrder
 from keel.api.core.schemas.common import StoredText
 from keel.api.core.schemas.interactions import DecisionResult, InteractionDecisionCreate
 from keel.api.core.schemas.runs import RunCreate, RunPublic

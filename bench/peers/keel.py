@@ -31,7 +31,7 @@ from bench.peers.agent import (
 from bench.peers.measure import Peer, PeerArgs, PeerError, WorkflowRef, check_answer, serve
 from bench.step_overhead import DEFAULT_ADMIN_URL, fresh_database
 from keel.activities.store.run_store import Store
-from keel.api.core.runs import as_started
+from keel.api.core.run_orders import as_started
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings, settings_from
 from keel.worker.runtime import build_worker

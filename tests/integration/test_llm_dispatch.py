@@ -22,7 +22,7 @@ from temporalio.testing import ActivityEnvironment
 from keel.activities.llm.step import LlmActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.api.core.runs import as_started
+from keel.api.core.run_orders import as_started
 from keel.worker.config.settings import Settings
 from keel.worker.runtime import openai_client
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn

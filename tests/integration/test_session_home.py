@@ -8,7 +8,7 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from keel.activities.store.run_store import Store
-from keel.api.core.runs import session_workflow_id
+from keel.api.core.run_orders import session_workflow_id
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, Turn
 from tests.integration.keel_http import ALICE, MakeSettings, StartLLM, keel_api, run_reaches

@@ -29,7 +29,8 @@ from keel.activities.store.audit import AuditEntry
 from keel.activities.store.records import RunRecord
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Conflict, Invalid, NotFound, known_id
-from keel.api.core.runs import RunOrder, RunService
+from keel.api.core.run_orders import RunOrder
+from keel.api.core.runs import RunService
 from keel.api.core.schedules.schemas import (
     BackfillOverlap,
     ScheduleBackfillAccepted,

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, status
 
 from keel.api.core.page_cursor import decode_cursor, encode_cursor
 from keel.api.core.run_list import ChildScope
-from keel.api.core.runs import RunOrder
+from keel.api.core.run_orders import RunOrder
 from keel.api.core.schemas.common import StoredText
 from keel.api.core.schemas.runs import RunCreate, RunList, RunPublic
 from keel.api.core.schemas.usage import tree_usage_public
