@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from keel.activities.tools.file_tools import ToolOutput
+from keel.activities.tools.file_tools import ToolOutput, numbered
 from keel.activities.tools.sandbox import LaunchReport, Sandbox
 from keel.activities.tools.workspace import PathEscapeError, Workspace
 from keel.workflows.gate.tool_specs import BashArgs, EditFileArgs, WriteFileArgs
@@ -158,7 +158,7 @@ def _edit_summary(rel: str, text: str, at: int, inserted: str) -> str:
     changed = f"line {first}" if first == last else f"lines {first}-{last}"
     start = max(1, first - EDIT_CONTEXT_LINES)
     end = min(len(lines), last + EDIT_CONTEXT_LINES)
-    shown = [f"{n:>6}\t{_clip(lines[n - 1])}" for n in range(start, end + 1)]
+    shown = [numbered(n, _clip(lines[n - 1])) for n in range(start, end + 1)]
     return "\n".join([f"Edited {rel}; {changed} changed. Lines {start}-{end} now read:", *shown])
 
 

@@ -211,14 +211,14 @@ def test_edit_replaces_the_unique_occurrence(ws: Workspace, root: Path) -> None:
     assert out.seen == ("f.txt",)
     assert out.text.splitlines() == [
         "Edited f.txt; lines 5-6 changed. Lines 2-9 now read:",
-        "     2\tline 2",
-        "     3\tline 3",
-        "     4\tline 4",
-        "     5\tfive",
-        "     6\tcinq",
-        "     7\tline 6",
-        "     8\tline 7",
-        "     9\tline 8",
+        "2\tline 2",
+        "3\tline 3",
+        "4\tline 4",
+        "5\tfive",
+        "6\tcinq",
+        "7\tline 6",
+        "8\tline 7",
+        "9\tline 8",
     ]
 
 
@@ -229,7 +229,7 @@ def test_edit_inside_a_line_keeps_crlf(ws: Workspace, root: Path) -> None:
     out = edit(ws, "f.txt", "two", "TWO")
 
     assert path.read_bytes() == b"one\r\nTWO\r\nthree\r\n"
-    assert "     2\tTWO" in out.text.splitlines()
+    assert "2\tTWO" in out.text.splitlines()
 
 
 def test_edit_not_found(ws: Workspace, root: Path) -> None:
@@ -293,7 +293,7 @@ def test_edit_deleting_the_last_line(ws: Workspace, root: Path) -> None:
     assert (root / "f.txt").read_text() == "a\n"
     assert out.text.splitlines() == [
         "Edited f.txt; line 1 changed. Lines 1-1 now read:",
-        "     1\ta",
+        "1\ta",
     ]
 
 

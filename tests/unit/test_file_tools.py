@@ -118,7 +118,15 @@ def numbered(count: int) -> str:
 def test_read_whole_file(ws: Workspace, root: Path) -> None:
     write(root, "a.txt", "alpha\nbeta\n")
     out = read_file(ws, ReadFileArgs(path="a.txt"))
-    assert out == ToolOutput("a.txt (lines 1-2 of 2)\n     1\talpha\n     2\tbeta", seen=("a.txt",))
+    assert out == ToolOutput("a.txt (lines 1-2 of 2)\n1\talpha\n2\tbeta", seen=("a.txt",))
+
+
+def test_read_numbers_lines_without_padding(ws: Workspace, root: Path) -> None:
+    # Padded numbers ("     7\t") were a fifth of a read's tokens on short lines.
+    write(root, "a.txt", numbered(120))
+    lines = read_file(ws, ReadFileArgs(path="a.txt", start_line=9, end_line=100)).text.split("\n")
+    assert lines[1:3] == ["9\tline 9", "10\tline 10"]
+    assert lines[-1] == "100\tline 100"
 
 
 def test_read_line_range(ws: Workspace, root: Path) -> None:
@@ -126,22 +134,22 @@ def test_read_line_range(ws: Workspace, root: Path) -> None:
     out = read_file(ws, ReadFileArgs(path="a.txt", start_line=3, end_line=5))
     assert out.text.splitlines() == [
         "a.txt (lines 3-5 of 10)",
-        "     3\tline 3",
-        "     4\tline 4",
-        "     5\tline 5",
+        "3\tline 3",
+        "4\tline 4",
+        "5\tline 5",
     ]
 
 
 def test_read_end_line_past_the_end_is_clamped(ws: Workspace, root: Path) -> None:
     write(root, "a.txt", numbered(4))
     out = read_file(ws, ReadFileArgs(path="a.txt", start_line=3, end_line=99))
-    assert out.text.splitlines() == ["a.txt (lines 3-4 of 4)", "     3\tline 3", "     4\tline 4"]
+    assert out.text.splitlines() == ["a.txt (lines 3-4 of 4)", "3\tline 3", "4\tline 4"]
 
 
 def test_read_last_line_without_newline_and_crlf(ws: Workspace, root: Path) -> None:
     write(root, "a.txt", b"one\r\ntwo")
     out = read_file(ws, ReadFileArgs(path="a.txt"))
-    assert out.text.splitlines()[1:] == ["     1\tone", "     2\ttwo"]
+    assert out.text.splitlines()[1:] == ["1\tone", "2\ttwo"]
 
 
 def test_read_invalid_utf8_is_replaced(ws: Workspace, root: Path) -> None:
@@ -179,19 +187,19 @@ def test_read_truncates_at_a_line_boundary_and_says_where_to_resume(
     write(root, "big.txt", numbered(100))
     out = read_file(ws, ReadFileArgs(path="big.txt"), max_bytes=100)
     lines = out.text.splitlines()
-    # Each entry is "{n:>6}\tline {n}" plus a newline: 14 bytes for n < 10.
-    assert lines[0] == "big.txt (lines 1-7 of 100)"
-    assert lines[1:8] == [f"{n:>6}\tline {n}" for n in range(1, 8)]
-    assert lines[8] == (
-        "[output truncated at 100 bytes; call read_file again with start_line=8 to continue]"
+    # Each entry is "{n}\tline {n}" plus a newline: 9 bytes for n < 10, 11 for 10-99.
+    assert lines[0] == "big.txt (lines 1-10 of 100)"
+    assert lines[1:11] == [f"{n}\tline {n}" for n in range(1, 11)]
+    assert lines[11] == (
+        "[output truncated at 100 bytes; call read_file again with start_line=11 to continue]"
     )
     assert not out.is_error
 
     resumed = read_file(ws, ReadFileArgs(path="big.txt", start_line=8, end_line=9), max_bytes=100)
     assert resumed.text.splitlines() == [
         "big.txt (lines 8-9 of 100)",
-        "     8\tline 8",
-        "     9\tline 9",
+        "8\tline 8",
+        "9\tline 9",
     ]
 
 
@@ -200,7 +208,7 @@ def test_read_cuts_a_single_line_longer_than_the_cap(ws: Workspace, root: Path) 
     out = read_file(ws, ReadFileArgs(path="wide.txt"), max_bytes=50)
     header, shown, footer = out.text.splitlines()
     assert header == "wide.txt (lines 1-1 of 2)"
-    assert shown == "     1\t" + "x" * 43
+    assert shown == "1\t" + "x" * 48
     assert footer == (
         "[line 1 is longer than 50 bytes and was cut; "
         "call read_file again with start_line=2 to continue]"
@@ -286,7 +294,7 @@ def test_read_allows_symlink_inside(ws: Workspace, root: Path) -> None:
     (root / "aliasdir").symlink_to(root / "real", target_is_directory=True)
     for path in ("alias.txt", "aliasdir/a.txt"):
         out = read_file(ws, ReadFileArgs(path=path))
-        assert out.text == "real/a.txt (lines 1-1 of 1)\n     1\thello"
+        assert out.text == "real/a.txt (lines 1-1 of 1)\n1\thello"
         assert out.seen == ("real/a.txt",)
 
 
