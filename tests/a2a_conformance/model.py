@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn, _Reply
+from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.scripted.openai_wire import Reply
 
 __all__ = ["ConformanceModel", "MessageIdBook", "MessageIdRecorder", "reply_for"]
 
@@ -172,7 +173,7 @@ class ConformanceModel(ScriptedLLMServer):
         if turn.delay_s:
             await asyncio.sleep(turn.delay_s)
         index = sum(1 for m in messages if m.get("role") == "assistant")
-        reply = _Reply(turn=turn, index=index, content=turn.content, model=MODEL_NAME)
+        reply = Reply(turn=turn, index=index, content=turn.content, model=MODEL_NAME)
         if body.get("stream"):
             return StreamingResponse(reply.sse(include_usage=True), media_type="text/event-stream")
         return JSONResponse(reply.completion())

@@ -40,12 +40,10 @@ import copy
 import hashlib
 import json
 import math
-import re
 import signal
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -60,6 +58,19 @@ from starlette.routing import Route
 
 from keel.worker.scripted import anthropic as anthropic_api
 from keel.worker.scripted import memory as scripted_memory
+from keel.worker.scripted.openai_wire import (
+    Reply,
+    context_length_exceeded,
+    openai_error,
+    scripted_failure,
+)
+from keel.worker.scripted.request_reading import (
+    first_user,
+    render,
+    request_tag,
+    summarised_steps,
+    text_of,
+)
 from keel.worker.scripted.reviewer import (
     asks_for_summary,
     message_tokens,
@@ -74,8 +85,6 @@ _STARTUP_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 10.0
 # In-flight (delayed) requests are cancelled this long after stop() asks to shut down.
 _GRACEFUL_SHUTDOWN_S = 1
-_CONTENT_PIECES = 3
-_ARGUMENT_PIECES = 2
 
 
 class ScriptedToolCall(BaseModel):
@@ -162,7 +171,7 @@ class Script(BaseModel):
 
     def turns_for(self, messages: list[object]) -> tuple[str, list[Turn]]:
         """The conversation a request belongs to (its `match`, "" for the main one) and turns."""
-        text = _text(_first_user(messages))
+        text = text_of(first_user(messages))
         for conversation in self.conversations:
             if conversation.match in text:
                 return conversation.match, conversation.turns
@@ -419,7 +428,7 @@ class ScriptedLLMServer:
         except ValueError:
             body = None
         if not isinstance(body, dict) or not isinstance(body.get("max_tokens"), int):
-            failed = _error("A Messages request is a JSON object with `max_tokens`.")
+            failed = openai_error("A Messages request is a JSON object with `max_tokens`.")
             return JSONResponse(anthropic_api.error_body(400, json.loads(bytes(failed.body))), 400)
         answer = await self._chat(anthropic_api.chat_request(body))
         reply = json.loads(bytes(answer.body))
@@ -450,18 +459,20 @@ class ScriptedLLMServer:
         with self._lock:
             self._total_requests += 1
         if body is None:
-            return _error("The request body is not valid JSON; send a chat completion request.")
+            return openai_error(
+                "The request body is not valid JSON; send a chat completion request."
+            )
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error("The request body needs a `messages` list.", param="messages")
+            return openai_error("The request body needs a `messages` list.", param="messages")
         messages: list[object] = body["messages"]
         if asks_for_route(messages):
             # Keel's routing request is answered from its text in every mode; it is no turn.
             text = route_reply(messages)
             model = str(body.get("model") or self.script.name)
-            return JSONResponse(_Reply(Turn(content=text), 0, text, model).completion())
+            return JSONResponse(Reply(Turn(content=text), 0, text, model).completion())
         # A compacted conversation stands for its first steps with a summary that says
         # how many: one assistant message each, so the turn count goes on from there.
-        index = _summarised_steps(messages) + sum(
+        index = summarised_steps(messages) + sum(
             1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
         )
         if scripted_memory.asks_for_facts(messages):
@@ -481,9 +492,9 @@ class ScriptedLLMServer:
         if self.script.context_window is not None or self.script.policy is not None:
             size = self._measure(body)
             if size.rejected:
-                return _context_length_exceeded(self.script.context_window or 0, size.tokens)
+                return context_length_exceeded(self.script.context_window or 0, size.tokens)
         if summarising and self.script.summaries == "fail":
-            return _error("Scripted summary failure.", status=503)
+            return openai_error("Scripted summary failure.", status=503)
         if summarising and self.script.summaries == "empty":
             return self._respond(body, Turn(content=""), index)
         if self.script.policy is not None or summarising:
@@ -493,7 +504,7 @@ class ScriptedLLMServer:
             plain = self.script.policy == "plain_reviewer"
             return self._respond(body, _reviewer_turn(body, size, plain=plain), index)
         if index >= len(turns):
-            return _error(
+            return openai_error(
                 f"script exhausted: the request carries {index} assistant messages but "
                 f"script {self.script.name!r} has only {len(turns)} turns; add turns or "
                 "reset the conversation."
@@ -501,7 +512,7 @@ class ScriptedLLMServer:
         else:
             turn = turns[index]
         if turn.fail_status is not None and attempt <= turn.fail_times:
-            return _scripted_failure(turn.fail_status, turn, index, attempt)
+            return scripted_failure(turn.fail_status, turn, index, attempt)
         if not self._answering.is_set():
             await asyncio.to_thread(self._answering.wait)
         if turn.delay_s > 0:
@@ -513,16 +524,16 @@ class ScriptedLLMServer:
     def _respond(self, body: dict[str, Any], turn: Turn, index: int) -> Response:
         messages: list[object] = body["messages"]
         policy = self.script.policy is not None
-        reply = _Reply(
+        reply = Reply(
             turn=turn,
             index=index,
             content=turn.content
             if policy or turn.content is None
-            else _render(turn.content, messages),
+            else render(turn.content, messages),
             model=str(body.get("model") or self.script.name),
             # A compacted conversation carries fewer assistant messages than the run made:
             # ids from the request's content stay unique where the turn index repeats.
-            call_tag=_request_tag(messages) if policy else "",
+            call_tag=request_tag(messages) if policy else "",
         )
         if body.get("stream"):
             options = body.get("stream_options")
@@ -533,105 +544,6 @@ class ScriptedLLMServer:
                 headers={"Cache-Control": "no-cache"},
             )
         return JSONResponse(reply.completion())
-
-
-class _Reply:
-    """One turn rendered for one request, as a completion or as stream chunks."""
-
-    def __init__(
-        self, turn: Turn, index: int, content: str | None, model: str, call_tag: str = ""
-    ) -> None:
-        self.turn = turn
-        self.call_tag = call_tag
-        self.index = index
-        self.content = content
-        self.model = model
-        # Deterministic, so a retried request sees the same ids.
-        self.id = f"chatcmpl-scripted-{index}"
-        self.created = int(time.time())
-
-    @property
-    def finish_reason(self) -> str:
-        return "tool_calls" if self.turn.tool_calls else "stop"
-
-    def call_id(self, i: int) -> str:
-        return f"call_{self.index}_{i}{self.call_tag}"
-
-    def usage(self) -> dict[str, int]:
-        prompt, completion = self.turn.prompt_tokens, self.turn.completion_tokens
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-
-    def completion(self) -> dict[str, object]:
-        message: dict[str, object] = {"role": "assistant", "content": self.content}
-        if self.turn.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": self.call_id(i),
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments_json()},
-                }
-                for i, call in enumerate(self.turn.tool_calls)
-            ]
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": self.finish_reason,
-                }
-            ],
-            "usage": self.usage(),
-        }
-
-    def chunks(self, include_usage: bool) -> list[dict[str, object]]:
-        """The `chat.completion.chunk` objects of the streamed reply, in order."""
-        head: dict[str, object] = {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-        }
-        if include_usage:
-            head["usage"] = None
-
-        def chunk(delta: dict[str, object], finish_reason: str | None = None) -> dict[str, object]:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            return {**head, "choices": [choice]}
-
-        out = [chunk({"role": "assistant", "content": ""})]
-        out += [chunk({"content": piece}) for piece in _pieces(self.content or "", _CONTENT_PIECES)]
-        for i, call in enumerate(self.turn.tool_calls):
-            opening = {
-                "index": i,
-                "id": self.call_id(i),
-                "type": "function",
-                "function": {"name": call.name, "arguments": ""},
-            }
-            out.append(chunk({"tool_calls": [opening]}))
-            out += [
-                chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
-                for piece in _pieces(call.arguments_json(), _ARGUMENT_PIECES)
-            ]
-        out.append(chunk({}, self.finish_reason))
-        if include_usage:
-            out.append({**head, "choices": [], "usage": self.usage()})
-        return out
-
-    async def sse(self, include_usage: bool) -> AsyncIterator[str]:
-        for item in self.chunks(include_usage):
-            if self.turn.stream_pause_s:
-                await asyncio.sleep(self.turn.stream_pause_s)
-            yield f"data: {json.dumps(item)}\n\n"
-        yield "data: [DONE]\n\n"
 
 
 def _reviewer_turn(body: dict[str, Any], size: RequestSize | None, *, plain: bool = False) -> Turn:
@@ -650,133 +562,6 @@ def _reviewer_turn(body: dict[str, Any], size: RequestSize | None, *, plain: boo
         prompt_tokens=size.tokens if size is not None else 0,
         completion_tokens=math.ceil(len(reply.content) / 4) + 20 * len(reply.tool_calls),
     )
-
-
-_SUMMARY_OF_STEPS = re.compile(r"^\[Summary of steps 1-(\d+) ")
-
-
-def _summarised_steps(messages: list[object]) -> int:
-    """The steps a compaction summary in the request stands for; 0 without one."""
-    for message in messages:
-        if isinstance(message, dict) and message.get("role") == "user":
-            match = _SUMMARY_OF_STEPS.match(_text(message.get("content")))
-            if match:
-                return int(match[1])
-    return 0
-
-
-def _request_tag(messages: list[object]) -> str:
-    """A short deterministic tag of a request: its length and last message."""
-    last = json.dumps(messages[-1] if messages else None, sort_keys=True)
-    digest = hashlib.sha256(f"{len(messages)}:{last}".encode()).hexdigest()
-    return f"_{digest[:8]}"
-
-
-def _context_length_exceeded(window: int, tokens: int) -> JSONResponse:
-    """OpenAI's answer to a request larger than the model's context window."""
-    message = (
-        f"This model's maximum context length is {window} tokens. However, your messages "
-        f"resulted in {tokens} tokens. Please reduce the length of the messages."
-    )
-    error = {
-        "message": message,
-        "type": "invalid_request_error",
-        "param": "messages",
-        "code": "context_length_exceeded",
-    }
-    return JSONResponse({"error": error}, status_code=400)
-
-
-def _error(message: str, param: str | None = None, status: int = 400) -> JSONResponse:
-    """An OpenAI-style error response."""
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
-    return JSONResponse({"error": error}, status_code=status)
-
-
-# (type, code) of OpenAI error bodies by status; other 4xx are invalid requests.
-_ERROR_KINDS: dict[int, tuple[str, str | None]] = {
-    401: ("invalid_request_error", "invalid_api_key"),
-    403: ("permission_error", None),
-    404: ("invalid_request_error", "model_not_found"),
-    429: ("requests", "rate_limit_exceeded"),
-}
-
-
-def _scripted_failure(status: int, turn: Turn, index: int, attempt: int) -> JSONResponse:
-    """The OpenAI-style error a failing turn answers with, on its `attempt`-th request."""
-    if status >= 500:
-        kind, code = "server_error", None
-    else:
-        kind, code = _ERROR_KINDS.get(status, ("invalid_request_error", None))
-    message = f"Scripted failure {attempt} of {turn.fail_times} for turn {index} (HTTP {status})."
-    error = {"message": message, "type": kind, "param": None, "code": code}
-    headers = {} if turn.retry_after_s is None else {"Retry-After": _seconds(turn.retry_after_s)}
-    return JSONResponse({"error": error}, status_code=status, headers=headers)
-
-
-def _seconds(value: float) -> str:
-    """Seconds as a header value: `2` rather than `2.0`, `0.5` as is."""
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
-def _pieces(text: str, count: int) -> list[str]:
-    """Split `text` into at most `count` non-empty consecutive pieces."""
-    if not text:
-        return []
-    size = math.ceil(len(text) / count)
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _render(content: str, messages: list[object]) -> str:
-    """Fill `{files_read}` and `{tool_results}` from the request's messages."""
-    tool_messages = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
-    if "{files_read}" in content:
-        paths = _files_read(messages, tool_messages)
-        listing = "\n".join(f"- {path}" for path in paths) if paths else "- (none)"
-        content = content.replace("{files_read}", listing)
-    return content.replace("{tool_results}", str(len(tool_messages)))
-
-
-def _files_read(messages: list[object], tool_messages: list[dict[str, Any]]) -> list[str]:
-    """Distinct `read_file` paths whose tool result exists and is not an error."""
-    results = {m.get("tool_call_id"): _text(m.get("content")) for m in tool_messages}
-    paths: list[str] = []
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") != "assistant":
-            continue
-        calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
-            if not isinstance(call, dict):
-                continue
-            function = call.get("function")
-            if not isinstance(function, dict) or function.get("name") != "read_file":
-                continue
-            result = results.get(call.get("id"))
-            if result is None or result.startswith("Error:"):
-                continue
-            try:
-                arguments = json.loads(function.get("arguments") or "")
-            except (TypeError, ValueError):
-                continue
-            path = arguments.get("path") if isinstance(arguments, dict) else None
-            if isinstance(path, str) and path not in paths:
-                paths.append(path)
-    return paths
-
-
-def _first_user(messages: list[object]) -> object:
-    """The content of a request's first user message, if it has one."""
-    first = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
-    return first.get("content") if isinstance(first, dict) else None
-
-
-def _text(content: object) -> str:
-    """The text of a message's content, whether a string or a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 def main(argv: list[str] | None = None) -> None:
