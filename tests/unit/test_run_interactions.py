@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from keel.workflows.gate.models import MessageRef
 from keel.workflows.interactions.models import Interaction, InteractionDecision
 from keel.workflows.run.agent_spec import ApprovalPolicy
+from keel.workflows.run.hooks import RunHooks
 from keel.workflows.run.interactions import RunInteractions, _interaction_answer
 from keel.workflows.run.models import RunInput, RunState
 from tests.integration.runs import agent
@@ -50,7 +51,7 @@ def run_input(policy: ApprovalPolicy, approver: str | None = None) -> RunInput:
 
 def collaborator() -> tuple[RunInteractions, Host]:
     host = Host()
-    return RunInteractions(host), host  # type: ignore[arg-type]
+    return RunInteractions(host, RunHooks(host)), host  # type: ignore[arg-type]
 
 
 def test_approvers_leave_out_the_requester_where_the_policy_says_so() -> None:

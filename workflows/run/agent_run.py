@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
         ContextCompaction,
         LlmCalls,
         McpDiscovery,
-        PluginHooks,
         RunRecords,
         Subagents,
         ToolCalls,
@@ -41,21 +40,16 @@ with workflow.unsafe.imports_passed_through():
     )
     from keel.workflows.context.models import CompactionInput, CompactionNeed
     from keel.workflows.gate.gate import GateDecision, ToolGate
-    from keel.workflows.gate.hook_models import (
-        AfterHooksInput,
-        BeforeHooksInput,
-        HookCall,
-        RunEndInput,
-    )
     from keel.workflows.gate.mcp_models import McpDiscoveryInput
     from keel.workflows.gate.mcp_tools import McpToolset
     from keel.workflows.gate.models import GateResult, MessageRef
-    from keel.workflows.gate.plugin_refs import FAILED_HOOKS, PluginToolset, hook_denial, hooks_for
+    from keel.workflows.gate.plugin_refs import PluginToolset, hook_denial
     from keel.workflows.gate.tool_specs import ToolSpec
     from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
     from keel.workflows.router.workflow import RouterSteps
     from keel.workflows.run import budget, convergence, coverage, run_memory, subagents
     from keel.workflows.run.agent_roles_run import AgentRolesSteps
+    from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.interactions import RunAborted, RunInteractions
     from keel.workflows.run.interactions import is_task as _is_task
     from keel.workflows.run.models import (
@@ -112,7 +106,8 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         # The run's record keys, for handlers that may run before `run` does.
         self._ids = run.model_copy(update={"run_id": run.run_id or workflow.info().workflow_id})
         self._gate: ToolGate | None = None
-        self._interactions = RunInteractions(self)
+        self._hooks = RunHooks(self)
+        self._interactions = RunInteractions(self, self._hooks)
 
     @workflow.query(name="progress")
     def progress(self) -> RunProgress:
@@ -381,8 +376,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
                 answered_now[decision.fingerprint] = MessageRef(step=step, ord=ord_)
             decisions.append((ord_, decision))
         state.tool_calls += len(decisions)
-        if hooks_for(run.agent.hooks, "tool.before"):
-            decisions = await self._before_hooks(run, decisions)
+        decisions = await self._hooks.before(run, decisions)
         on_client = [*run.local_tools, *run.agent.client_tools]
         if on_client:
             decisions = [(o, _on_client(d, on_client)) for o, d in decisions]
@@ -458,136 +452,6 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             if self._interactions.answer_is_final(ref):
                 state.answered[fingerprint] = ref
         convergence.record_round(state, failures, fresh=fresh)
-
-    async def _before_hooks(
-        self, run: RunInput, decisions: list[tuple[int, GateDecision]]
-    ) -> list[tuple[int, GateDecision]]:
-        """`tool.before` hooks judge the calls the rules would run or ask about.
-
-        They can only tighten: deny (the model is told the hook's reason) or ask a
-        person; an allow leaves the rules' verdict. Hooks that keep failing refuse the
-        calls they had to judge, so no call runs unjudged.
-        """
-        calls = [
-            HookCall(
-                ord=o,
-                call_id=d.call.call_id,
-                tool=d.call.name,
-                arguments=d.canonical_arguments,
-                subject=d.subject,
-                risk=d.spec.risk,
-                verdict="run" if d.verdict == "run" else "ask",
-            )
-            for o, d in decisions
-            if d.verdict in ("run", "ask")
-            and d.spec is not None
-            and d.spec.group != "interact"
-            and hooks_for(run.agent.hooks, "tool.before", d.call.name)
-        ]
-        if not calls:
-            return decisions
-        judged = BeforeHooksInput(
-            run_id=run.run_id,
-            tenant_id=run.tenant_id,
-            agent=run.agent.name,
-            step=self._state.step,
-            hooks=hooks_for(run.agent.hooks, "tool.before"),
-            calls=calls,
-        )
-        try:
-            result = await run_activity(
-                PluginHooks.tool_before_hooks, judged, timeouts.HOOK_CALL, summary="tool.before"
-            )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            failed = (
-                f"Error: this call did not run: the tool.before hooks that must judge it "
-                f"failed ({err.cause or err}). Tell the user; retrying will not help."
-            )
-            refused = {c.ord for c in calls}
-            return [
-                (o, dataclasses.replace(d, verdict="deny", message=failed, hook=FAILED_HOOKS))
-                if o in refused
-                else (o, d)
-                for o, d in decisions
-            ]
-        verdicts = {v.ord: v for v in result.verdicts}
-        judged_decisions: list[tuple[int, GateDecision]] = []
-        for ord_, decision in decisions:
-            verdict = verdicts.get(ord_)
-            if verdict is not None and verdict.action == "deny":
-                decision = dataclasses.replace(
-                    decision,
-                    verdict="deny",
-                    hook=verdict.hook,
-                    message=(
-                        f"Error: {decision.call.name} was refused by the hook {verdict.hook}: "
-                        f"{verdict.reason or 'no reason given'}. Do not retry it unchanged."
-                    ),
-                )
-            elif verdict is not None and verdict.action == "ask":
-                decision = dataclasses.replace(decision, verdict="ask", hook=verdict.hook)
-            judged_decisions.append((ord_, decision))
-        return judged_decisions
-
-    async def _after_hooks(
-        self, run: RunInput, call: ToolCallInput, decision: GateDecision
-    ) -> ToolDigest | GateResult:
-        """`tool.after` hooks annotate or redact a held output before the model sees it.
-
-        Hooks that keep failing withhold the output: the model is told, the run goes on.
-        """
-        try:
-            return await run_activity(
-                PluginHooks.tool_after_hooks,
-                AfterHooksInput(
-                    call=call,
-                    agent=run.agent.name,
-                    hooks=hooks_for(run.agent.hooks, "tool.after", call.name),
-                    subject=decision.subject,
-                    risk=decision.spec.risk if decision.spec is not None else "read",
-                ),
-                timeouts.HOOK_CALL,
-                summary=f"tool.after {call.name}",
-            )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            return GateResult(
-                step=call.step,
-                ord=call.ord,
-                call_id=call.call_id,
-                name=call.name,
-                arguments=call.arguments,
-                content=(
-                    f"Error: {call.name} ran, but the tool.after hooks that must see its "
-                    f"output failed ({err.cause or err}), so the output is withheld."
-                ),
-                event_seq=self._take_seqs(2),
-            )
-
-    async def _run_end_hooks(
-        self, run: RunInput, status: RunStatus, reason: StopReason, error: str | None
-    ) -> None:
-        """`run.end` hooks (a notification, a ticket): the run's outcome stands whatever they do."""
-        try:
-            await run_activity(
-                PluginHooks.run_end_hooks,
-                RunEndInput(
-                    run_id=run.run_id,
-                    tenant_id=run.tenant_id,
-                    agent=run.agent.name,
-                    status=status,
-                    stop_reason=reason,
-                    error=error,
-                    hooks=hooks_for(run.agent.hooks, "run.end"),
-                ),
-                timeouts.HOOK_CALL,
-                summary="run.end",
-            )
-        except ActivityError as err:
-            workflow.logger.warning("run.end hooks of %s failed: %s", run.run_id, err.cause)
 
     # -- interactions: `RunInteractions` holds the logic ------------------------
 
@@ -774,11 +638,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         interaction_id: str | None = None,
         note: str | None = None,
     ) -> ToolDigest | GateResult:
-        held = (
-            decision.spec is not None
-            and decision.spec.group != "task"
-            and bool(hooks_for(run.agent.hooks, "tool.after", decision.call.name))
-        )
+        held = self._hooks.hold_output(run, decision)
         call = ToolCallInput(
             run_id=run.run_id,
             step=self._state.step,
@@ -796,7 +656,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             note=note,
         )
         digest = await self._execute_tool(call, decision)
-        return await self._after_hooks(run, call, decision) if held else digest
+        return await self._hooks.after(run, call, decision) if held else digest
 
     async def _execute_tool(self, call: ToolCallInput, decision: GateDecision) -> ToolDigest:
         summary = f"{call.name} {decision.subject}".strip()
@@ -887,8 +747,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             local=True,
             summary=f"finish {status}",
         )
-        if hooks_for(run.agent.hooks, "run.end"):
-            await self._run_end_hooks(run, status, reason, error)
+        await self._hooks.run_end(run, status, reason, error)
         # Terminal only once Postgres has the outcome, so readers never see it early.
         self._status = status
         self._stop_reason = reason

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from keel.workflows.run import subagents
     from keel.workflows.run.approval_edits import EditRefused, check_edit, edit_note
+    from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.models import RunInput, RunState, RunStatus
     from keel.workflows.run.step_models import ToolDigest
 
@@ -71,10 +72,6 @@ class InteractionHost(Protocol):
 
     async def _tell_parent(self, run: RunInput) -> None: ...
 
-    async def _before_hooks(
-        self, run: RunInput, decisions: list[tuple[int, GateDecision]]
-    ) -> list[tuple[int, GateDecision]]: ...
-
     async def _run_subagents(
         self, run: RunInput, calls: list[tuple[int, GateDecision]]
     ) -> dict[int, GateResult]: ...
@@ -93,8 +90,9 @@ class InteractionHost(Protocol):
 class RunInteractions:
     """Opens, decides and settles the run's interactions; the workflow delegates here."""
 
-    def __init__(self, host: InteractionHost) -> None:
+    def __init__(self, host: InteractionHost, hooks: RunHooks) -> None:
         self._host = host
+        self._hooks = hooks
         # Interactions whose decision is being stored right now: others wait or are refused.
         self.deciding: set[str] = set()
 
@@ -330,7 +328,7 @@ class RunInteractions:
         ):
             return None
         edited = self.edited(interaction, decision.arguments)
-        [(_, judged)] = await self._host._before_hooks(run, [(interaction.ord, edited)])
+        [(_, judged)] = await self._hooks.before(run, [(interaction.ord, edited)])
         if judged.verdict == "deny":
             reason = judged.message.removeprefix("Error: ").split(" Do not retry")[0]
             return "EditRefused", f"The edited {interaction.tool} call is refused: {reason}"
