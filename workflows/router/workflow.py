@@ -255,7 +255,7 @@ class RouterSteps(RunHost):
             local=True,
             summary="ask router question",
         )
-        await self._notify(run, "waiting", interactions=[interaction])
+        await self._notices.notify(run, "waiting", interactions=[interaction])
         await self._await_decision(interaction)
         if interaction.status == "answered" and (interaction.answer or "").strip():
             return interaction.answer

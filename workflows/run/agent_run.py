@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
@@ -36,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         RunRecords,
         Subagents,
         ToolCalls,
-        WebhookDeliveries,
     )
     from keel.workflows.context.models import CompactionInput, CompactionNeed
     from keel.workflows.gate.gate import GateDecision, ToolGate
@@ -62,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         StartRunInput,
         StopReason,
     )
+    from keel.workflows.run.notices import RunNotices
     from keel.workflows.run.step_models import (
         LlmStepInput,
         LlmStepResult,
@@ -76,13 +76,6 @@ with workflow.unsafe.imports_passed_through():
         SubagentTask,
     )
     from keel.workflows.usage.models import Usage
-    from keel.workflows.webhooks.delivery import WebhookDeliveryWorkflow
-    from keel.workflows.webhooks.models import (
-        PushTargetsInput,
-        WebhookDelivery,
-        WebhookInteraction,
-        WebhookNotice,
-    )
 
 T = TypeVar("T")
 
@@ -107,7 +100,8 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         self._ids = run.model_copy(update={"run_id": run.run_id or workflow.info().workflow_id})
         self._gate: ToolGate | None = None
         self._hooks = RunHooks(self)
-        self._interactions = RunInteractions(self, self._hooks)
+        self._notices = RunNotices(self)
+        self._interactions = RunInteractions(self, self._hooks, self._notices)
 
     @workflow.query(name="progress")
     def progress(self) -> RunProgress:
@@ -751,7 +745,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         # Terminal only once Postgres has the outcome, so readers never see it early.
         self._status = status
         self._stop_reason = reason
-        await self._notify(
+        await self._notices.notify(
             run,
             status,
             stop_reason=reason,
@@ -770,75 +764,6 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             coverage=covered,
         )
 
-    async def _notify(
-        self,
-        run: RunInput,
-        status: RunStatus | Literal["waiting"],
-        *,
-        interactions: list[Interaction] | None = None,
-        stop_reason: StopReason | None = None,
-        error: str | None = None,
-        report_preview: str = "",
-    ) -> None:
-        """Hand a notice to the run's webhook, if it has one.
-
-        A delivery workflow of its own retries it, so a receiver that is down delays
-        the notice but never holds the run open or loses the notice.
-        """
-        if not run.webhook_url and not run.push_notifications:
-            return
-        state = self._state
-        state.webhooks_sent += 1
-        notice = WebhookNotice(
-            id=f"{run.run_id}/{state.webhooks_sent}",
-            event="run.waiting" if status == "waiting" else "run.finished",
-            run_id=run.run_id,
-            tenant_id=run.tenant_id,
-            status=status,
-            agent=run.agent.name,
-            requester=run.requester,
-            schedule_id=run.schedule_id,
-            occurred_at=workflow.now(),
-            stop_reason=stop_reason,
-            error=error,
-            report_preview=report_preview,
-            steps=state.step,
-            tool_calls=state.tool_calls,
-            interactions=[_webhook_interaction(i) for i in interactions or []],
-            session_id=run.session_id if run.push_notifications else None,
-        )
-        if run.webhook_url:
-            await self._hand_over(
-                WebhookDelivery(url=run.webhook_url, notice=notice),
-                f"{run.run_id}-webhook-{state.webhooks_sent}",
-            )
-        if run.push_notifications:
-            # The configs as they are now: a client may set one at any time.
-            pushes = await run_activity(
-                WebhookDeliveries.push_targets,
-                PushTargetsInput(run_id=run.run_id),
-                timeouts.STORE_CALL,
-                local=True,
-                summary="push targets",
-            )
-            for target in pushes.targets:
-                await self._hand_over(
-                    WebhookDelivery(url=target.url, notice=notice, push_config_id=target.config_id),
-                    f"{run.run_id}-push-{state.webhooks_sent}-{target.config_id}",
-                )
-
-    async def _hand_over(self, delivery: WebhookDelivery, delivery_id: str) -> None:
-        """Start the delivery's own workflow, which outlives the run if it must."""
-        try:
-            await workflow.start_child_workflow(
-                WebhookDeliveryWorkflow.run,
-                delivery,
-                id=delivery_id,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-            )
-        except WorkflowAlreadyStartedError:
-            workflow.logger.warning("webhook notice %s was already handed over", delivery_id)
-
     def _take_seqs(self, count: int) -> int:
         first = self._state.next_seq
         self._state.next_seq += count
@@ -850,20 +775,6 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > timeouts.MAX_HISTORY_EVENTS
         )
-
-
-def _webhook_interaction(interaction: Interaction) -> WebhookInteraction:
-    return WebhookInteraction(
-        id=interaction.id,
-        kind=interaction.kind,
-        tool=interaction.tool,
-        subject=interaction.subject,
-        risk=interaction.risk,
-        payload_hash=interaction.payload_hash,
-        approvers=interaction.approvers,
-        expires_at=interaction.expires_at,
-        question=interaction.question,
-    )
 
 
 def _rule_text(decision: GateDecision, *, acting_only: bool = True) -> str | None:

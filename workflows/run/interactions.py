@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -35,11 +35,12 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.run import subagents
     from keel.workflows.run.approval_edits import EditRefused, check_edit, edit_note
     from keel.workflows.run.hooks import RunHooks
-    from keel.workflows.run.models import RunInput, RunState, RunStatus
+    from keel.workflows.run.models import RunInput, RunState
+    from keel.workflows.run.notices import RunNotices
     from keel.workflows.run.step_models import ToolDigest
 
 if TYPE_CHECKING:
-    from keel.workflows.run.models import StopReason
+    pass
 
 __all__ = ["RunAborted", "RunInteractions", "is_task"]
 
@@ -58,17 +59,6 @@ class InteractionHost(Protocol):
     """The run's gate, once its loop has begun: edited arguments pass it again."""
 
     def _take_seqs(self, count: int) -> int: ...
-
-    async def _notify(
-        self,
-        run: RunInput,
-        status: RunStatus | Literal["waiting"],
-        *,
-        interactions: list[Interaction] | None = None,
-        stop_reason: StopReason | None = None,
-        error: str | None = None,
-        report_preview: str = "",
-    ) -> None: ...
 
     async def _tell_parent(self, run: RunInput) -> None: ...
 
@@ -90,9 +80,10 @@ class InteractionHost(Protocol):
 class RunInteractions:
     """Opens, decides and settles the run's interactions; the workflow delegates here."""
 
-    def __init__(self, host: InteractionHost, hooks: RunHooks) -> None:
+    def __init__(self, host: InteractionHost, hooks: RunHooks, notices: RunNotices) -> None:
         self._host = host
         self._hooks = hooks
+        self._notices = notices
         # Interactions whose decision is being stored right now: others wait or are refused.
         self.deciding: set[str] = set()
 
@@ -152,7 +143,7 @@ class RunInteractions:
             local=True,
             summary="ask " + ", ".join(i.tool for i in created),
         )
-        await self._host._notify(run, "waiting", interactions=created)
+        await self._notices.notify(run, "waiting", interactions=created)
         await self._host._tell_parent(run)
         return created
 

@@ -8,7 +8,7 @@ the workflow's own definitions are the only ones that exist when it runs.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Literal, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from keel.workflows.gate.models import GateResult
 from keel.workflows.interactions.models import Interaction
@@ -20,6 +20,7 @@ from keel.workflows.run.models import (
     StartRunInput,
     StopReason,
 )
+from keel.workflows.run.notices import RunNotices
 
 T = TypeVar("T")
 
@@ -41,16 +42,7 @@ class RunHost(Protocol):
 
     async def _await_decision(self, interaction: Interaction) -> None: ...
 
-    async def _notify(
-        self,
-        run: RunInput,
-        status: RunStatus | Literal["waiting"],
-        *,
-        interactions: list[Interaction] | None = None,
-        stop_reason: StopReason | None = None,
-        error: str | None = None,
-        report_preview: str = "",
-    ) -> None: ...
+    _notices: RunNotices
 
     async def _finish(
         self,
