@@ -7,11 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 from keel.workflows.gate.models import MessageRef
 from keel.workflows.interactions.models import Interaction, InteractionDecision
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import ApprovalPolicy
 from keel.workflows.run.hooks import RunHooks
 from keel.workflows.run.interactions import RunInteractions, _interaction_answer
 from keel.workflows.run.models import RunInput, RunState
 from keel.workflows.run.notices import RunNotices
+from keel.workflows.run.subagent_runs import RunSubagents
 from tests.integration.runs import agent
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -52,7 +54,8 @@ def run_input(policy: ApprovalPolicy, approver: str | None = None) -> RunInput:
 
 def collaborator() -> tuple[RunInteractions, Host]:
     host = Host()
-    return RunInteractions(host, RunHooks(host), RunNotices(host)), host  # type: ignore[arg-type]
+    children = RunSubagents(host, AgentRunWorkflow.run, AgentRunWorkflow.child_status)  # type: ignore[arg-type]
+    return RunInteractions(host, RunHooks(host), RunNotices(host), children), host  # type: ignore[arg-type]
 
 
 def test_approvers_leave_out_the_requester_where_the_policy_says_so() -> None:

@@ -190,7 +190,7 @@ class RouterSteps(RunHost):
             routed=True,
         )
         child = subagents.child_input(run, agent, task)
-        answer = await self._run_child(child_id, f"route-{round_}", child)
+        answer = await self._subagents.run_child(child_id, f"route-{round_}", child)
         self._state.step += 1
         adopted = await run_activity(
             Routing.adopt_child_result,

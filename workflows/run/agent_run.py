@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     CancelledError,
-    ChildWorkflowError,
     FailureError,
-    WorkflowAlreadyStartedError,
 )
-from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
@@ -34,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         LlmCalls,
         McpDiscovery,
         RunRecords,
-        Subagents,
         ToolCalls,
     )
     from keel.workflows.context.models import CompactionInput, CompactionNeed
@@ -69,12 +63,9 @@ with workflow.unsafe.imports_passed_through():
         ToolDigest,
     )
     from keel.workflows.run.subagent_models import (
-        ChildEventInput,
-        ChildRun,
         ChildRunNotice,
-        OpenSubagentInput,
-        SubagentTask,
     )
+    from keel.workflows.run.subagent_runs import RunSubagents
     from keel.workflows.usage.models import Usage
 
 T = TypeVar("T")
@@ -101,7 +92,8 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         self._gate: ToolGate | None = None
         self._hooks = RunHooks(self)
         self._notices = RunNotices(self)
-        self._interactions = RunInteractions(self, self._hooks, self._notices)
+        self._subagents = RunSubagents(self, AgentRunWorkflow.run, AgentRunWorkflow.child_status)
+        self._interactions = RunInteractions(self, self._hooks, self._notices, self._subagents)
 
     @workflow.query(name="progress")
     def progress(self) -> RunProgress:
@@ -136,7 +128,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
                 self._state = run.state
             else:
                 if run.task is not None:
-                    run = await self._open_subagent(run)
+                    run = await self._subagents.open(run)
                 self._state.session_rules = list(run.session_rules)
                 await self._start(run)
                 if run.acting_roles is not None:  # a schedule's run: its creator's roles
@@ -395,7 +387,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
 
         async def run_tasks() -> None:
             if tasks:
-                outcomes.update(await self._run_subagents(run, tasks))
+                outcomes.update(await self._subagents.run_all(run, tasks))
 
         await asyncio.gather(
             *(run_one(o, d) for o, d in parallel),
@@ -468,160 +460,10 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
     def list_interactions(self) -> list[Interaction]:
         return list(self._state.interactions.values())
 
-    # -- sub-agents -------------------------------------------------------------
-
-    async def _run_subagents(
-        self, run: RunInput, calls: list[tuple[int, GateDecision]]
-    ) -> dict[int, GateResult]:
-        """Run one step's `task` calls as child runs, a bounded number at a time.
-
-        Each child opens its own record (its agent, its prompt from this run's stored
-        message), so this history holds only the child's start and end; its answer
-        reaches the model through the next LLM call, which stores its report.
-        """
-        # Shares are fixed before any child runs, so each gets the same part of what is left.
-        share = subagents.share_of(run.agent.limits, self._state, len(calls))
-        children = [
-            (
-                subagents.child_run_id(run.run_id, self._state.step, ord_),
-                decision.call.call_id,
-                self._child_input(run, ord_, decision, share),
-            )
-            for ord_, decision in calls
-        ]
-        parallel = asyncio.Semaphore(
-            run.agent.limits.max_parallel_subagents or run.max_parallel_subagents
-        )
-
-        async def one(run_id: str, call_id: str, child: RunInput) -> GateResult:
-            async with parallel:
-                return await self._run_child(run_id, call_id, child)
-
-        answers = await asyncio.gather(*(one(*child) for child in children))
-        return {answer.ord: answer for answer in answers}
-
-    def _child_input(
-        self,
-        run: RunInput,
-        ord_: int,
-        decision: GateDecision,
-        share: subagents.Share,
-    ) -> RunInput:
-        state = self._state
-        last = state.last_llm_ms
-        agent = json.loads(decision.canonical_arguments)["agent"]
-        task = SubagentTask(
-            step=state.step, ord=ord_, event_seq=self._take_seqs(2), **share._asdict()
-        )
-        fast = last is not None and last < timeouts.LLM_LOCAL_BELOW_MS
-        return subagents.child_input(run, agent, task, fast_model=fast)
-
-    async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult:
-        """Run one child to its end; its usage and tool calls count against this run's limits.
-
-        The child's id comes from this run's step and call, and is never reused, so a
-        replayed or retried step finds the child it started rather than starting another.
-        """
-        state = self._state
-        task = child.task
-        assert task is not None
-        record = ChildRun(run_id=run_id, agent=child.agent.name, step=task.step, ord=task.ord)
-        state.children[run_id] = record
-        tool_calls, usage = 0, Usage()
-        try:
-            result = await workflow.execute_child_workflow(
-                AgentRunWorkflow.run,
-                child,
-                id=run_id,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )
-            status: RunStatus = result.status
-            tool_calls, usage = result.tool_calls, result.usage
-        except ChildWorkflowError as err:
-            status = "cancelled" if isinstance(err.cause, CancelledError) else "failed"
-        except WorkflowAlreadyStartedError:
-            # Started before this run was reset: its record in Postgres answers.
-            workflow.logger.warning("sub-agent run %s was already started", run_id)
-            status = "failed"
-        state.usage = state.usage.plus(usage)
-        state.subagent_tool_calls += tool_calls
-        state.children[run_id] = subagents.finished(record, status, tool_calls, usage)
-        return GateResult(
-            step=task.step,
-            ord=task.ord,
-            call_id=call_id,
-            name="task",
-            child_run_id=run_id,
-            is_error=status != "completed",
-            event_seq=self._take_seqs(2),
-        )
-
-    async def _open_subagent(self, run: RunInput) -> RunInput:
-        """A sub-agent's first act: find its agent and the prompt its parent wrote.
-
-        Done in the child, so the parent's history holds only the child's start and end.
-        """
-        assert run.task is not None and run.parent_run_id is not None
-        plan = await run_activity(
-            Subagents.open_subagent,
-            OpenSubagentInput(
-                run_id=run.run_id,
-                parent_run_id=run.parent_run_id,
-                tenant_id=run.tenant_id,
-                requester=run.requester,
-                agent=run.agent.name,
-                task=run.task,
-            ),
-            timeouts.STORE_CALL,
-            local=True,
-        )
-        agent = plan.agent.model_copy(
-            update={"limits": subagents.within_share(plan.agent.limits, run.task)}
-        )
-        return run.model_copy(
-            update={
-                "agent": agent,
-                "model": plan.model,
-                "workspace": plan.workspace,
-                "texts_key": plan.texts_key,
-            }
-        )
-
     @workflow.signal(name="child_status")
     async def child_status(self, notice: ChildRunNotice) -> None:
         """A sub-agent waits on a person, or no longer: its parent's stream says so."""
-        child = self._state.children.get(notice.run_id)
-        if child is None or child.status not in ("running", "waiting"):
-            return
-        child.status = notice.status
-        child.pending = list(notice.pending)
-        await run_activity(
-            Subagents.record_child_event,
-            ChildEventInput(
-                run_id=workflow.info().workflow_id,
-                event_seq=self._take_seqs(1),
-                child=child.model_copy(deep=True),
-            ),
-            timeouts.STORE_CALL,
-            local=True,
-        )
-
-    async def _tell_parent(self, run: RunInput) -> None:
-        """A sub-agent tells its parent what it waits on, so the parent's readers see it."""
-        if run.parent_run_id is None or run.trigger != "parent":
-            return
-        pending = [i.id for i in self._state.interactions.values() if i.status == "pending"]
-        notice = ChildRunNotice(
-            run_id=run.run_id, status="waiting" if pending else "running", pending=pending
-        )
-        try:
-            parent = workflow.get_external_workflow_handle_for(
-                AgentRunWorkflow.run, run.parent_run_id
-            )
-            await parent.signal(AgentRunWorkflow.child_status, notice)
-        except FailureError as err:  # the parent has ended: nobody is listening
-            workflow.logger.warning("could not tell parent %s: %s", run.parent_run_id, err)
+        await self._subagents.child_status(notice)
 
     async def _run_tool(
         self,

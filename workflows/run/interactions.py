@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.run.models import RunInput, RunState
     from keel.workflows.run.notices import RunNotices
     from keel.workflows.run.step_models import ToolDigest
+    from keel.workflows.run.subagent_runs import RunSubagents
 
 if TYPE_CHECKING:
     pass
@@ -60,12 +61,6 @@ class InteractionHost(Protocol):
 
     def _take_seqs(self, count: int) -> int: ...
 
-    async def _tell_parent(self, run: RunInput) -> None: ...
-
-    async def _run_subagents(
-        self, run: RunInput, calls: list[tuple[int, GateDecision]]
-    ) -> dict[int, GateResult]: ...
-
     async def _run_tool(
         self,
         run: RunInput,
@@ -80,10 +75,17 @@ class InteractionHost(Protocol):
 class RunInteractions:
     """Opens, decides and settles the run's interactions; the workflow delegates here."""
 
-    def __init__(self, host: InteractionHost, hooks: RunHooks, notices: RunNotices) -> None:
+    def __init__(
+        self,
+        host: InteractionHost,
+        hooks: RunHooks,
+        notices: RunNotices,
+        subagent_runs: RunSubagents,
+    ) -> None:
         self._host = host
         self._hooks = hooks
         self._notices = notices
+        self._subagents = subagent_runs
         # Interactions whose decision is being stored right now: others wait or are refused.
         self.deciding: set[str] = set()
 
@@ -144,7 +146,7 @@ class RunInteractions:
             summary="ask " + ", ".join(i.tool for i in created),
         )
         await self._notices.notify(run, "waiting", interactions=created)
-        await self._host._tell_parent(run)
+        await self._subagents.tell_parent(run)
         return created
 
     def approvers(self, run: RunInput, risk: Risk) -> list[str]:
@@ -183,7 +185,7 @@ class RunInteractions:
         await self.await_decision(interaction)
         if interaction.decision == "approve_always":
             self._host._state.session_rules.append(self.always_rule(interaction))
-        await self._host._tell_parent(run)
+        await self._subagents.tell_parent(run)
         note = None
         if interaction.status == "approved" and interaction.approved_arguments is not None:
             try:  # the payload that runs is the one the approver edited in
@@ -203,7 +205,7 @@ class RunInteractions:
             note = edit_note(interaction, interaction.approved_arguments)
         if interaction.status == "approved" and is_task(decision):
             interaction.status = "executing"
-            answer = (await self._host._run_subagents(run, [(ord_, decision)]))[ord_]
+            answer = (await self._subagents.run_all(run, [(ord_, decision)]))[ord_]
             interaction.status = "failed" if answer.is_error else "executed"
             return answer
         if interaction.status == "approved":

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from keel.workflows.gate.models import GateResult
 from keel.workflows.interactions.models import Interaction
 from keel.workflows.run.models import (
     RunInput,
@@ -21,6 +20,7 @@ from keel.workflows.run.models import (
     StopReason,
 )
 from keel.workflows.run.notices import RunNotices
+from keel.workflows.run.subagent_runs import RunSubagents
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ class RunHost(Protocol):
 
     async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T: ...
 
-    async def _run_child(self, run_id: str, call_id: str, child: RunInput) -> GateResult: ...
+    _subagents: RunSubagents
 
     async def _await_decision(self, interaction: Interaction) -> None: ...
 
