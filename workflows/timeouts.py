@@ -63,7 +63,7 @@ def llm_retry(max_attempts: int) -> RetryPolicy:
     """Provider errors: back off, honour retry-after (set by the activity), then give up.
 
     A store outage is not the provider's: it spends none of these attempts, because the
-    workflow waits it out and calls again (`AgentRunWorkflow._outlasting_outages`)."""
+    workflow waits it out and calls again (`model_steps.outlasting_outages`)."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=1),
         backoff_coefficient=2.0,

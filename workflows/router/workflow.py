@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         RouteDecision,
     )
     from keel.workflows.run import subagents
+    from keel.workflows.run.model_steps import outlasting_outages
     from keel.workflows.run.models import RunInput, RunResult, StopReason
     from keel.workflows.run.subagent_models import SubagentTask
     from keel.workflows.usage.models import Usage
@@ -164,7 +165,7 @@ class RouterSteps(RunHost):
             clarifications=clarifications,
         )
         # Like every model call: a store outage is waited out, not spent as an attempt.
-        classification = await self._outlasting_outages(
+        classification = await outlasting_outages(
             lambda: run_activity(
                 Routing.classify_route,
                 job,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from temporalio import workflow
@@ -25,13 +24,10 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import (
-        ContextCompaction,
-        LlmCalls,
         McpDiscovery,
         RunRecords,
         ToolCalls,
     )
-    from keel.workflows.context.models import CompactionInput, CompactionNeed
     from keel.workflows.gate.gate import GateDecision, ToolGate
     from keel.workflows.gate.mcp_models import McpDiscoveryInput
     from keel.workflows.gate.mcp_tools import McpToolset
@@ -40,11 +36,12 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.gate.tool_specs import ToolSpec
     from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
     from keel.workflows.router.workflow import RouterSteps
-    from keel.workflows.run import budget, convergence, coverage, run_memory, subagents
+    from keel.workflows.run import convergence, coverage, run_memory, subagents
     from keel.workflows.run.agent_roles_run import AgentRolesSteps
     from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.interactions import RunAborted, RunInteractions
     from keel.workflows.run.interactions import is_task as _is_task
+    from keel.workflows.run.model_steps import RunModelSteps
     from keel.workflows.run.models import (
         FinishRunInput,
         RunInput,
@@ -57,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from keel.workflows.run.notices import RunNotices
     from keel.workflows.run.step_models import (
-        LlmStepInput,
         LlmStepResult,
         ToolCallInput,
         ToolDigest,
@@ -66,7 +62,6 @@ with workflow.unsafe.imports_passed_through():
         ChildRunNotice,
     )
     from keel.workflows.run.subagent_runs import RunSubagents
-    from keel.workflows.usage.models import Usage
 
 T = TypeVar("T")
 
@@ -83,13 +78,11 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         self._state = RunState()
         self._status: RunStatus = "running"
         self._stop_reason: StopReason | None = None
-        self._fast_start = run.fast_model
-        self._local_below_ms = run.llm_local_below_ms
-        self._local_budget_ms = run.llm_local_budget_ms
         self._opening: StartRunInput | None = None
         # The run's record keys, for handlers that may run before `run` does.
         self._ids = run.model_copy(update={"run_id": run.run_id or workflow.info().workflow_id})
         self._gate: ToolGate | None = None
+        self._model = RunModelSteps(self, run)
         self._hooks = RunHooks(self)
         self._notices = RunNotices(self)
         self._subagents = RunSubagents(self, AgentRunWorkflow.run, AgentRunWorkflow.child_status)
@@ -183,7 +176,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             if plan.nudge is not None and plan.force_reason is None:
                 state.nudged = True
             state.step += 1
-            result = await self._llm_step(run, gate, plan)
+            result = await self._model.step(run, gate, plan)
             if plan.force_reason is not None or not result.tool_calls:
                 reason: StopReason = plan.force_reason or "final_answer"
                 return await self._finish(run, "completed", reason, final_step=state.step)
@@ -210,7 +203,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
             event_seq=self._take_seqs(1),
             schedule_id=run.schedule_id,
         )
-        if self._fast_start:
+        if self._model.fast_start:
             # The first model call, a local one, records it: one marker less. (A regular
             # call's input is in the history, so it would carry all of this again.)
             self._opening = opening
@@ -244,111 +237,6 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         )
         self._state.mcp_tools = list(found.tools)
         self._state.mcp_unavailable = list(found.unavailable)
-
-    async def _llm_step(
-        self, run: RunInput, gate: ToolGate, plan: convergence.NextCall
-    ) -> LlmStepResult:
-        state = self._state
-        step_input = LlmStepInput(
-            run_id=run.run_id,
-            tenant_id=run.tenant_id,
-            session_id=run.session_id,
-            step=state.step,
-            model=run.model,
-            tools=gate.tool_names,
-            tool_choice="auto" if plan.tools_allowed else "none",
-            nudge=plan.nudge,
-            gate_results=state.pending_results,
-            event_seq=self._take_seqs(2),
-            start=self._opening,
-            mcp=bool(gate.mcp_tool_names),
-            context_window=run.agent.context_window,
-            plugin_tools=gate.plugin_tool_names,
-        )
-        self._opening = None
-        result = await self._call_llm(run, step_input)
-        while result.compact is not None:
-            # The activity decided the conversation does not fit: summarise, call again.
-            await self._compact(run, step_input, result.compact)
-            step_input = step_input.model_copy(
-                update={"gate_results": [], "start": None, "nudge": None}
-            )
-            result = await self._call_llm(run, step_input)
-        state.pending_results = []
-        return result
-
-    async def _compact(self, run: RunInput, step: LlmStepInput, need: CompactionNeed) -> None:
-        state = self._state
-        job = CompactionInput(
-            run_id=run.run_id,
-            session_id=run.session_id,
-            step=state.step,
-            model=run.model,
-            tools=step.tools,
-            need=need,
-            event_seq=self._take_seqs(1),
-            context_window=run.agent.context_window,
-        )
-        # A fast model summarises quickly too: one marker, no round trip. A crash repeats
-        # nothing: the activity answers from the stored summary.
-        done = await run_activity(
-            ContextCompaction.compact_context,
-            job,
-            timeouts.compaction_call(run.llm_max_attempts),
-            local=self._llm_runs_local(),
-        )
-        state.compactions += 1
-        if done.tokens:
-            prompt, completion = done.tokens
-            state.usage = state.usage.plus(
-                Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=done.cost_usd)
-            )
-
-    async def _call_llm(self, run: RunInput, step_input: LlmStepInput) -> LlmStepResult:
-        state = self._state
-        local = self._llm_runs_local()
-        result = await self._outlasting_outages(
-            lambda: run_activity(
-                LlmCalls.llm_step,
-                step_input,
-                timeouts.llm_call(run.llm_max_attempts),
-                local=local,
-                # Regular calls only: a summary costs ~50 B of history, and fast steps (local,
-                # one marker each) are the ones that must stay small.
-                summary=None if local else f"model call {state.step} · {run.model}",
-            )
-        )
-        if local:
-            state.local_llm_ms += result.latency_ms
-        else:
-            state.local_llm_ms = 0
-        if result.compact is None:
-            state.last_llm_ms = result.latency_ms
-            budget.note_call(state, run.agent.limits, result.spent())
-        state.usage = state.usage.plus(result.spent())
-        return result
-
-    async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T:
-        """`call()`, again after a durable pause while Postgres is away, for a while.
-
-        For the model call, whose retry policy counts the provider's failures: a store
-        outage fails it at once (`StoreUnavailable` is not retried there) and costs none.
-        """
-        deadline = workflow.now() + timeouts.STORE_OUTAGE_BUDGET
-        delay = timeouts.STORE_OUTAGE_FIRST_DELAY
-        while True:
-            try:
-                return await call()
-            except FailureError as err:
-                cause = err.cause if isinstance(err, ActivityError) else err
-                outage = (
-                    isinstance(cause, ApplicationError) and cause.type == timeouts.STORE_UNAVAILABLE
-                )
-                if not outage or workflow.now() + delay > deadline:
-                    raise
-            workflow.logger.warning("Postgres is unavailable; calling again in %s", delay)
-            await workflow.sleep(delay)
-            delay = min(delay * 2, timeouts.STORE_OUTAGE_MAX_DELAY)
 
     async def _tool_round(self, run: RunInput, gate: ToolGate, result: LlmStepResult) -> None:
         state = self._state
@@ -512,28 +400,6 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         return await run_activity(
             ToolCalls.run_tool, call, options, local=local, summary=None if local else summary
         )
-
-    def _llm_runs_local(self) -> bool:
-        """A fast model's next call runs as a local activity, a slow one's as a regular one.
-
-        A regular activity's completion is recorded before the next step starts. A local
-        one's is recorded when the workflow task ends, so a crash can lose a finished
-        call's result; the activity then answers from the message it stored, and the
-        model is not called twice. Local calls run back to back only while the model
-        stays fast (under `RunInput.llm_local_below_ms`) and for `llm_local_budget_ms` of
-        model time; any call after a slow one is regular. A run's first call is regular
-        unless its starter saw the model's latest calls all fast (`RunInput.fast_model`).
-        Decided from the input and recorded results, so replay decides the same.
-        """
-        state = self._state
-        last = state.last_llm_ms
-        if last is None:
-            return self._fast_start
-        if last >= self._local_below_ms:
-            return False
-        if state.local_llm_ms + last > self._local_budget_ms:
-            return False
-        return True
 
     def _tool_runs_local(self, spec: ToolSpec) -> bool:
         """Reads and quick writes run as local activities; `bash` stays a regular one.

@@ -7,7 +7,6 @@ the workflow's own definitions are the only ones that exist when it runs.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from keel.workflows.interactions.models import Interaction
@@ -35,8 +34,6 @@ class RunHost(Protocol):
     def _take_seqs(self, count: int) -> int: ...
 
     async def _record_opening(self) -> None: ...
-
-    async def _outlasting_outages(self, call: Callable[[], Awaitable[T]]) -> T: ...
 
     _subagents: RunSubagents
 
