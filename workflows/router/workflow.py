@@ -1,4 +1,4 @@
-"""The router run's steps (`agent: "auto"`), mixed into `AgentRunWorkflow`.
+"""The router run's steps (`agent: "auto"`): `RunRouter`, composed by `AgentRunWorkflow`.
 
 A router run is an agent run whose first act is to pick the agent: the rule filter,
 one model classification, the dispatchability check (activities), then the pure
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
-from typing import TYPE_CHECKING, get_args
+from typing import Protocol, get_args
 
 from temporalio import workflow
 
@@ -36,15 +36,15 @@ with workflow.unsafe.imports_passed_through():
         RouteDecision,
     )
     from keel.workflows.run import subagents
+    from keel.workflows.run.interactions import RunInteractions
     from keel.workflows.run.model_steps import outlasting_outages
-    from keel.workflows.run.models import RunInput, RunResult, StopReason
+    from keel.workflows.run.models import RunInput, RunResult, RunState, RunStatus, StopReason
+    from keel.workflows.run.notices import RunNotices
     from keel.workflows.run.subagent_models import SubagentTask
+    from keel.workflows.run.subagent_runs import RunSubagents
     from keel.workflows.usage.models import Usage
 
-if TYPE_CHECKING:
-    from keel.workflows.run.run_host import RunHost
-else:
-    RunHost = object
+__all__ = ["RouterHost", "RunRouter"]
 
 # The hand-over is stored as the router's `task` call at this position of its step,
 # where a sub-agent run looks for the call that started it.
@@ -53,12 +53,44 @@ HANDOVER_ORD = 2
 CHILD_TOOL_CALLS = 100_000
 
 
-class RouterSteps(RunHost):
-    """`_route`: what a run of `agent: "auto"` does instead of the step loop."""
+class RouterHost(Protocol):
+    """What the agent run offers its router: its state, event numbers, record and end."""
 
-    async def _route(self, run: RunInput) -> RunResult:
+    _state: RunState
+
+    def _take_seqs(self, count: int) -> int: ...
+
+    async def _record_opening(self) -> None: ...
+
+    async def _finish(
+        self,
+        run: RunInput,
+        status: RunStatus,
+        reason: StopReason,
+        *,
+        error: str | None = None,
+        final_step: int | None = None,
+    ) -> RunResult: ...
+
+
+class RunRouter:
+    """`route`: what a run of `agent: "auto"` does instead of the step loop."""
+
+    def __init__(
+        self,
+        host: RouterHost,
+        subagent_runs: RunSubagents,
+        interactions: RunInteractions,
+        notices: RunNotices,
+    ) -> None:
+        self._host = host
+        self._subagents = subagent_runs
+        self._interactions = interactions
+        self._notices = notices
+
+    async def route(self, run: RunInput) -> RunResult:
         assert run.route is not None
-        await self._record_opening()  # the first model call is not llm_step here
+        await self._host._record_opening()  # the first model call is not llm_step here
         found = await run_activity(
             Routing.route_candidates,
             CandidatesInput(run_id=run.run_id, tenant_id=run.tenant_id, roles=run.route.roles),
@@ -67,8 +99,9 @@ class RouterSteps(RunHost):
         )
         clarifications: list[Clarification] = []
         while True:
-            self._state.step += 1
-            round_ = self._state.step
+            state = self._host._state
+            state.step += 1
+            round_ = state.step
             record = await self._decide_round(run, round_, found, clarifications)
             decision = record.decision
             if decision.outcome == "clarifying":
@@ -81,7 +114,7 @@ class RouterSteps(RunHost):
             if decision.outcome == "routed":
                 assert decision.agent is not None
                 return await self._hand_over_to(run, round_, decision.agent)
-            return await self._finish(run, "completed", "final_answer", final_step=round_)
+            return await self._host._finish(run, "completed", "final_answer", final_step=round_)
 
     async def _decide_round(
         self,
@@ -116,7 +149,7 @@ class RouterSteps(RunHost):
             tenant_id=run.tenant_id,
             requester=run.requester,
             round=round_,
-            event_seq=self._take_seqs(1),
+            event_seq=self._host._take_seqs(1),
             decision=decision,
             classification=classification,
             candidates=names,
@@ -135,11 +168,12 @@ class RouterSteps(RunHost):
 
     async def _refuse_unanswered(self, run: RunInput, asked: RecordRouteInput) -> RunResult:
         """An unanswered question is a decision too, on record like the others."""
-        self._state.step += 1
+        state = self._host._state
+        state.step += 1
         unanswered = asked.model_copy(
             update={
-                "round": self._state.step,
-                "event_seq": self._take_seqs(1),
+                "round": state.step,
+                "event_seq": self._host._take_seqs(1),
                 "decision": RouteDecision(
                     outcome="refused",
                     reason="The router's question was not answered, so it did not "
@@ -149,7 +183,7 @@ class RouterSteps(RunHost):
             }
         )
         await run_activity(Routing.record_route, unanswered, timeouts.STORE_CALL, local=True)
-        return await self._finish(run, "completed", "final_answer", final_step=self._state.step)
+        return await self._host._finish(run, "completed", "final_answer", final_step=state.step)
 
     async def _classify(
         self, run: RunInput, round_: int, names: list[str], clarifications: list[Clarification]
@@ -175,30 +209,32 @@ class RouterSteps(RunHost):
         )
         if classification.tokens:
             prompt, completion = classification.tokens
-            self._state.usage = self._state.usage.plus(
+            state = self._host._state
+            state.usage = state.usage.plus(
                 Usage(prompt_tokens=prompt, completion_tokens=completion)
             )
         return classification
 
     async def _hand_over_to(self, run: RunInput, round_: int, agent: str) -> RunResult:
         """Run `agent` as the router's child, then end with the child's result."""
+        state = self._host._state
         child_id = subagents.child_run_id(run.run_id, round_, HANDOVER_ORD)
         task = SubagentTask(
             step=round_,
             ord=HANDOVER_ORD,
-            event_seq=self._take_seqs(2),
+            event_seq=self._host._take_seqs(2),
             max_tool_calls=CHILD_TOOL_CALLS,
             routed=True,
         )
         child = subagents.child_input(run, agent, task)
         answer = await self._subagents.run_child(child_id, f"route-{round_}", child)
-        self._state.step += 1
+        state.step += 1
         adopted = await run_activity(
             Routing.adopt_child_result,
             AdoptChildInput(
                 run_id=run.run_id,
                 child_run_id=child_id,
-                step=self._state.step,
+                step=state.step,
                 handover_step=round_,
                 handover_ord=HANDOVER_ORD,
                 call_id=answer.call_id,
@@ -212,8 +248,8 @@ class RouterSteps(RunHost):
             if adopted.stop_reason in _STOP_REASONS
             else "final_answer"
         )
-        return await self._finish(
-            run, adopted.status, reason, error=adopted.error, final_step=self._state.step
+        return await self._host._finish(
+            run, adopted.status, reason, error=adopted.error, final_step=state.step
         )
 
     async def _ask_back(self, run: RunInput, round_: int, question: str) -> str | None:
@@ -242,7 +278,7 @@ class RouterSteps(RunHost):
             created_at=now,
             expires_at=now + expires_after,
         )
-        self._state.interactions[interaction.id] = interaction
+        self._host._state.interactions[interaction.id] = interaction
         await run_activity(
             InteractionRecords.open_interactions,
             OpenInteractionsInput(
@@ -250,14 +286,14 @@ class RouterSteps(RunHost):
                 tenant_id=run.tenant_id,
                 session_id=run.session_id,
                 interactions=[interaction],
-                event_seq=self._take_seqs(1),
+                event_seq=self._host._take_seqs(1),
             ),
             timeouts.STORE_CALL,
             local=True,
             summary="ask router question",
         )
         await self._notices.notify(run, "waiting", interactions=[interaction])
-        await self._await_decision(interaction)
+        await self._interactions.await_decision(interaction)
         if interaction.status == "answered" and (interaction.answer or "").strip():
             return interaction.answer
         return None

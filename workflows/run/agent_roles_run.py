@@ -10,8 +10,6 @@ before the check) make no call, so their histories replay unchanged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -19,34 +17,28 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import AgentRoles
     from keel.workflows.agent_roles import AgentRolesInput
-    from keel.workflows.run.models import RunInput, RunResult
+    from keel.workflows.run.models import RunInput
 
-if TYPE_CHECKING:
-    from keel.workflows.run.run_host import RunHost
-else:
-    RunHost = object
+__all__ = ["refusal"]
 
 
-class AgentRolesSteps(RunHost):
-    """`_refused_for_roles`: the check a run with `acting_roles` makes before anything else."""
+async def refusal(run: RunInput) -> str | None:
+    """The sentence that refuses the run if its acting roles may not use the agent; else None.
 
-    async def _refused_for_roles(self, run: RunInput) -> RunResult | None:
-        """The failed run's result if the acting roles may not use the agent; else None."""
-        assert run.acting_roles is not None
-        check = await run_activity(
-            AgentRoles.check_agent_roles,
-            AgentRolesInput(
-                run_id=run.run_id,
-                tenant_id=run.tenant_id,
-                requester=run.requester,
-                agent=run.agent.name,
-                roles=run.acting_roles,
-                schedule_id=run.schedule_id,
-            ),
-            timeouts.STORE_CALL,
-            local=True,
-        )
-        if check.allowed:
-            return None
-        await self._record_opening()  # the first model call never comes
-        return await self._finish(run, "failed", "error", error=check.reason)
+    The activity audits a refusal; the run then ends failed with the sentence as its error.
+    """
+    assert run.acting_roles is not None
+    check = await run_activity(
+        AgentRoles.check_agent_roles,
+        AgentRolesInput(
+            run_id=run.run_id,
+            tenant_id=run.tenant_id,
+            requester=run.requester,
+            agent=run.agent.name,
+            roles=run.acting_roles,
+            schedule_id=run.schedule_id,
+        ),
+        timeouts.STORE_CALL,
+        local=True,
+    )
+    return None if check.allowed else check.reason

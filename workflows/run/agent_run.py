@@ -35,9 +35,8 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.gate.plugin_refs import PluginToolset, hook_denial
     from keel.workflows.gate.tool_specs import ToolSpec
     from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
-    from keel.workflows.router.workflow import RouterSteps
-    from keel.workflows.run import convergence, coverage, run_memory, subagents
-    from keel.workflows.run.agent_roles_run import AgentRolesSteps
+    from keel.workflows.router.workflow import RunRouter
+    from keel.workflows.run import agent_roles_run, convergence, coverage, run_memory, subagents
     from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.interactions import RunAborted, RunInteractions
     from keel.workflows.run.interactions import is_task as _is_task
@@ -72,7 +71,7 @@ FIRST_TOOL_ORD = 2
 
 
 @workflow.defn(name="AgentRunWorkflow")
-class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
+class AgentRunWorkflow:
     @workflow.init
     def __init__(self, run: RunInput) -> None:
         self._state = RunState()
@@ -87,6 +86,7 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         self._notices = RunNotices(self)
         self._subagents = RunSubagents(self, AgentRunWorkflow.run, AgentRunWorkflow.child_status)
         self._interactions = RunInteractions(self, self._hooks, self._notices, self._subagents)
+        self._router = RunRouter(self, self._subagents, self._interactions, self._notices)
 
     @workflow.query(name="progress")
     def progress(self) -> RunProgress:
@@ -125,11 +125,12 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
                 self._state.session_rules = list(run.session_rules)
                 await self._start(run)
                 if run.acting_roles is not None:  # a schedule's run: its creator's roles
-                    refused = await self._refused_for_roles(run)
-                    if refused is not None:
-                        return refused
+                    refusal = await agent_roles_run.refusal(run)
+                    if refusal is not None:
+                        await self._record_opening()  # the first model call never comes
+                        return await self._finish(run, "failed", "error", error=refusal)
                 if run.route is not None:  # `agent: "auto"`: pick the agent, run it as a child
-                    return await self._route(run)
+                    return await self._router.route(run)
                 if run.agent.mcp_servers:
                     await self._discover_mcp_tools(run)
                 if run_memory.remembers(run):
@@ -328,9 +329,6 @@ class AgentRunWorkflow(RouterSteps, AgentRolesSteps):
         convergence.record_round(state, failures, fresh=fresh)
 
     # -- interactions: `RunInteractions` holds the logic ------------------------
-
-    async def _await_decision(self, interaction: Interaction) -> None:
-        await self._interactions.await_decision(interaction)
 
     @workflow.update  # named after the method; bare, so a reference to it types its result
     async def decide(self, decision: InteractionDecision) -> DecisionOutcome:
