@@ -14,6 +14,7 @@ from keel.workflows.run.interactions import RunInteractions, _interaction_answer
 from keel.workflows.run.models import RunInput, RunState
 from keel.workflows.run.notices import RunNotices
 from keel.workflows.run.subagent_runs import RunSubagents
+from keel.workflows.run.tool_calls import RunToolCalls
 from tests.integration.runs import agent
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -24,6 +25,11 @@ class Host:
 
     def __init__(self) -> None:
         self._state = RunState()
+
+    def _take_seqs(self, count: int) -> int:
+        first = self._state.next_seq
+        self._state.next_seq += count
+        return first
 
 
 def interaction(**fields: object) -> Interaction:
@@ -54,8 +60,10 @@ def run_input(policy: ApprovalPolicy, approver: str | None = None) -> RunInput:
 
 def collaborator() -> tuple[RunInteractions, Host]:
     host = Host()
-    children = RunSubagents(host, AgentRunWorkflow.run, AgentRunWorkflow.child_status)  # type: ignore[arg-type]
-    return RunInteractions(host, RunHooks(host), RunNotices(host), children), host  # type: ignore[arg-type]
+    hooks = RunHooks(host)
+    children = RunSubagents(host, AgentRunWorkflow.run, AgentRunWorkflow.child_status)
+    tools = RunToolCalls(host, hooks)
+    return RunInteractions(host, hooks, RunNotices(host), children, tools), host  # type: ignore[arg-type]
 
 
 def test_approvers_leave_out_the_requester_where_the_policy_says_so() -> None:

@@ -10,30 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    FailureError,
-)
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
-    from keel.workflows.activity_refs import (
-        McpDiscovery,
-        RunRecords,
-        ToolCalls,
-    )
+    from keel.workflows.activity_refs import McpDiscovery, RunRecords
     from keel.workflows.gate.gate import GateDecision, ToolGate
     from keel.workflows.gate.mcp_models import McpDiscoveryInput
     from keel.workflows.gate.mcp_tools import McpToolset
     from keel.workflows.gate.models import GateResult, MessageRef
     from keel.workflows.gate.plugin_refs import PluginToolset, hook_denial
-    from keel.workflows.gate.tool_specs import ToolSpec
     from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
     from keel.workflows.router.workflow import RunRouter
     from keel.workflows.run import agent_roles_run, convergence, coverage, run_memory, subagents
@@ -52,17 +41,10 @@ with workflow.unsafe.imports_passed_through():
         StopReason,
     )
     from keel.workflows.run.notices import RunNotices
-    from keel.workflows.run.step_models import (
-        LlmStepResult,
-        ToolCallInput,
-        ToolDigest,
-    )
-    from keel.workflows.run.subagent_models import (
-        ChildRunNotice,
-    )
+    from keel.workflows.run.step_models import LlmStepResult, ToolDigest
+    from keel.workflows.run.subagent_models import ChildRunNotice
     from keel.workflows.run.subagent_runs import RunSubagents
-
-T = TypeVar("T")
+    from keel.workflows.run.tool_calls import RunToolCalls, rule_text
 
 # Ordinals of messages within a step: a nudge, the assistant, then tool results.
 NUDGE_ORD = 0
@@ -85,7 +67,10 @@ class AgentRunWorkflow:
         self._hooks = RunHooks(self)
         self._notices = RunNotices(self)
         self._subagents = RunSubagents(self, AgentRunWorkflow.run, AgentRunWorkflow.child_status)
-        self._interactions = RunInteractions(self, self._hooks, self._notices, self._subagents)
+        self._tools = RunToolCalls(self, self._hooks)
+        self._interactions = RunInteractions(
+            self, self._hooks, self._notices, self._subagents, self._tools
+        )
         self._router = RunRouter(self, self._subagents, self._interactions, self._notices)
 
     @workflow.query(name="progress")
@@ -265,7 +250,7 @@ class AgentRunWorkflow:
         outcomes: dict[int, ToolDigest | GateResult] = {}
 
         async def run_one(ord_: int, decision: GateDecision) -> None:
-            outcomes[ord_] = await self._run_tool(run, ord_, decision)
+            outcomes[ord_] = await self._tools.run(run, ord_, decision)
 
         async def run_serial() -> None:
             for o, d in serial:
@@ -312,7 +297,7 @@ class AgentRunWorkflow:
                     denied_by=(
                         hook_denial(decision.hook)
                         if decision.hook
-                        else _rule_text(decision, acting_only=False)
+                        else rule_text(decision, acting_only=False)
                     )
                     if decision.verdict == "deny"
                     else None,
@@ -350,61 +335,6 @@ class AgentRunWorkflow:
     async def child_status(self, notice: ChildRunNotice) -> None:
         """A sub-agent waits on a person, or no longer: its parent's stream says so."""
         await self._subagents.child_status(notice)
-
-    async def _run_tool(
-        self,
-        run: RunInput,
-        ord_: int,
-        decision: GateDecision,
-        *,
-        interaction_id: str | None = None,
-        note: str | None = None,
-    ) -> ToolDigest | GateResult:
-        held = self._hooks.hold_output(run, decision)
-        call = ToolCallInput(
-            run_id=run.run_id,
-            step=self._state.step,
-            ord=ord_,
-            call_id=decision.call.call_id,
-            name=decision.call.name,
-            arguments=decision.canonical_arguments,
-            workspace=run.workspace,
-            event_seq=self._take_seqs(2),
-            interaction_id=interaction_id,
-            tenant_id=run.tenant_id,
-            allowed_by=_rule_text(decision) if interaction_id is None else None,
-            network=decision.network,
-            hold_output=held,
-            note=note,
-        )
-        digest = await self._execute_tool(call, decision)
-        return await self._hooks.after(run, call, decision) if held else digest
-
-    async def _execute_tool(self, call: ToolCallInput, decision: GateDecision) -> ToolDigest:
-        summary = f"{call.name} {decision.subject}".strip()
-        if decision.spec is not None and decision.spec.group == "mcp":
-            # A call to another service: on record before the run goes on.
-            return await run_activity(
-                ToolCalls.run_mcp_tool, call, timeouts.MCP_TOOL_CALL, summary=summary
-            )
-        if decision.spec is not None and decision.spec.group == "plugin":
-            # A plugin's code: on record before the run goes on, like a call to a service.
-            return await run_activity(
-                ToolCalls.run_plugin_tool, call, timeouts.PLUGIN_TOOL_CALL, summary=summary
-            )
-        # Short calls run in the worker that holds the workflow: one marker, no round trip.
-        local = decision.spec is not None and self._tool_runs_local(decision.spec)
-        options = timeouts.tool_call(decision.run_limit_s)
-        return await run_activity(
-            ToolCalls.run_tool, call, options, local=local, summary=None if local else summary
-        )
-
-    def _tool_runs_local(self, spec: ToolSpec) -> bool:
-        """Reads and quick writes run as local activities; `bash` stays a regular one.
-
-        A read is safe to repeat, so it need not be recorded before the next one starts.
-        """
-        return spec.read_only or spec.quick_write
 
     async def _finish(
         self,
@@ -481,14 +411,6 @@ class AgentRunWorkflow:
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > timeouts.MAX_HISTORY_EVENTS
         )
-
-
-def _rule_text(decision: GateDecision, *, acting_only: bool = True) -> str | None:
-    """The rule behind a policy decision, for the audit log (read calls: only denials)."""
-    if decision.spec is None or (acting_only and decision.spec.read_only):
-        return None
-    rule = decision.rule
-    return f"{rule.permission} {rule.pattern} {rule.action}" if rule else "risk default"
 
 
 def _on_client(decision: GateDecision, local_tools: list[str]) -> GateDecision:

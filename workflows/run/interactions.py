@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -39,11 +39,9 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.run.notices import RunNotices
     from keel.workflows.run.step_models import ToolDigest
     from keel.workflows.run.subagent_runs import RunSubagents
+    from keel.workflows.run.tool_calls import RunToolCalls
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["RunAborted", "RunInteractions", "is_task"]
+__all__ = ["InteractionHost", "RunAborted", "RunInteractions", "is_task"]
 
 
 class RunAborted(Exception):
@@ -61,16 +59,6 @@ class InteractionHost(Protocol):
 
     def _take_seqs(self, count: int) -> int: ...
 
-    async def _run_tool(
-        self,
-        run: RunInput,
-        ord_: int,
-        decision: GateDecision,
-        *,
-        interaction_id: str | None = None,
-        note: str | None = None,
-    ) -> ToolDigest | GateResult: ...
-
 
 class RunInteractions:
     """Opens, decides and settles the run's interactions; the workflow delegates here."""
@@ -81,11 +69,13 @@ class RunInteractions:
         hooks: RunHooks,
         notices: RunNotices,
         subagent_runs: RunSubagents,
+        tool_calls: RunToolCalls,
     ) -> None:
         self._host = host
         self._hooks = hooks
         self._notices = notices
         self._subagents = subagent_runs
+        self._tools = tool_calls
         # Interactions whose decision is being stored right now: others wait or are refused.
         self.deciding: set[str] = set()
 
@@ -210,7 +200,7 @@ class RunInteractions:
             return answer
         if interaction.status == "approved":
             interaction.status = "executing"
-            digest = await self._host._run_tool(
+            digest = await self._tools.run(
                 run, ord_, decision, interaction_id=interaction.id, note=note
             )
             interaction.status = "failed" if digest.is_error else "executed"
