@@ -1,1 +1,2 @@
-"""The capability router (`agent: "auto"`): its workflow, models and decision matrix."""
+"""The capability router (`agent: "auto"`): the router run's steps (`RunRouter`), its
+models and its pure decision matrix."""

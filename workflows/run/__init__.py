@@ -1,1 +1,2 @@
-"""The agent run: the workflow, its sub-agents, convergence, findings and memory steps."""
+"""The agent run: `AgentRunWorkflow`, the collaborators it composes (model steps, tool
+calls, interactions, hooks, sub-agents, notices, coverage), its pure policy and payloads."""
