@@ -34,7 +34,8 @@ def _explain(response: httpx.Response) -> str:
     except ValueError:
         detail = response.text
     if isinstance(detail, list):
-        detail = "; ".join(error_lines(d for d in detail if isinstance(d, dict)))
+        lines = error_lines(d for d in detail if isinstance(d, dict))
+        detail = "; ".join([line.removesuffix(".") for line in lines[:-1]] + lines[-1:])
     # A refusal of what the user asked (a bad value, an unknown id) is its sentence; the
     # status says more when the server or the login is at fault.
     if response.status_code in (400, 404, 409, 422):

@@ -16,7 +16,7 @@ def invalid_arguments(tool: str, exc: ValidationError) -> str:
         if err["type"] == "missing":
             problems.append(f"`{field}` is required")
         else:
-            problems.append(f"`{field}`: {plain_message(err).rstrip('.')}")
+            problems.append(f"`{field}`: {plain_message(err, show_input=False).rstrip('.')}")
     return f"Invalid arguments: {'; '.join(problems)}. Correct them and call {tool} again."
 
 

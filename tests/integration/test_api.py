@@ -96,11 +96,29 @@ async def test_bad_requests_get_clear_errors_and_start_nothing(
             ({"agent": "review", "input": "", "workspace": str(workspace)}, "The task is empty"),
             ({"agent": "review", "input": " ", "workspace": str(workspace)}, "or only spaces"),
             ({"agent": "review", "input": "x", "workspace": ".", "extra": 1}, "Not a field"),
+            (
+                {"agent": "review", "input": "x", "workspace": ".", "approver": "bob"},
+                "Must be `user:` and a user id without spaces, such as user:alice, not 'bob'.",
+            ),
+            (
+                {"agent": "review", "input": "x", "workspace": ".", "approval_expires_after_s": 0},
+                "Must be at least 1, not 0.",
+            ),
+            ({"agent": "review", "input": "x"}, "Required; give it a value."),
         ]
         for body, message in cases:
             response = await http.post("/v1/runs", json=body)
             assert response.status_code == 422, body
             assert message in response.text, response.text
+            assert "should" not in response.text.replace("agent should do", ""), response.text
+        for params, message in [
+            ({"limit": "many"}, "Must be a whole number, not 'many'."),
+            ({"limit": "0"}, "Must be at least 1, not 0."),
+        ]:
+            listed = await http.get("/v1/runs", params=params)
+            assert listed.status_code == 422 and listed.json()["detail"][0]["msg"] == message, (
+                listed.text
+            )
         missing = await http.get("/v1/runs/does-not-exist")
         assert missing.status_code == 404
         bad_cursor = await http.get("/v1/runs", params={"cursor": "!!"})

@@ -27,16 +27,23 @@ def test_every_zero_names_the_flag_not_the_field(tmp_path: Path) -> None:
     assert "interval_s" not in result.output
 
 
-def test_an_api_validation_error_names_the_flag() -> None:
+def test_an_api_validation_error_names_the_flag_and_the_value() -> None:
+    # As a FastAPI without Keel's handler answers: pydantic's words, its type and context.
     body = {
         "detail": [
-            {"loc": ["body", "interval_s"], "msg": "Input should be greater than 0"},
+            {
+                "loc": ["body", "interval_s"],
+                "msg": "Input should be greater than 0",
+                "type": "greater_than",
+                "input": 0,
+                "ctx": {"gt": 0},
+            },
             {"loc": ["body", "time_zone"], "msg": "Value error, unknown time zone Moon/Base"},
         ]
     }
     response = httpx.Response(422, json=body)
     assert _explain(response) == (
-        "--every: Input should be greater than 0; --tz: Unknown time zone Moon/Base"
+        "--every: Must be more than 0, not 0; --tz: Unknown time zone Moon/Base"
     )
 
 

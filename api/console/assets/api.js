@@ -15,10 +15,21 @@ export class ApiError extends Error {
   }
 }
 
+// Problems whose message is a sentence of its own, naming what it is about ("The task is
+// empty …", "Unknown agent 'x' …"): shown alone. Any other says only what is wrong
+// ("Must be at least 1, not 0."), so the field it is about goes before it, without `body.`.
+const OWN_SENTENCES = new Set(["value_error", "blank_task", "json_invalid"]);
+
+function problemText(d) {
+  if (OWN_SENTENCES.has(d.type)) return d.msg;
+  const where = (d.loc || []).filter((p, i) => i > 0 || !["body", "query", "path"].includes(p));
+  return where.length ? `${where.join(".")}: ${d.msg}` : d.msg;
+}
+
 function detailOf(body, status) {
   if (!body) return `HTTP ${status}`;
   if (typeof body.detail === "string") return body.detail;
-  if (Array.isArray(body.detail)) return body.detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
+  if (Array.isArray(body.detail)) return body.detail.map(problemText).join(" ");
   return `HTTP ${status}`;
 }
 
