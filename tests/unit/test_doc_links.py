@@ -1,5 +1,6 @@
 """Links between the README and the docs lead somewhere: every relative link names a
-file that exists, and a `#fragment` into a Markdown page names one of its headings."""
+file that exists, and a `#fragment` into a Markdown page names one of its headings. The
+README stays a front page: reference belongs in docs/."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.doc_commands import pages
+from tests.doc_commands import ROOT, pages
+
+README_MAX_LINES = 200
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
@@ -53,3 +56,10 @@ def test_a_broken_link_is_caught(tmp_path: Path) -> None:
         "missing.md: no such file",
         "other.md#nope: no heading #nope in other.md",
     ]
+
+
+def test_the_readme_is_a_front_page_of_at_most_200_lines() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines; move reference to docs/ and link it"
+    )
