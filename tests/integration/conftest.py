@@ -27,18 +27,19 @@ def keel_app(
     """Keel for this test's workspace, on the given script (or a scripted model already
     started): a worker on a task queue of its own, the API on a free port, and a client
     that speaks as alice unless `headers` say otherwise (`worker=False`: the API alone).
-    Other keyword arguments are settings."""
+    Other keyword arguments are settings (`model=` among them)."""
 
     @asynccontextmanager
     async def launch(
-        model: Script | ScriptedLLMServer,
+        script: Script | ScriptedLLMServer,
+        /,
         *,
         headers: dict[str, str] = ALICE,
         http_timeout: float | httpx.Timeout = 30.0,
         worker: bool = True,
         **overrides: object,
     ) -> AsyncIterator[httpx.AsyncClient]:
-        llm = scripted(model) if isinstance(model, Script) else model
+        llm = scripted(script) if isinstance(script, Script) else script
         settings = settings_for(llm, workspace, api_port=free_port(), **overrides)
         async with keel_api(
             temporal_client,

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 import httpx
 from temporalio.client import Client
@@ -33,6 +34,13 @@ BOB = auth_headers("default", "bob")
 MALLORY = auth_headers("other-tenant", "mallory")
 ENDED = ("completed", "failed", "cancelled")
 T = TypeVar("T")
+_SETTINGS: WeakKeyDictionary[httpx.AsyncClient, Settings] = WeakKeyDictionary()
+
+
+def settings_of(http: httpx.AsyncClient) -> Settings:
+    """The settings of the Keel a `keel_api` (or `keel_app`) client talks to: its task
+    queue, for a test that starts a workflow directly; its data dir, for the CLI."""
+    return _SETTINGS[http]
 
 
 @asynccontextmanager
@@ -51,9 +59,11 @@ async def keel_api(
         if worker:
             await stack.enter_async_context(in_process_worker(temporal_client, store, settings))
         url = await stack.enter_async_context(serve_api(settings))
-        yield await stack.enter_async_context(
+        http = await stack.enter_async_context(
             httpx.AsyncClient(base_url=url, headers=headers, timeout=http_timeout)
         )
+        _SETTINGS[http] = settings
+        yield http
 
 
 async def eventually(

@@ -6,23 +6,17 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import psycopg
-from temporalio.client import Client
 
 from keel.activities.llm.prices import ModelPrice
-from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
-from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
-from tests.conftest import JWT_SECRET, auth_headers, in_process_worker
+from keel.worker.scripted.llm import Script, Turn
+from tests.conftest import JWT_SECRET, auth_headers
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import base_url
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 ALICE = auth_headers("default", "alice")
 ADMIN = auth_headers("default", "root", "keel:admin")
 
@@ -41,29 +35,12 @@ async def keel(*args: str, env: dict[str, str]) -> tuple[int, str]:
     return proc.returncode or 0, out.decode()
 
 
-async def test_usage_and_cost_per_run_and_per_tenant(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
-) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(content="priced", prompt_tokens=1_000_000, completion_tokens=500_000),
-            ]
-        )
+async def test_usage_and_cost_per_run_and_per_tenant(workspace: Path, keel_app: LaunchKeel) -> None:
+    script = Script(
+        turns=[Turn(content="priced", prompt_tokens=1_000_000, completion_tokens=500_000)]
     )
     prices = {"priced-model": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)}
-    settings = settings_for(
-        llm, workspace, api_port=free_port(), model="priced-model", prices=prices
-    )
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(script, headers={}, model="priced-model", prices=prices) as http:
         tenant = auth_headers("priced-tenant", "payer")
         created = await http.post(
             "/v1/runs",
@@ -96,21 +73,14 @@ async def every_audit_row(http: httpx.AsyncClient) -> list[dict[str, object]]:
 
 
 async def test_audit_verify_detects_an_edited_row(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    database_url: str,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    tmp_path: Path, database_url: str, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     # A tenant of its own: other tests break other tenants' chains on purpose, in this
     # same database, so this one verifies and tampers with its own chain only.
     tenant = f"tenant-{uuid.uuid4().hex[:8]}"
     eve = auth_headers(tenant, "eve")
-    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+    async with keel_app(Script(turns=[Turn(content="unused")]), headers={}, worker=False) as http:
+        url = base_url(http)
         # Produce audited events: a refused token, and admin work refused to a non-admin.
         assert (
             await http.get("/v1/runs", headers={"authorization": "Bearer nope"})
@@ -160,14 +130,10 @@ async def test_audit_verify_detects_an_edited_row(
 
 
 async def test_oversized_bodies_and_bad_tokens_are_refused(
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, api_port=free_port(), max_body_bytes=4096)
-    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+    unused = Script(turns=[Turn(content="unused")])
+    async with keel_app(unused, headers={}, worker=False, max_body_bytes=4096) as http:
         big = await http.post(
             "/v1/runs",
             headers=ALICE,

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
-from temporalio.client import Client
-
-from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
-from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from tests.conftest import JWT_SECRET, in_process_worker
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
+from tests.conftest import JWT_SECRET
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import base_url
 from tests.integration.test_cli import clean_env, keel
 
 FINDING = {
@@ -32,29 +27,23 @@ REPORT = (
 
 
 async def test_keel_review_prints_file_names_literally_and_findings_as_a_table(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: Callable[[Script], ScriptedLLMServer],
-    settings_for: Callable[..., Settings],
+    workspace: Path, tmp_path: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(
-                    tool_calls=[
-                        ScriptedToolCall(name="read_file", arguments={"path": "pkg/__init__.py"})
-                    ]
-                ),
-                Turn(content=REPORT),
-            ]
-        )
+    script = Script(
+        turns=[
+            Turn(
+                tool_calls=[
+                    ScriptedToolCall(name="read_file", arguments={"path": "pkg/__init__.py"})
+                ]
+            ),
+            Turn(content=REPORT),
+        ]
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(script) as http:
         env = clean_env(
-            KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
+            KEEL_API_URL=base_url(http),
+            KEEL_DATA_DIR=str(tmp_path / "cli"),
+            KEEL_JWT_SECRET=JWT_SECRET,
         )
         code, out = await keel("review", str(workspace), env={**env, "COLUMNS": "160"})
     assert code == 0, out

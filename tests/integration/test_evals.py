@@ -11,7 +11,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from temporalio.client import Client
 
@@ -20,7 +19,6 @@ from keel.activities.store.eval_store import EvalStore
 from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.run_store import Store
 from keel.api.cli.client import KeelClient
-from keel.api.cli.local_stack import serve_api
 from keel.api.evals.results import EvalReport
 from keel.api.evals.runner import EvalRunner, model_names
 from keel.api.evals.scenario import Decision, Scenario, bundled_scenarios, load_scenarios
@@ -28,7 +26,8 @@ from keel.api.evals.stack import scripted_models
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
-from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
+from tests.conftest import JWT_SECRET, auth_headers, token_for
+from tests.integration.keel_http import base_url, keel_api
 from tests.integration.test_cli import clean_env, keel
 
 MakeSettings = Callable[..., Settings]
@@ -52,9 +51,8 @@ def run_evals(
         with scripted_models(scenarios, models) as (server, prices):
             settings = settings_for(server, work, api_port=free_port(), prices=prices)
             async with (
-                in_process_worker(temporal_client, store, settings),
-                serve_api(settings) as url,
-                KeelClient(url, token=token_for()) as client,
+                keel_api(temporal_client, store, settings) as http,
+                KeelClient(base_url(http), token=token_for()) as client,
             ):
                 runner = EvalRunner(client, work, concurrency=4)
                 return await runner.run(scenarios, models, repeat=repeat)
@@ -314,7 +312,11 @@ async def test_keel_eval_refuses_an_invalid_scenario_before_running(tmp_path: Pa
 
 
 async def test_eval_results_are_recorded_once_per_tenant_and_read_only_there(
-    run_evals: RunEvals, store: Store, settings_for: MakeSettings, tmp_path: Path
+    run_evals: RunEvals,
+    temporal_client: Client,
+    store: Store,
+    settings_for: MakeSettings,
+    tmp_path: Path,
 ) -> None:
     report = await run_evals([built_in("explore-reads-named-files")])
     eval_id = f"eval-test-{uuid.uuid4().hex[:8]}"
@@ -322,7 +324,7 @@ async def test_eval_results_are_recorded_once_per_tenant_and_read_only_there(
     tenant = f"evals-{uuid.uuid4().hex[:6]}"
     alice, mallory = auth_headers(tenant, "alice"), auth_headers("other-tenant", "mallory")
     settings = settings_for("http://127.0.0.1:9/v1", tmp_path, api_port=free_port())
-    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with keel_api(temporal_client, store, settings, worker=False) as http:
         first = await http.post("/v1/evals", headers=alice, json=body)
         assert first.status_code == 200, first.text
         recorded = first.json()

@@ -3,42 +3,26 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from temporalio.client import Client
 
-from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
-from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
-from tests.conftest import auth_headers, in_process_worker
+from keel.worker.scripted.llm import Script, Turn
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import StartLLM, settings_of
 from tests.integration.runs import start_run
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 STEP_S = 3.0
 
 
 async def test_reads_do_not_wait_for_the_step_in_flight(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     # A fast model's call runs as a local activity, inside the workflow task: a query
     # would wait until the call ends.
     llm = scripted(Script(turns=[Turn(content="Slow answer.", delay_s=STEP_S)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30, headers=auth_headers()) as http,
-    ):
-        handle = await start_run(temporal_client, settings, workspace, fast_model=True)
+    async with keel_app(llm) as http:
+        handle = await start_run(temporal_client, settings_of(http), workspace, fast_model=True)
         began = time.monotonic()
         while llm.total_requests == 0:  # the call is in flight from here on
             assert time.monotonic() - began < 10

@@ -7,24 +7,18 @@ HTTP, a result that is not a tool output is refused, and an unanswered call expi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
-from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
-from tests.conftest import JWT_SECRET, in_process_worker
+from keel.worker.scripted.llm import Script, Turn
+from tests.conftest import JWT_SECRET
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import StartLLM, base_url
 from tests.integration.test_approvals import ALICE, BOB, finished, pending
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp_tools import call, history_text, tool_messages
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
 
 
 def laptop(tmp_path: Path) -> Path:
@@ -39,13 +33,12 @@ def laptop(tmp_path: Path) -> Path:
 async def test_keel_run_local_tools_reviews_a_directory_only_the_client_can_read(
     temporal_client: Client,
     store: Store,
+    workspace: Path,
     tmp_path: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
-    project = laptop(tmp_path)
-    server_root = tmp_path / "server"
-    server_root.mkdir()
+    project = laptop(tmp_path)  # the server's root is `workspace`, elsewhere
     llm = scripted(
         Script(
             turns=[
@@ -55,10 +48,9 @@ async def test_keel_run_local_tools_reviews_a_directory_only_the_client_can_read
             ]
         )
     )
-    settings = settings_for(llm, server_root, api_port=free_port())
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(llm) as http:
         env = clean_env(
-            KEEL_API_URL=url,
+            KEEL_API_URL=base_url(http),
             KEEL_DATA_DIR=str(tmp_path / "cli"),
             KEEL_JWT_SECRET=JWT_SECRET,
             COLUMNS="200",
@@ -83,7 +75,7 @@ async def test_keel_run_local_tools_reviews_a_directory_only_the_client_can_read
     run_id = out.split("Run ", 1)[1].split()[0]
     run = await store.get_run(run_id)
     assert run is not None and run.status == "completed"
-    assert not project.is_relative_to(server_root)
+    assert not project.is_relative_to(workspace)
     history = await history_text(temporal_client.get_workflow_handle(run_id))
     assert '"run_tool"' not in history and "src/billing.py" in history
     # No tool ran on the worker: every read went to the client and came back as its answer.
@@ -93,14 +85,8 @@ async def test_keel_run_local_tools_reviews_a_directory_only_the_client_can_read
 
 
 async def test_a_result_that_is_no_tool_output_is_refused_and_an_unanswered_call_expires(
-    temporal_client: Client,
-    store: Store,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
-    server_root = tmp_path / "server"
-    server_root.mkdir()
     llm = scripted(
         Script(
             turns=[
@@ -109,12 +95,7 @@ async def test_a_result_that_is_no_tool_output_is_refused_and_an_unanswered_call
             ]
         )
     )
-    settings = settings_for(llm, server_root, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(llm) as http:
         created = await http.post(
             "/v1/runs",
             headers=ALICE,

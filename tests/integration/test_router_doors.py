@@ -7,44 +7,28 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from temporalio.client import Client, ScheduleActionExecutionStartWorkflow
 
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.api.core.retention import RETENTION_SCHEDULE_ID
 from keel.api.identity.auth import dev_token
-from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
-from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
-from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
+from keel.worker.scripted.llm import Script, Turn
+from tests.conftest import JWT_SECRET, auth_headers, token_for
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import base_url
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client
 from tests.integration.test_retention import ADMIN, age, stale_schedule, swept
 from tests.integration.test_router import ANSWER, GUARDED_BUILD, finished
 
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
-
 
 async def test_keel_run_auto_and_mcp_start_run_auto_route_the_request(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content=ANSWER)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(), timeout=60) as http,
-    ):
+    async with keel_app(Script(turns=[Turn(content=ANSWER)]), http_timeout=60) as http:
+        url = base_url(http)
         env = clean_env(
             KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
         )
@@ -89,20 +73,12 @@ async def route_rows(store: Store, run_id: str) -> int:
 
 
 async def test_retention_empties_the_route_decisions_of_a_purged_router_run(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(Script(turns=[Turn(content=ANSWER)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"ret-route-{uuid.uuid4().hex[:8]}"
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice"), timeout=60) as http,
-    ):
+    alice = auth_headers(tenant, "alice")
+    script = Script(turns=[Turn(content=ANSWER)])
+    async with keel_app(script, headers=alice, http_timeout=60) as http:
         ids = {}
         for task in ("Old review of the code.", "New review of the code."):
             body = {"agent": "auto", "input": task, "workspace": str(workspace)}
@@ -139,21 +115,16 @@ async def test_retention_empties_the_route_decisions_of_a_purged_router_run(
 
 
 async def test_keel_run_of_an_agent_the_tokens_roles_exclude_is_refused(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, keel_app: LaunchKeel
 ) -> None:
     agents = tmp_path / "agents"
     agents.mkdir()
     (agents / "build.md").write_text(GUARDED_BUILD)
-    llm = scripted(Script(turns=[Turn(content="Built.")]))
-    settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=agents)
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(Script(turns=[Turn(content="Built.")]), agents_dir=agents) as http:
         env = clean_env(
-            KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
+            KEEL_API_URL=base_url(http),
+            KEEL_DATA_DIR=str(tmp_path / "cli"),
+            KEEL_JWT_SECRET=JWT_SECRET,
         )
         # The CLI's own token carries no roles: build is refused, with the sentence.
         code, out = await keel("run", "build", "Build it.", "--workspace", str(workspace), env=env)

@@ -11,13 +11,11 @@ import re
 from pathlib import Path
 
 import httpx
-from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.dev_stack import free_port
-from tests.conftest import JWT_SECRET, in_process_worker, token_for
-from tests.integration.keel_http import ALICE, MALLORY, MakeSettings, StartLLM
+from tests.conftest import JWT_SECRET, token_for
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import MALLORY, base_url
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client
 from tests.integration.test_subagents import delegating_review
@@ -48,15 +46,10 @@ async def all_pages(http: httpx.AsyncClient, **params: str | int) -> list[dict[s
 
 
 async def test_lists_show_top_level_runs_with_child_counts_and_children_on_request(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, tmp_path: Path, keel_app: LaunchKeel
 ) -> None:
-    settings = settings_for(scripted(delegating_review()), workspace, api_port=free_port())
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(delegating_review()) as http:
+        url = base_url(http)
         env = clean_env(
             KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
         )
@@ -67,36 +60,35 @@ async def test_lists_show_top_level_runs_with_child_counts_and_children_on_reque
         run_id = found.group(1)
         children = {f"{run_id}-task-2-2", f"{run_id}-task-2-3"}
 
-        async with httpx.AsyncClient(base_url=url, headers=ALICE, timeout=30) as http:
-            top = await all_pages(http, limit=200)
-            assert all(r["parent_run_id"] is None for r in top)
-            review = next(r for r in top if r["id"] == run_id)
-            assert review["child_count"] == 2
-            assert not children & {str(r["id"]) for r in top}
+        top = await all_pages(http, limit=200)
+        assert all(r["parent_run_id"] is None for r in top)
+        review = next(r for r in top if r["id"] == run_id)
+        assert review["child_count"] == 2
+        assert not children & {str(r["id"]) for r in top}
 
-            everything = {str(r["id"]) for r in await all_pages(http, children="include")}
-            assert {run_id, *children} <= everything
+        everything = {str(r["id"]) for r in await all_pages(http, children="include")}
+        assert {run_id, *children} <= everything
 
-            # One run's children, a page of one at a time: the cursor keeps the filter.
-            listed = await all_pages(http, parent=run_id, limit=1)
-            assert {str(r["id"]) for r in listed} == children and len(listed) == 2
-            assert all(r["parent_run_id"] == run_id and r["child_count"] == 0 for r in listed)
-            by_trigger = await all_pages(http, trigger="parent", limit=200)
-            assert children <= {str(r["id"]) for r in by_trigger}
+        # One run's children, a page of one at a time: the cursor keeps the filter.
+        listed = await all_pages(http, parent=run_id, limit=1)
+        assert {str(r["id"]) for r in listed} == children and len(listed) == 2
+        assert all(r["parent_run_id"] == run_id and r["child_count"] == 0 for r in listed)
+        by_trigger = await all_pages(http, trigger="parent", limit=200)
+        assert children <= {str(r["id"]) for r in by_trigger}
 
-            bad = await http.get("/v1/runs", params={"children": "all"})
-            assert bad.status_code == 422, bad.text
-            missing = await http.get("/v1/runs", params={"parent": "run-nobody"})
-            assert missing.status_code == 404, missing.text
+        bad = await http.get("/v1/runs", params={"children": "all"})
+        assert bad.status_code == 422, bad.text
+        missing = await http.get("/v1/runs", params={"parent": "run-nobody"})
+        assert missing.status_code == 404, missing.text
 
-            # A2A's ListTasks and MCP's list_runs list what the caller started, as REST does.
-            listed_tasks = await http.post(
-                "/a2a/",
-                json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
-                headers={"A2A-Version": "1.0"},
-            )
-            task_ids = {t["id"] for t in listed_tasks.json()["result"]["tasks"]}
-            assert run_id in task_ids and not children & task_ids, listed_tasks.text
+        # A2A's ListTasks and MCP's list_runs list what the caller started, as REST does.
+        listed_tasks = await http.post(
+            "/a2a/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+            headers={"A2A-Version": "1.0"},
+        )
+        task_ids = {t["id"] for t in listed_tasks.json()["result"]["tasks"]}
+        assert run_id in task_ids and not children & task_ids, listed_tasks.text
         async with mcp_client(url, token_for("default", "alice")) as client:
             mcp_runs = {r["id"] for r in (await call(client, "list_runs", limit=200))["runs"]}
             assert run_id in mcp_runs and not children & mcp_runs, mcp_runs

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
-from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from keel.workflows.activity_call import SUMMARY_CHARS
-from tests.conftest import auth_headers, in_process_worker
-
-StartLLM = Callable[[Script], ScriptedLLMServer]
-MakeSettings = Callable[..., Settings]
+from tests.conftest import auth_headers
+from tests.integration.conftest import LaunchKeel
 
 
 async def listed(client: Client, query: str, count: int) -> set[str]:
@@ -35,33 +27,20 @@ async def listed(client: Client, query: str, count: int) -> set[str]:
 
 
 async def test_runs_list_by_agent_and_tenant_and_name_their_steps(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                # `git status*` is allowed for the build agent: a command, a regular activity.
-                Turn(
-                    tool_calls=[
-                        ScriptedToolCall(name="bash", arguments={"command": ["git", "status"]})
-                    ]
-                ),
-                Turn(content="Done."),
-            ]
-        )
+    script = Script(
+        turns=[
+            # `git status*` is allowed for the build agent: a command, a regular activity.
+            Turn(
+                tool_calls=[ScriptedToolCall(name="bash", arguments={"command": ["git", "status"]})]
+            ),
+            Turn(content="Done."),
+        ]
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     acme, globex = f"acme-{uuid.uuid4().hex[:6]}", f"globex-{uuid.uuid4().hex[:6]}"
     started: dict[tuple[str, str], str] = {}
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(script) as http:
         for tenant, agent in [(acme, "review"), (acme, "build"), (globex, "review")]:
             response = await http.post(
                 "/v1/runs",

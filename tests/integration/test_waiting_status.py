@@ -7,14 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from temporalio.client import Client
 
-from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, Turn
-from tests.conftest import JWT_SECRET, in_process_worker, token_for
-from tests.integration.keel_http import ALICE, MakeSettings, StartLLM, finished, pending
+from tests.conftest import JWT_SECRET, token_for
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import base_url, finished, pending
 from tests.integration.test_approvals import decide
 from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_mcp import call, mcp_client
@@ -28,31 +25,20 @@ async def listed(http: httpx.AsyncClient, **params: str) -> dict[str, str]:
 
 
 async def test_a_run_whose_sub_agent_waits_for_approval_reads_waiting_everywhere(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, keel_app: LaunchKeel
 ) -> None:
     agents = tmp_path / "agents"
     agents.mkdir()
     (agents / "lead.md").write_text(LEAD)
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(tool_calls=[task("build", "CHILD-BUILD: write notes/out.txt saying hello")]),
-                Turn(content="The build agent reported back."),
-            ],
-            conversations=[build_child()],
-        )
+    script = Script(
+        turns=[
+            Turn(tool_calls=[task("build", "CHILD-BUILD: write notes/out.txt saying hello")]),
+            Turn(content="The build agent reported back."),
+        ],
+        conversations=[build_child()],
     )
-    settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=agents)
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=30) as http,
-    ):
+    async with keel_app(script, agents_dir=agents) as http:
+        url = base_url(http)
         created = await http.post(
             "/v1/runs",
             json={"agent": "lead", "input": "Add the notes.", "workspace": str(workspace)},
