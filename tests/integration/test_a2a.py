@@ -34,11 +34,11 @@ from temporalio.client import Client as TemporalClient
 
 from keel.activities.store.run_store import Store
 from keel.activities.webhooks.signature import verify_signature
-from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from tests.conftest import auth_headers, in_process_worker
+from tests.conftest import auth_headers
+from tests.integration.keel_http import base_url, keel_api
 from tests.integration.test_schedules import Receiver, eventually
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -51,8 +51,8 @@ MALLORY = auth_headers("other-tenant", "mallory")
 async def keel(
     temporal_client: TemporalClient, store: Store, settings: Settings
 ) -> AsyncIterator[str]:
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
-        yield url
+    async with keel_api(temporal_client, store, settings) as http:
+        yield base_url(http)
 
 
 @asynccontextmanager
@@ -495,9 +495,10 @@ async def test_get_task_answers_while_the_worker_is_down_and_after_it_returns(
 
     worker = spawn()
     try:
+        # The API alone: the worker is a `keel worker` process, killed and replaced.
         async with (
-            serve_api(settings) as url,
-            a2a_client(url, streaming=False, agent="build") as client,
+            keel_api(temporal_client, store, settings, worker=False) as http,
+            a2a_client(base_url(http), streaming=False, agent="build") as client,
         ):
             [response] = [r async for r in client.send_message(user_message("write it"))]
             task_id = response.task.id

@@ -26,11 +26,18 @@ from temporalio.client import Client
 
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
-from tests.conftest import JWT_SECRET, in_process_worker, token_for
-from tests.integration.keel_http import ALICE, LaunchKeel, MakeSettings, StartLLM, finished, pending
+from tests.conftest import JWT_SECRET, token_for
+from tests.integration.keel_http import (
+    ALICE,
+    LaunchKeel,
+    MakeSettings,
+    StartLLM,
+    base_url,
+    finished,
+    pending,
+)
 from tests.integration.test_a2a import a2a_client, user_message
 from tests.integration.test_a2a import keel as a2a_keel
 from tests.integration.test_approvals import executions, start, write
@@ -178,12 +185,7 @@ async def test_an_edit_into_a_denied_command_is_refused_and_the_call_can_still_b
 
 
 async def test_keel_approve_with_args_runs_the_edited_call(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(
         Script(
@@ -193,10 +195,9 @@ async def test_keel_approve_with_args_runs_the_edited_call(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(llm) as http:
         env = clean_env(
-            KEEL_API_URL=url,
+            KEEL_API_URL=base_url(http),
             KEEL_DATA_DIR=str(tmp_path / "cli"),
             KEEL_JWT_SECRET=JWT_SECRET,
             COLUMNS="200",
@@ -245,26 +246,18 @@ async def test_keel_approve_with_args_runs_the_edited_call(
 
 
 async def test_an_agent_decides_over_mcp_with_edited_arguments(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    llm = scripted(
-        Script(
-            turns=[
-                Turn(tool_calls=[write("notes/out.txt", "hello")]),
-                Turn(content="Wrote the file."),
-            ]
-        )
+    script = Script(
+        turns=[
+            Turn(tool_calls=[write("notes/out.txt", "hello")]),
+            Turn(content="Wrote the file."),
+        ]
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"mcp-{uuid.uuid4().hex[:8]}"
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        mcp_client(url, token_for(tenant, "alice")) as alice,
+        keel_app(script) as http,
+        mcp_client(base_url(http), token_for(tenant, "alice")) as alice,
     ):
         started = await call(
             alice, "start_run", agent="build", input="Make the change.", workspace=str(workspace)
