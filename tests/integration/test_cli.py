@@ -11,16 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from temporalio.client import Client
 
-from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import local_stack, serve_api
+from keel.api.cli.local_stack import local_stack
 from keel.api.identity.config import cli_token
 from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
-from tests.conftest import JWT_SECRET, auth_headers, in_process_worker, token_for
+from tests.conftest import JWT_SECRET, auth_headers, token_for
+from tests.integration.keel_http import LaunchKeel, base_url, settings_of
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
 MakeSettings = Callable[..., Settings]
@@ -69,12 +68,7 @@ async def test_demo_runs_offline_and_reports_the_files_it_read(tmp_path: Path) -
 
 
 async def test_review_runs_list_and_show_on_a_running_stack(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(
         Script(
@@ -88,9 +82,9 @@ async def test_review_runs_list_and_show_on_a_running_stack(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     out_file = tmp_path / "report.md"
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(llm) as http:
+        url = base_url(http)
         env = clean_env(
             KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
         )
@@ -164,12 +158,7 @@ async def test_embedded_stack_finds_its_runs_again_after_a_restart(
 
 
 async def test_a_run_that_asks_is_approved_from_another_terminal(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(
         Script(
@@ -186,10 +175,9 @@ async def test_a_run_that_asks_is_approved_from_another_terminal(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(llm) as http:
         env = clean_env(
-            KEEL_API_URL=url,
+            KEEL_API_URL=base_url(http),
             KEEL_DATA_DIR=str(tmp_path / "cli"),
             KEEL_JWT_SECRET=JWT_SECRET,
             COLUMNS="200",
@@ -233,22 +221,17 @@ async def test_a_run_that_asks_is_approved_from_another_terminal(
 
 
 async def test_coordinate_on_a_running_keel_finds_its_temporal_without_temporal_address(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="No retry logic in pkg/core.py.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(llm) as http:
+        url = base_url(http)
         # As README has it after `keel dev`: no TEMPORAL_ADDRESS in this shell.
         env = clean_env(
             KEEL_API_URL=url,
             KEEL_DATA_DIR=str(tmp_path / "cli"),
             KEEL_JWT_SECRET=JWT_SECRET,
-            KEEL_TASK_QUEUE=settings.task_queue,
+            KEEL_TASK_QUEUE=settings_of(http).task_queue,
         )
         # Through the API (`POST /v1/coordinations`), so the same --id again is the same one.
         ask = ("coordinate", "Review the retry logic", "--agent", f"{url}/a2a/review",
@@ -263,24 +246,15 @@ async def test_coordinate_on_a_running_keel_finds_its_temporal_without_temporal_
 
 
 async def test_coordinations_are_listed_and_a_running_one_cancelled_from_the_cli(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="The review, at last.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"cli-{uuid.uuid4().hex[:8]}"
     chosen = f"cli-{uuid.uuid4().hex[:8]}"
     llm.hold()
     try:
-        async with (
-            in_process_worker(temporal_client, store, settings),
-            serve_api(settings) as url,
-            httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as alice,
-        ):
+        async with keel_app(llm, headers=auth_headers(tenant, "alice")) as alice:
+            url = base_url(alice)
             env = clean_env(
                 KEEL_API_URL=url,
                 KEEL_DATA_DIR=str(tmp_path / "cli"),

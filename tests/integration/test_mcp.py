@@ -22,18 +22,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata, ProtectedResourceMetadata
 from mcp.shared.exceptions import MCPError
 from mcp_types import LoggingLevel, TextContent
-from temporalio.client import Client as TemporalClient
 
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.api.core.router import router_agent
 from keel.api.identity.auth import dev_token
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from tests.conftest import auth_headers, in_process_worker, token_for
+from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import LaunchKeel, base_url
 from tests.integration.test_subagents import delegating_review
 
@@ -50,6 +47,8 @@ TOOLS = {
     "search_code",
 }
 FINISHED = ("completed", "failed", "cancelled")
+UNUSED = Script(turns=[Turn(content="unused")])
+"""The model of a test that starts no run."""
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -114,11 +113,11 @@ async def until_run(
 
 
 async def test_tools_and_prompts_are_listed_and_a_token_is_required(
-    workspace: Path, settings_for: MakeSettings
+    keel_app: LaunchKeel,
 ) -> None:
-    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
     catalog = AgentCatalog.load()
-    async with serve_api(settings) as url:
+    async with keel_app(UNUSED, headers={}, worker=False) as http:
+        url = base_url(http)
         for mode in ("auto", "legacy"):
             # `legacy` is the initialize handshake most desktop clients still use.
             async with mcp_client(url, token_for(), mode=mode) as client:
@@ -208,12 +207,7 @@ async def test_tools_and_prompts_are_listed_and_a_token_is_required(
 
 
 async def test_start_a_run_follow_it_to_its_report_and_refuse_bad_calls(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(
         Script(
@@ -227,17 +221,15 @@ async def test_start_a_run_follow_it_to_its_report_and_refuse_bad_calls(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     # Tenants of this test alone, so the session's other runs do not show.
     tenant, other = f"mcp-{uuid.uuid4().hex[:8]}", f"mcp-other-{uuid.uuid4().hex[:8]}"
     run_id = f"mcp-run-{uuid.uuid4().hex[:8]}"
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        mcp_client(url, token_for(tenant, "alice")) as alice,
-        mcp_client(url, token_for(other, "mallory")) as mallory,
+        keel_app(llm, headers={}) as stack,
+        mcp_client(base_url(stack), token_for(tenant, "alice")) as alice,
+        mcp_client(base_url(stack), token_for(other, "mallory")) as mallory,
     ):
         start = {"agent": "review", "input": "Review it.", "workspace": str(workspace)}
         started = await call(alice, "start_run", **start, run_id=run_id)
@@ -314,11 +306,7 @@ def write(path: str, content: str) -> ScriptedToolCall:
 
 
 async def test_a_run_waiting_for_approval_is_decided_through_decide(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(
         Script(
@@ -328,15 +316,16 @@ async def test_a_run_waiting_for_approval_is_decided_through_decide(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"mcp-{uuid.uuid4().hex[:8]}"
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        mcp_client(url, token_for(tenant, "alice")) as alice,
-        mcp_client(url, token_for(tenant, "bob")) as bob,
-        mcp_client(url, token_for(f"mcp-other-{uuid.uuid4().hex[:8]}", "mallory")) as mallory,
+        keel_app(llm, headers={}) as stack,
+        mcp_client(base_url(stack), token_for(tenant, "alice")) as alice,
+        mcp_client(base_url(stack), token_for(tenant, "bob")) as bob,
+        mcp_client(
+            base_url(stack), token_for(f"mcp-other-{uuid.uuid4().hex[:8]}", "mallory")
+        ) as mallory,
     ):
+        url = base_url(stack)
         started = await call(
             alice,
             "start_run",
@@ -430,12 +419,12 @@ class NoTokens:
 
 
 async def test_a_client_without_a_header_is_told_which_header_to_send(
-    workspace: Path, settings_for: MakeSettings
+    keel_app: LaunchKeel,
 ) -> None:
     """With the local secret there is no authorization server: the SDK's OAuth discovery,
     as a current client runs it on a 401, ends in the sentence naming the header."""
-    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
-    async with serve_api(settings) as url:
+    async with keel_app(UNUSED, headers={}, worker=False) as stack:
+        url = base_url(stack)
         oauth = OAuthClientProvider(
             server_url=f"{url}/mcp",
             client_metadata=OAuthClientMetadata(redirect_uris=["http://127.0.0.1:1/callback"]),
@@ -463,18 +452,18 @@ async def test_a_client_without_a_header_is_told_which_header_to_send(
 
 
 async def test_with_an_issuer_the_401_points_at_protected_resource_metadata(
-    workspace: Path, settings_for: MakeSettings
+    keel_app: LaunchKeel,
 ) -> None:
     issuer = "https://idp.example.com/realms/keel"
-    settings = settings_for(
-        "http://127.0.0.1:9/v1",
-        workspace,
-        api_port=free_port(),
+    async with keel_app(
+        UNUSED,
+        headers={},
+        worker=False,
         jwks_url="https://idp.example.com/realms/keel/certs",
         jwt_issuer=issuer,
         jwt_secret=None,
-    )
-    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url) as http:
+    ) as http:
+        url = base_url(http)
         missing = await http.post("/mcp", json=INITIALIZE)
         assert missing.status_code == 401
         where = extract_resource_metadata_from_www_auth(missing)  # type: ignore[arg-type]

@@ -22,10 +22,8 @@ from keel.activities.store.audit import AuditLog
 from keel.activities.store.records import NewRun
 from keel.activities.store.router_store import RouterStore
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.api.identity.auth import dev_token
 from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.scripted.router import MALFORMED_MARK, NUL_MARK
 from keel.workflows.router.models import (
@@ -34,7 +32,8 @@ from keel.workflows.router.models import (
     RecordRouteInput,
     RouteDecision,
 )
-from tests.conftest import JWT_SECRET, in_process_worker
+from tests.conftest import JWT_SECRET
+from tests.integration.keel_http import LaunchKeel, base_url
 from tests.integration.test_a2a import a2a_client, user_message
 from tests.integration.test_a2a_rest import rest_client
 from tests.integration.test_approvals import ALICE
@@ -116,26 +115,22 @@ async def audited(admin: httpx.AsyncClient, tenant: str) -> list[tuple[str, str]
 
 async def test_routed_refused_clarified_and_malformed_paths(
     temporal_client: Client,
-    store: Store,
     workspace: Path,
     tmp_path: Path,
     scripted: StartLLM,
-    settings_for: MakeSettings,
+    keel_app: LaunchKeel,
 ) -> None:
     agents_dir = tmp_path / "agents"
     agents_dir.mkdir()
     (agents_dir / "build.md").write_text(GUARDED_BUILD)
     llm = scripted(Script(turns=[Turn(content=ANSWER)]))
-    settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=agents_dir)
     tenant = f"router-{uuid.uuid4().hex[:8]}"
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=headers(tenant, "root", admin=True)) as admin,
+        keel_app(llm, headers=headers(tenant, "root", admin=True), agents_dir=agents_dir) as admin,
         httpx.AsyncClient(
-            base_url=url, headers=headers(tenant, "dev", roles=("developer",))
+            base_url=base_url(admin), headers=headers(tenant, "dev", roles=("developer",))
         ) as dev,
-        httpx.AsyncClient(base_url=url, headers=headers(tenant, "viewer")) as viewer,
+        httpx.AsyncClient(base_url=base_url(admin), headers=headers(tenant, "viewer")) as viewer,
     ):
         # The tenant enables three agents; a non-admin may not change that (audited).
         default = (await admin.get(f"/v1/admin/router/tenants/{tenant}")).json()
@@ -270,21 +265,16 @@ async def test_routed_refused_clarified_and_malformed_paths(
 
 
 async def test_a_classification_holding_a_nul_asks_back_instead_of_failing_the_run(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     """Postgres refuses NUL in jsonb: such an answer is malformed, so the router asks."""
     llm = scripted(Script(turns=[Turn(content=ANSWER)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"router-{uuid.uuid4().hex[:8]}"
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=headers(tenant, "dev", roles=DEV)) as dev,
-        httpx.AsyncClient(base_url=url, headers=headers(tenant, "root", admin=True)) as admin,
+        keel_app(llm, headers=headers(tenant, "dev", roles=DEV)) as dev,
+        httpx.AsyncClient(
+            base_url=base_url(dev), headers=headers(tenant, "root", admin=True)
+        ) as admin,
     ):
         run_id = await routed(dev, workspace, f"{NUL_MARK} review the code")
         ia = await question(dev, run_id, set())
@@ -338,11 +328,7 @@ async def test_a_decision_quoting_a_nul_is_recorded_escaped(store: Store) -> Non
 
 
 async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     write = ScriptedToolCall(name="write_file", arguments={"path": "notes.txt", "content": "hi"})
     llm = scripted(
@@ -356,14 +342,10 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
             ],
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant = f"router-{uuid.uuid4().hex[:8]}"
     alice = headers(tenant, "alice")
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=alice, timeout=60) as http,
-    ):
+    async with keel_app(llm, http_timeout=60, headers=alice) as http:
+        url = base_url(http)
         listed = (await http.get("/v1/agents")).json()
         assert listed[-1]["name"] == "auto" and listed[-1]["tools"] == []
         # A session message may ask the router, whatever the session's agent.
@@ -466,22 +448,14 @@ async def test_sessions_a2a_and_an_unanswered_question_reach_the_router(
 
 
 async def test_the_auto_agents_http_json_binding_routes_the_request(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     """The `auto` card names `/a2a/auto/rest`; the a2a-sdk client over HTTP+JSON reaches
     the router there, as over JSON-RPC."""
     llm = scripted(Script(turns=[Turn(content=ANSWER)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     alice = headers(f"router-{uuid.uuid4().hex[:8]}", "alice")
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=alice, timeout=60) as http,
-    ):
+    async with keel_app(llm, http_timeout=60, headers=alice) as http:
+        url = base_url(http)
         card = (await http.get("/a2a/auto/.well-known/agent-card.json")).json()
         bindings = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
         assert bindings["HTTP+JSON"] == f"{url}/a2a/auto/rest"
@@ -495,11 +469,7 @@ async def test_the_auto_agents_http_json_binding_routes_the_request(
 
 
 async def test_a_routed_agents_approval_is_the_a2a_tasks_input_and_its_reply_decides_it(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     """The approval the sub-agent waits on (stored for the child run) is what the parent's
     A2A task asks; the next message of the task approves it, through the parent."""
@@ -515,12 +485,9 @@ async def test_a_routed_agents_approval_is_the_a2a_tasks_input_and_its_reply_dec
             ],
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
-        a2a_client(url, streaming=False, agent="auto") as client,
+        keel_app(llm, http_timeout=60, headers=ALICE) as http,
+        a2a_client(base_url(http), streaming=False, agent="auto") as client,
     ):
         ask = user_message("Ask the build agent to write notes.txt.")
         [first] = [r async for r in client.send_message(ask)]
