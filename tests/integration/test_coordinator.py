@@ -21,14 +21,13 @@ from temporalio.testing import ActivityEnvironment
 from keel.activities.a2a.client import A2AClientActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
-from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows.coordinator.models import CoordinatorInput, DelegateInput, RemoteAgent
 from keel.workflows.coordinator.workflow import CoordinatorWorkflow
 from keel.workflows.run.findings import findings_schema
-from tests.conftest import auth_headers, in_process_worker
+from tests.conftest import auth_headers
+from tests.integration.keel_http import LaunchKeel, base_url, settings_of
 from tests.unit.test_a2a_client_targets import agent as fake_agent
 
 
@@ -37,7 +36,7 @@ async def test_two_agents_merged_and_an_unreachable_one_marked(
     store: Store,
     workspace: Path,
     scripted: Callable[[Script], ScriptedLLMServer],
-    settings_for: Callable[..., Settings],
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(
         Script(
@@ -51,10 +50,9 @@ async def test_two_agents_merged_and_an_unreachable_one_marked(
             ]
         )
     )
-    port = free_port()
-    settings = settings_for(llm, workspace, api_port=port)
     dead = f"http://127.0.0.1:{free_port()}"
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(llm) as http:
+        url, settings = base_url(http), settings_of(http)
         request = CoordinatorInput(
             task="Review pkg/core.py",
             agents=[
@@ -101,10 +99,9 @@ FINDINGS = [
 
 async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
     temporal_client: Client,
-    store: Store,
     workspace: Path,
     scripted: Callable[[Script], ScriptedLLMServer],
-    settings_for: Callable[..., Settings],
+    keel_app: LaunchKeel,
 ) -> None:
     report = "## Findings\n- medium pkg/core.py:2\n\n```findings\n" + json.dumps(FINDINGS) + "\n```"
     llm = scripted(
@@ -119,12 +116,8 @@ async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers("default", "alice")) as http,
-    ):
+    async with keel_app(llm, headers=auth_headers("default", "alice")) as http:
+        url = base_url(http)
         result = await temporal_client.execute_workflow(
             CoordinatorWorkflow.run,
             CoordinatorInput(
@@ -137,7 +130,7 @@ async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
                 timeout_s=120,
             ),
             id=f"coord-{uuid.uuid4().hex[:8]}",
-            task_queue=settings.task_queue,
+            task_queue=settings_of(http).task_queue,
         )
         # Each run keeps its findings, checked against the published schema.
         for outcome in result.outcomes:
@@ -188,26 +181,23 @@ async def test_findings_are_kept_sent_as_data_and_merged_across_agents(
 
 
 async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
-    temporal_client: Client,
     store: Store,
     workspace: Path,
     scripted: Callable[[Script], ScriptedLLMServer],
-    settings_for: Callable[..., Settings],
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="No retry logic in pkg/core.py.")]))
     # Keel's own agents are reached whatever the webhook target policy.
-    settings = settings_for(llm, workspace, api_port=free_port(), webhook_targets="public")
     chosen = f"coord-{uuid.uuid4().hex[:8]}"
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(
-            base_url=url, headers=auth_headers("default", "alice"), timeout=30
+        keel_app(
+            llm, http_timeout=30, headers=auth_headers("default", "alice"), webhook_targets="public"
         ) as alice,
         httpx.AsyncClient(
-            base_url=url, headers=auth_headers("other-tenant", "mallory"), timeout=30
+            base_url=base_url(alice), headers=auth_headers("other-tenant", "mallory"), timeout=30
         ) as other,
     ):
+        url = base_url(alice)
         body = {"task": "Review the retry logic", "agents": [{"url": f"{url}/a2a/review"}]}
         body |= {"timeout_s": 120, "id": chosen}
         first = await alice.post("/v1/coordinations", json=body)
@@ -254,14 +244,12 @@ async def test_the_coordinations_route_is_idempotent_tenant_scoped_and_audited(
 
 
 async def test_agent_urls_follow_the_webhook_target_policy_and_bad_input_is_a_422(
-    store: Store, workspace: Path, settings_for: Callable[..., Settings]
+    store: Store, workspace: Path, keel_app: LaunchKeel
 ) -> None:
-    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
     tenant = f"coord-{uuid.uuid4().hex[:8]}"
-    async with (
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as http,
-    ):
+    unused = Script(turns=[Turn(content="unused")])
+    async with keel_app(unused, headers=auth_headers(tenant, "alice"), worker=False) as http:
+        url = base_url(http)
         own = {"url": f"{url}/a2a/review"}
         metadata = {"url": "http://169.254.169.254/latest/meta-data?token=abc"}
         refused = await http.post(
@@ -329,21 +317,15 @@ async def _until(
 
 
 async def test_a_tenant_lists_its_own_coordinations_newest_first_page_by_page(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: Callable[[Script], ScriptedLLMServer],
-    settings_for: Callable[..., Settings],
+    workspace: Path, scripted: Callable[[Script], ScriptedLLMServer], keel_app: LaunchKeel
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="Nothing to report in pkg/core.py.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant, elsewhere = f"coord-{uuid.uuid4().hex[:8]}", f"coord-{uuid.uuid4().hex[:8]}"
     async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as alice,
-        httpx.AsyncClient(base_url=url, headers=auth_headers(elsewhere, "bob")) as bob,
+        keel_app(llm, headers=auth_headers(tenant, "alice")) as alice,
+        httpx.AsyncClient(base_url=base_url(alice), headers=auth_headers(elsewhere, "bob")) as bob,
     ):
+        url = base_url(alice)
         agents = [{"url": f"{url}/a2a/review", "name": "Reviewer"}]
         mine = []
         for n in range(3):
@@ -412,20 +394,20 @@ async def test_a_running_coordination_is_cancelled_once_a_finished_one_is_a_409(
     store: Store,
     workspace: Path,
     scripted: Callable[[Script], ScriptedLLMServer],
-    settings_for: Callable[..., Settings],
+    keel_app: LaunchKeel,
 ) -> None:
     llm = scripted(Script(turns=[Turn(content="The review, at last.")]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     tenant, elsewhere = f"coord-{uuid.uuid4().hex[:8]}", f"coord-{uuid.uuid4().hex[:8]}"
     chosen = f"coord-{uuid.uuid4().hex[:8]}"
     llm.hold()
     try:
         async with (
-            in_process_worker(temporal_client, store, settings),
-            serve_api(settings) as url,
-            httpx.AsyncClient(base_url=url, headers=auth_headers(tenant, "alice")) as alice,
-            httpx.AsyncClient(base_url=url, headers=auth_headers(elsewhere, "mallory")) as other,
+            keel_app(llm, headers=auth_headers(tenant, "alice")) as alice,
+            httpx.AsyncClient(
+                base_url=base_url(alice), headers=auth_headers(elsewhere, "mallory")
+            ) as other,
         ):
+            url = base_url(alice)
             body = {"task": "Review it", "agents": [{"url": f"{url}/a2a/review"}], "id": chosen}
             started = await alice.post("/v1/coordinations", json=body)
             assert started.status_code == 201, started.text
@@ -486,11 +468,10 @@ async def test_a_running_coordination_is_cancelled_once_a_finished_one_is_a_409(
 
 
 async def test_coordinations_started_before_they_carried_a_tenant_tag_are_listed_by_their_memo(
-    temporal_client: Client, store: Store, workspace: Path, settings_for: Callable[..., Settings]
+    temporal_client: Client, keel_app: LaunchKeel
 ) -> None:
     """As `POST /v1/coordinations` started them before: the tenant in the memo only, no
     `KeelTenant`, no agents. And a tenant id no query may quote is matched on the memo."""
-    settings = settings_for("http://127.0.0.1:9/v1", workspace, api_port=free_port())
     tenant, elsewhere = f"coord-{uuid.uuid4().hex[:8]}", f"o'brien \\ {uuid.uuid4().hex[:8]}"
     idle_queue = f"nobody-polls-{uuid.uuid4().hex[:8]}"  # so they stay running
     started: list[WorkflowHandle[Any, Any]] = []
@@ -505,7 +486,8 @@ async def test_coordinations_started_before_they_carried_a_tenant_tag_are_listed
             )
         )
     try:
-        async with serve_api(settings) as url:
+        async with keel_app(Script(turns=[Turn(content="unused")]), worker=False) as stack:
+            url = base_url(stack)
             for owner, handle in zip((tenant, elsewhere), started, strict=True):
                 async with httpx.AsyncClient(
                     base_url=url, headers=auth_headers(owner, "alice")
