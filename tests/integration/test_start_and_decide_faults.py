@@ -39,6 +39,7 @@ from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall
 from keel.worker.temporal_client import connect
 from keel.workflows.run.models import RunInput
 from tests.conftest import auth_headers, in_process_worker
+from tests.integration.keel_http import LaunchKeel
 from tests.integration.test_approvals import executions, finished, pending
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -57,6 +58,7 @@ async def test_a_run_started_while_temporal_is_down_is_a_503_and_a_retry_starts_
     scripted: StartLLM,
     settings_for: MakeSettings,
 ) -> None:
+    # Its own stack: a Temporal server of this test's, which it stops and starts again.
     server = TemporalDevServer(
         db_file=tmp_path / "outage.sqlite", port=free_port(), log_file=tmp_path / "outage.log"
     )
@@ -228,21 +230,12 @@ async def test_concurrent_starts_with_one_run_id_and_different_bodies_never_cont
 
 
 async def test_identical_retries_of_a_session_message_answer_with_the_run(
-    temporal_client: TemporalClient,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     rounds, copies = 3, 8
     llm = scripted(Script(turns=[Turn(content=f"Answer {i}.") for i in range(rounds + 1)]))
-    settings = settings_for(llm, workspace, api_port=free_port())
     contradictions: list[object] = []
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
-    ):
+    async with keel_app(llm, http_timeout=60, headers=ALICE) as http:
         session = await http.post(
             "/v1/sessions", json={"agent": "review", "workspace": str(workspace)}
         )
@@ -383,6 +376,7 @@ async def test_a2a_answers_temporal_down_as_a_retryable_503_and_a_resent_answer_
     scripted: StartLLM,
     settings_for: MakeSettings,
 ) -> None:
+    # Its own stack: a Temporal server of this test's, which it stops and starts again.
     server = TemporalDevServer(
         db_file=tmp_path / "a2a-outage.sqlite", port=free_port(), log_file=tmp_path / "a2a.log"
     )

@@ -12,16 +12,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
-from keel.api.cli.local_stack import serve_api
 from keel.api.core.tenant_ids import scoped
 from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Conversation, Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows import timeouts
 from keel.workflows.gate.permissions import PermissionRule
@@ -29,6 +26,7 @@ from keel.workflows.interactions.models import Interaction, InteractionDecision
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import AgentSpec
 from tests.conftest import JWT_SECRET, in_process_worker
+from tests.integration.keel_http import LaunchKeel, base_url, settings_of
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import (
     ALICE,
@@ -177,14 +175,13 @@ def write(path: str, content: str) -> ScriptedToolCall:
 
 @pytest.mark.parametrize("held_elsewhere", [False, True], ids=["own-id", "id-another-tenant-holds"])
 async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
-    temporal_client: Client,
     store: Store,
     workspace: Path,
     tmp_path: Path,
     database_url: str,
     scripted: StartLLM,
-    settings_for: MakeSettings,
     held_elsewhere: bool,
+    keel_app: LaunchKeel,
 ) -> None:
     """Also with a run id another tenant holds (issue 21, #18): the run is kept under a
     scoped key, and its children, their interactions and events show the ids as chosen."""
@@ -200,12 +197,7 @@ async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
             conversations=[build_child()],
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port(), agents_dir=agents)
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    async with keel_app(llm, headers={}, http_timeout=30, agents_dir=agents) as http:
         chosen = f"lead-{uuid.uuid4().hex[:8]}"
         if held_elsewhere:
             await bare_run(store, workspace, "held", tenant_id="other-tenant", run_id=chosen)
@@ -268,11 +260,7 @@ async def test_a_childs_approval_is_decided_through_the_parent_and_runs_once(
 
 
 async def test_cancelling_the_parent_cancels_its_children(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    temporal_client: Client, workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(
         Script(
@@ -291,13 +279,8 @@ async def test_cancelling_the_parent_cancels_its_children(
             ],
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
-        handle = await start_run(temporal_client, settings, workspace, spec=delegating())
+    async with keel_app(llm, headers={}, http_timeout=30) as http:
+        handle = await start_run(temporal_client, settings_of(http), workspace, spec=delegating())
         await wait_until(lambda: llm.requests_of("CHILD-A")[0] + llm.requests_of("CHILD-B")[0] == 2)
         cancelled = await http.post(f"/v1/runs/{handle.id}/cancel", headers=ALICE)
         assert cancelled.status_code == 200, cancelled.text
@@ -566,16 +549,11 @@ def delegating_review() -> Script:
 
 
 async def test_keel_review_delegates_and_runs_show_prints_the_tree(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    tmp_path: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     llm = scripted(delegating_review())
-    settings = settings_for(llm, workspace, api_port=free_port())
-    async with in_process_worker(temporal_client, store, settings), serve_api(settings) as url:
+    async with keel_app(llm) as http:
+        url = base_url(http)
         env = clean_env(
             KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
         )
