@@ -102,6 +102,7 @@ class StackThread:
         client = await connect(settings.temporal_address)
         store = await Store.open(settings.database_url)
         try:
+            # Its own stack: in a thread with its own event loop, for schemathesis's blocking calls.
             async with in_process_worker(client, store, settings), serve_api(settings) as url:
                 self.url = url
                 self._ready.set()

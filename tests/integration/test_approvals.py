@@ -306,6 +306,7 @@ async def test_an_approval_after_a_worker_restart_is_honoured_once(
         )
     )
     settings = settings_for(llm, workspace, api_port=free_port())
+    # Its own stack: the worker is a `keel worker` process, killed and replaced.
     worker = subprocess.Popen(
         [sys.executable, "-m", "keel.api.cli.main", "worker"],
         env=worker_env(settings),

@@ -128,6 +128,7 @@ async def test_a_postgres_outage_of_40_s_mid_run(
             ]
         )
     )
+    # Its own stack: Keel reaches Postgres through a proxy the test cuts, with a store of its own.
     async with proxied(database_url) as (proxy, url):
         settings = settings_for(llm, workspace, database_url=url, api_port=free_port())
         store = await Store.open(url)

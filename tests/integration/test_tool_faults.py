@@ -194,6 +194,7 @@ async def test_a_worker_killed_right_after_the_approval_runs_the_command_once(
     workers: list[subprocess.Popen[bytes]] = []
     outcomes: list[str] = []
     try:
+        # Its own stack: the workers are `keel worker` processes, killed mid-step.
         async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
             for round_, delay_s in enumerate((0.0, 0.001, 0.003, 0.01)):
                 root = workspace / f"round-{round_}"
@@ -267,6 +268,7 @@ async def test_a_command_dies_with_its_killed_worker_and_the_model_is_told(
 
     workers = [spawn()]
     try:
+        # Its own stack: the workers are `keel worker` processes, killed mid-step.
         async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
             run_id = await start(http, workspace)
             [ia] = await pending(http, run_id)

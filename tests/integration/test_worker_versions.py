@@ -79,6 +79,7 @@ async def test_runs_on_version_a_finish_while_b_rolls_out(
         worker_versioning=behavior,
     )
     b = a.model_copy(update={"worker_build_id": "b"})
+    # Its own stack: two workers of different build ids, one after the other, under one API.
     async with (
         serve_api(a) as url,
         httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
