@@ -15,15 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from temporalio.client import Client
 
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
-from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from tests.conftest import in_process_worker
+from tests.integration.keel_http import LaunchKeel
 from tests.integration.test_approvals import ALICE, decide, finished, pending, start
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -103,11 +100,7 @@ async def one_round(
 
 @pytest.mark.scale
 async def test_approve_and_reject_racing_leave_one_consistent_outcome(
-    temporal_client: Client,
-    store: Store,
-    workspace: Path,
-    scripted: StartLLM,
-    settings_for: MakeSettings,
+    store: Store, workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
     append = [sys.executable, "-c", "open('ran.txt', 'a').write('x')"]
     llm = scripted(
@@ -118,14 +111,9 @@ async def test_approve_and_reject_racing_leave_one_consistent_outcome(
             ]
         )
     )
-    settings = settings_for(llm, workspace, api_port=free_port())
     contradictions: list[str] = []
     winners: list[str] = []
-    async with (
-        in_process_worker(temporal_client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=60) as http,
-    ):
+    async with keel_app(llm, headers={}, http_timeout=60) as http:
         for round_ in range(ROUNDS):
             found = await one_round(http, store, workspace, round_)
             contradictions.extend(found)

@@ -11,13 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.workspaces import generate_workspace
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
 from keel.worker.observability.metrics import worker_runtime
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
 from tests.conftest import in_process_worker
+from tests.integration.keel_http import keel_api
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import ALICE, decide, finished, pending, start, write
 
@@ -85,11 +85,8 @@ async def test_a_run_moves_the_counters_by_what_it_did(
     worker_url = f"http://127.0.0.1:{settings.worker_metrics_port}/metrics"
     api_url = f"http://127.0.0.1:{settings.api_metrics_port}/metrics"
     queue = {"task_queue": settings.task_queue}
-    async with (
-        in_process_worker(client, store, settings),
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
-    ):
+    # Shared set-up, with a Temporal client of this test's: its runtime exports the metrics.
+    async with keel_api(client, store, settings, headers={}) as http:
         # The database and the API's registry are shared with earlier tests: compare
         # against what they showed before this run.
         before, _ = await scrape(api_url)

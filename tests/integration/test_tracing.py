@@ -7,14 +7,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
 from keel.worker.observability.tracing import install_tracing, temporal_plugins
@@ -22,6 +20,7 @@ from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall
 from keel.worker.temporal_client import connect
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
+from tests.integration.keel_http import keel_api
 from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import decide, finished, pending, start, write
@@ -74,7 +73,8 @@ async def test_a_run_exports_its_genai_spans_once_under_the_request(
     )
     install_tracing(settings, "keel-test")
     client: Client = await connect(temporal_server.address, plugins=temporal_plugins(settings))
-    async with serve_api(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    # The API alone, traced through this test's client; two workers in turn take the run.
+    async with keel_api(client, store, settings, headers={}, worker=False) as http:
         async with in_process_worker(client, store, settings):
             run_id = await start(http, workspace)
             [ia] = await pending(http, run_id)
