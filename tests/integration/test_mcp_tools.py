@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,7 +18,6 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowHandle
 
 from keel.activities.store.run_store import Store
-from keel.api.cli.local_stack import serve_api
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
@@ -28,7 +26,8 @@ from keel.workflows.interactions.models import Interaction, InteractionDecision
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import AgentSpec
 from keel.workflows.run.models import RunResult
-from tests.conftest import auth_headers, in_process_worker
+from tests.conftest import in_process_worker
+from tests.integration.keel_http import LaunchKeel
 from tests.integration.runs import start_run
 
 StartLLM = Callable[[Script], ScriptedLLMServer]
@@ -368,15 +367,11 @@ async def test_a_call_an_earlier_attempt_claimed_is_never_sent_again(
 
 
 async def test_the_agents_list_names_the_mcp_servers_an_agent_uses(
-    tmp_path: Path, workspace: Path, scripted: StartLLM, settings_for: MakeSettings
+    tmp_path: Path, keel_app: LaunchKeel
 ) -> None:
     helpdesk(tmp_path / "agents", [tickets_server("http://127.0.0.1:9/mcp")])
-    llm = scripted(Script(turns=[Turn(content="unused")]))
-    settings = settings_for(llm, workspace, agents_dir=tmp_path / "agents", api_port=free_port())
-    async with (
-        serve_api(settings) as url,
-        httpx.AsyncClient(base_url=url, headers=auth_headers()) as http,
-    ):
+    unused = Script(turns=[Turn(content="unused")])
+    async with keel_app(unused, worker=False, agents_dir=tmp_path / "agents") as http:
         agents = {a["name"]: a for a in (await http.get("/v1/agents")).json()}
     assert agents["helpdesk"]["mcp_servers"] == ["tickets"]
     assert agents["review"]["mcp_servers"] == []
