@@ -93,7 +93,9 @@ async def test_a_cost_ceiling_that_cannot_cover_everything_ends_partial_on_every
         run_id = found[1]
         async with httpx.AsyncClient(base_url=url, headers=auth_headers()) as http:
             got = (await http.get(f"/v1/runs/{run_id}")).json()
-        code, listed = await keel("runs", "list", env=env)
+        # Wider still: other tests' runs in this database may have long ids and agents,
+        # and a squeezed status column would fold "completed · partial" over two lines.
+        code, listed = await keel("runs", "list", env={**env, "COLUMNS": "400"})
         assert code == 0, listed
         async with a2a_client(url, streaming=False) as a2a:
             as_task = await a2a.get_task(GetTaskRequest(id=run_id))
