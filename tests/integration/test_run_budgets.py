@@ -255,8 +255,8 @@ async def test_a_cost_ceiling_that_is_not_a_positive_number_or_cannot_hold_is_re
             KEEL_API_URL=url, KEEL_DATA_DIR=str(tmp_path / "cli"), KEEL_JWT_SECRET=JWT_SECRET
         )
         for given, sentence in (
-            ("-1", "--max-cost: Must be more than 0."),
-            ("0", "--max-cost: Must be more than 0."),
+            ("-1", "--max-cost: Must be more than 0, not -1"),
+            ("0", "--max-cost: Must be more than 0, not 0"),
             ("lots", "--max-cost: 'lots' is not a number; give US dollars, such as 0.50."),
             ("nan", "--max-cost: 'nan' is not a number; give US dollars, such as 0.50."),
         ):
