@@ -4,7 +4,8 @@ Every surface (REST, MCP, A2A, the CLI through REST) decides through here, so a
 decision takes, or is refused and audited, the same way whichever door it came in by.
 
 A decision goes to the run as the workflow's `decide` update, which answers at once
-whether it took. With no worker to run the update, the decision is sent as the
+whether it took. With no worker to run the update (or a run whose workflow task keeps
+failing, which Temporal admits no update to), the decision is sent as the
 `resolve_interaction` signal instead, which Temporal keeps until a worker takes it, and
 the caller hears `queued`. Sending the same decision again is idempotent: once it has
 taken, the answer is `accepted` again, not a conflict.
@@ -68,6 +69,27 @@ UNPROCESSED = "UnprocessedUpdate"
 UNSEEN_TRIES = 6
 UNSEEN_BACKOFF_S = 0.1
 RUN_ENDED = frozenset({"CanceledUpdate", "AcceptedUpdateCompletedWorkflowFailure"})
+
+
+TASK_FAILING = "workflow task in failed state"
+"""Temporal's FAILED_PRECONDITION for an update to a run whose workflow task keeps
+failing or timing out (its worker died in it, or is too loaded to finish it): the server
+admits no update until a task completes, but takes signals."""
+
+
+def _unseen(err: BaseException) -> bool:
+    """The run never saw the decision, and a signal will reach it: no worker took the
+    update in time, the server dropped it unprocessed, or the run's workflow task is
+    failing and the server admits no update until one completes."""
+    if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError):
+        return True
+    if isinstance(err, WorkflowUpdateFailedError):
+        return isinstance(err.cause, ApplicationError) and err.cause.type == UNPROCESSED
+    if isinstance(err, RPCError):
+        return (
+            err.status == RPCStatusCode.FAILED_PRECONDITION and TASK_FAILING in err.message.lower()
+        )
+    return False
 
 
 class InteractionClosed(Conflict):
@@ -153,14 +175,16 @@ class DecisionService:
         try:
             try:
                 outcome = await self._send(run_id, decision)
-            except (WorkflowUpdateRPCTimeoutOrCancelledError, WorkflowUpdateFailedError) as err:
-                unseen = not isinstance(err, WorkflowUpdateFailedError) or (
-                    isinstance(err.cause, ApplicationError) and err.cause.type == UNPROCESSED
-                )
-                if not unseen:
+            except (
+                WorkflowUpdateRPCTimeoutOrCancelledError,
+                WorkflowUpdateFailedError,
+                RPCError,
+            ) as err:
+                if not _unseen(err):
                     raise
-                # No worker took it in time, or none processed it: leave it with Temporal,
-                # unless it was decided meanwhile (then the signal would be ignored).
+                # No worker took it in time, none processed it, or none can yet: leave it
+                # with Temporal, unless it was decided meanwhile (then the signal would be
+                # ignored).
                 await self._unless_decided(run_id, decision)
                 return await self._queue(run_id, decision, stored)
         except _DecidedMeanwhile as meanwhile:

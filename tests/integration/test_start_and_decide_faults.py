@@ -27,7 +27,11 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio import workflow
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
 from temporalio.client import Client as TemporalClient
+from temporalio.worker import Worker
 
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_texts import texts_key
@@ -37,6 +41,8 @@ from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.worker.temporal_client import connect
+from keel.workflows.interactions.models import InteractionDecision
+from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.models import RunInput
 from tests.conftest import auth_headers, in_process_worker
 from tests.integration.keel_http import LaunchKeel
@@ -484,3 +490,73 @@ async def test_a_decision_temporal_cannot_take_while_another_decides_answers_wit
         monkeypatch.undo()
         assert (await decide(http, waiting, ia_waiting, "approve")).status_code == 200
         assert (await finished(http, decided))["status"] == "completed"
+
+
+# -- found by the scale-out drill -----------------------------------------------------
+
+
+@workflow.defn(name="AgentRunWorkflow", sandboxed=False)
+class FailingTasks:
+    """A worker whose every workflow task of a run fails, as an overloaded or dying one's
+    time out: the Temporal server then admits no update until a task completes."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        raise RuntimeError("this workflow task fails")
+
+
+async def task_attempt(temporal_client: TemporalClient, run_id: str) -> int:
+    described = await temporal_client.workflow_service.describe_workflow_execution(
+        DescribeWorkflowExecutionRequest(
+            namespace=temporal_client.namespace, execution=WorkflowExecution(workflow_id=run_id)
+        )
+    )
+    return int(described.pending_workflow_task.attempt)
+
+
+@pytest.mark.durability
+async def test_a_decision_while_the_runs_workflow_task_keeps_failing_is_queued(
+    temporal_client: TemporalClient,
+    store: Store,
+    database_url: str,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """Temporal refuses an update while a run's workflow task is failing (FAILED_PRECONDITION,
+    "Workflow Task in failed state"): its worker died in it, or overran it. The drill saw
+    Keel answer that with a 500 saying its setup was broken; the decision is queued like
+    one no worker took (202), and the run applies it once when a task completes."""
+    from tests.integration.test_approvals import write
+
+    script = Script(turns=[Turn(tool_calls=[write("failing.txt", "1")]), Turn(content="Wrote.")])
+    settings = settings_for(scripted(script), workspace, api_port=free_port())
+    async with (
+        serve_api(settings) as url,
+        httpx.AsyncClient(base_url=url, headers=ALICE, timeout=60) as http,
+    ):
+        async with in_process_worker(temporal_client, store, settings):
+            body = {"agent": "build", "input": "Write it.", "workspace": str(workspace)}
+            run_id = (await http.post("/v1/runs", json=body)).json()["id"]
+            [ia] = await pending(http, run_id)
+        failing = Worker(temporal_client, task_queue=settings.task_queue, workflows=[FailingTasks])
+        async with failing:
+            # Something for a workflow task to do (a decision of nothing, which the run
+            # ignores): each attempt now fails.
+            await temporal_client.get_workflow_handle(run_id).signal(
+                AgentRunWorkflow.resolve_interaction,
+                InteractionDecision(interaction_id="ia-none", decision="reject", approver="x"),
+            )
+            for _ in range(300):
+                if await task_attempt(temporal_client, run_id) >= 3:
+                    break
+                await asyncio.sleep(0.1)
+            assert await task_attempt(temporal_client, run_id) >= 3
+            approve = {"decision": "approve", "payload_hash": ia["payload_hash"]}
+            answer = await http.post(f"/v1/runs/{run_id}/interactions/{ia['id']}", json=approve)
+            assert (answer.status_code, answer.json().get("status")) == (202, "queued"), answer.text
+        async with in_process_worker(temporal_client, store, settings):
+            run = await finished(http, run_id)
+        assert run["status"] == "completed" and run["report"] == "Wrote."
+    assert (workspace / "failing.txt").read_text() == "1"
+    assert await executions(database_url, run_id) == 1
