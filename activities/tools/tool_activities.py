@@ -192,13 +192,17 @@ class ToolActivities(ToolCalls):
         )
 
     async def _stored_digest(self, call: ToolCallInput) -> ToolDigest | None:
-        """A retry after the output was stored (or held): answer from the store, run nothing."""
+        """A retry after the output was stored (or held): answer from the store, run nothing.
+
+        A worker that died between storing the output and ending the approval it executed
+        left that `executing`: the retry ends it, as the stored output says."""
         stored = await self._store.get_message(call.run_id, call.step, call.ord)
         if stored is None:
             held = (
                 await self._held.get(call.run_id, call.step, call.ord) if call.hold_output else None
             )
             return ToolDigest(is_error=held[1]) if held is not None else None
+        await self._end_interaction(call, is_error=stored.is_error)
         repeats = await self._store.output_repeats(call.run_id, call.step, stored.sha256 or "")
         return ToolDigest(is_error=stored.is_error, stale=repeats)
 
@@ -248,16 +252,20 @@ class ToolActivities(ToolCalls):
                 is_error=output.is_error,
             ),
         )
-        if call.interaction_id is not None:
-            final = "failed" if output.is_error else "executed"
-            marked = await self._interactions.mark(
-                call.run_id, call.interaction_id, final, when="executing"
-            )
-            if not marked:  # refused before it started: invalid arguments, server down
-                await self._interactions.mark(
-                    call.run_id, call.interaction_id, final, when="approved"
-                )
+        await self._end_interaction(call, is_error=output.is_error)
         return ToolDigest(is_error=output.is_error, stale=repeats)
+
+    async def _end_interaction(self, call: ToolCallInput, *, is_error: bool) -> None:
+        """The approval the call executed is `executed` (or `failed`) once its output is
+        stored; a no-op when it has no approval or has ended already."""
+        if call.interaction_id is None:
+            return
+        final = "failed" if is_error else "executed"
+        marked = await self._interactions.mark(
+            call.run_id, call.interaction_id, final, when="executing"
+        )
+        if not marked:  # refused before it started: invalid arguments, server down
+            await self._interactions.mark(call.run_id, call.interaction_id, final, when="approved")
 
     async def _execute_once(self, call: ToolCallInput, *, acting: bool) -> ToolOutput:
         """Run the call; an acting call that may already have run is not run again.

@@ -21,14 +21,21 @@ from pathlib import Path
 import httpx
 import pytest
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
+from keel.activities.store.audit import AuditLog
+from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.run_store import Store
+from keel.activities.tools.mcp_client import McpClient
+from keel.activities.tools.sandbox import Sandbox
+from keel.activities.tools.tool_activities import ToolActivities
 from keel.api.cli.local_stack import serve_api
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import free_port
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.run.models import RunResult
+from keel.workflows.run.step_models import ToolCallInput
 from tests.conftest import in_process_worker
 from tests.integration.runs import agent, start_run
 from tests.integration.test_approvals import decide, finished, pending, start
@@ -296,3 +303,50 @@ async def test_a_command_dies_with_its_killed_worker_and_the_model_is_told(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+async def test_a_worker_killed_after_an_approved_calls_output_was_stored_still_ends_it(
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    """Found by the scale-out drill: a worker SIGKILLed after an approved call's output was
+    stored and before its interaction was marked `executed` left it `executing` for good,
+    though the run completed: the retry answered from the stored output and marked
+    nothing. The retry ends the interaction as the output says, and runs nothing again."""
+    llm = scripted(Script(turns=[Turn(tool_calls=[bash(*APPEND)]), Turn(content="Appended.")]))
+    settings = settings_for(llm, workspace)
+    async with in_process_worker(temporal_client, store, settings):
+        handle = await start_run(temporal_client, settings, workspace, spec=agent("build"))
+        asked = await pending_in(handle)
+        await approve(handle, asked)
+        result: RunResult = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.status == "completed"
+    interactions = InteractionStore(store.pool)
+    # Where the killed worker left it: the output stored, the interaction still executing.
+    assert await interactions.mark(handle.id, asked.id, "executing", when="executed")
+    tools = ToolActivities(
+        store,
+        interactions,
+        AuditLog(store.pool),
+        workspace.parent,
+        mcp=McpClient({}, timeout_s=5),
+        sandbox=Sandbox.configured("off"),
+    )
+    retried = ToolCallInput(
+        run_id=handle.id,
+        step=asked.step,
+        ord=asked.ord,
+        call_id=asked.call_id,
+        name="bash",
+        arguments=asked.arguments,
+        workspace=str(workspace),
+        event_seq=900,
+        interaction_id=asked.id,
+    )
+    digest = await ActivityEnvironment().run(tools.run_tool, retried)
+    assert not digest.is_error
+    assert await interactions.status(handle.id, asked.id) == "executed"
+    assert (workspace / "ran.txt").read_text() == "x"
