@@ -311,6 +311,8 @@ async def schedule_fires(
         return detail, runs
 
     detail, runs = await until(all_ended, "the scheduled runs to end")
+    # The session's Temporal server is shared with other tests: the schedule goes.
+    assert (await clients[0].delete(f"/v1/schedules/{sid}", headers=ALICE)).status_code == 204
     return sid, detail, runs
 
 
