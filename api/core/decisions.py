@@ -53,6 +53,7 @@ from keel.workflows.run.agent_run import AgentRunWorkflow
 # polling, and the decision is queued as a signal instead.
 DECIDE_WAIT = timedelta(seconds=3)
 READ_WAIT = timedelta(seconds=2)
+STORED_POLL_S = 0.05
 ERROR_OF_PROBLEM: dict[str, type[KeelError]] = {
     "InteractionNotFound": NotFound,
     "InteractionClosed": Conflict,
@@ -198,6 +199,10 @@ class DecisionService:
             reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
             if kind == "InteractionClosed":
                 current = await self._current(run_id, interaction_id)
+                if current is not None and current.status == "pending":
+                    # Another request's decision is being stored: a repeat of it (a client
+                    # that sent it again, its first connection broken) hears how it went.
+                    current = await self._stored(run_id, interaction_id) or current
                 if current is not None and _repeats(current, decision):
                     return _accepted(run_id, current)
             await parts.audit.refused_decision(user, run_id, interaction_id, body.decision, reason)
@@ -325,6 +330,17 @@ class DecisionService:
             user, run_id, decision.interaction_id, decision.decision, reason
         )
         raise InteractionClosed(reason)
+
+    async def _stored(self, run_id: str, interaction_id: str) -> Interaction | None:
+        """The interaction once a decision of it is stored in Postgres (None if none is
+        within `DECIDE_WAIT`): the run stores one before it answers its request."""
+        deadline = asyncio.get_running_loop().time() + DECIDE_WAIT.total_seconds()
+        while asyncio.get_running_loop().time() < deadline:
+            stored = await self._parts.interactions.get(run_id, interaction_id)
+            if stored is not None and stored.status != "pending":
+                return stored
+            await asyncio.sleep(STORED_POLL_S)
+        return None
 
     async def _current(self, run_id: str, interaction_id: str) -> Interaction | None:
         """The interaction as the run has it now (Postgres if the run cannot answer)."""

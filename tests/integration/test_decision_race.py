@@ -12,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -121,3 +122,29 @@ async def test_approve_and_reject_racing_leave_one_consistent_outcome(
             winners.append("approve" if ran else "reject")
     print(f"winners: {winners}")
     assert contradictions == [], "\n".join(contradictions)
+
+
+async def test_the_same_approval_sent_again_while_the_first_is_stored_hears_it_took(
+    workspace: Path, scripted: StartLLM, keel_app: Any
+) -> None:
+    """Found by the scale-out drill: a client that sends its approval again because the
+    first request's connection broke (its API replica died) reached the run while the
+    first was still being stored, and heard 409 "already being decided by another
+    request" — about its own decision, which took. The same decision from the same person
+    waits for the stored outcome and hears that it took."""
+    append = [sys.executable, "-c", "open('ran.txt', 'a').write('x')"]
+    script = Script(
+        turns=[
+            Turn(tool_calls=[ScriptedToolCall(name="bash", arguments={"command": append})]),
+            Turn(content="Done."),
+        ]
+    )
+    async with keel_app(scripted(script), headers=ALICE) as http:
+        run_id = await start(http, workspace)
+        [ia] = await pending(http, run_id)
+        answers = await asyncio.gather(*(decide(http, run_id, ia) for _ in range(EACH)))
+        codes = [(a.status_code, a.json().get("status")) for a in answers]
+        assert all(code in (200, 202) for code, _ in codes), [a.text for a in answers]
+        run = await finished(http, run_id)
+    assert run["status"] == "completed"
+    assert (workspace / "ran.txt").read_text() == "x"
