@@ -82,7 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption("--dist", dest="dist", default="no")
 
 
-LANES = ("durability", "fuzz", "scale", "realtime")
+LANES = ("durability", "fuzz", "scale", "realtime", "cluster")
 """Marks of the slow lanes: each is also `slow`, which the default run deselects."""
 
 
