@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from keel.worker.dev_stack import free_port
 from tests.integration.test_dev_offline import START_TIMEOUT_S, _read_until, keel, newcomer_env
@@ -51,6 +52,9 @@ def drop_a_stream_mid_response(port: int, run_id: str, token: str) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
+# Starts a whole keel dev and drops streams ten times: the slow lane, as other tests
+# that start several keel processes are, so the README's command stays within 8 minutes.
+@pytest.mark.slow
 async def test_a_dev_stack_stays_quiet_through_client_errors_and_a_failing_model(
     tmp_path: Path,
 ) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from a2a.types import GetTaskRequest
 from temporalio.client import Client
 from temporalio.worker import Replayer
@@ -239,6 +240,9 @@ async def test_a_schedules_ceiling_holds_the_runs_it_starts(
     assert spent <= 0.1 + largest, (spent, largest)
 
 
+# Eight keel CLI processes: the slow lane, which CI runs after the README's command,
+# so that command stays within 8 minutes.
+@pytest.mark.slow
 async def test_a_cost_ceiling_that_is_not_a_positive_number_or_cannot_hold_is_refused(
     keel_app: LaunchKeel, workspace: Path, tmp_path: Path
 ) -> None:
