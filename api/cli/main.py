@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Column, Table
+from rich.table import Table
 
 from keel.api.cli.ceiling_options import CEILING_FLAGS, MaxCost, MaxTokens, cost_usd
 from keel.api.cli.client import KeelApiError, KeelClient
@@ -33,10 +33,10 @@ from keel.api.cli.progress import Decider, follow_run, terminal_decider, usage_t
 from keel.api.cli.report_view import report_view
 from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
-from keel.api.cli.run_view import run_view
+from keel.api.cli.runs_commands import runs_app
 from keel.api.cli.schedules import schedules_app
 from keel.api.cli.setup import setup_app
-from keel.api.cli.tables import fitted_table, id_column
+from keel.api.cli.tables import id_column
 from keel.api.core.schemas.interactions import InteractionDecisionCreate
 from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.identity.auth import dev_token
@@ -48,7 +48,6 @@ from keel.worker.observability.log_format import configure_logging
 from keel.worker.observability.quiet_logs import quiet_expected_failures
 
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
-runs_app = typer.Typer(help="Inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
@@ -460,89 +459,6 @@ def audit_verify(
         raise fail(str(exc)) from None
     if not ok:
         raise typer.Exit(code=1)
-
-
-TOKENS = "tokens (with sub-agents)"
-
-
-@runs_app.command("list")
-def runs_list(
-    limit: Annotated[int, typer.Option(min=1, max=200)] = 20,
-    children: Annotated[
-        bool, typer.Option("--children", help="List sub-agent runs too, not only top-level ones.")
-    ] = False,
-    parent: Annotated[
-        str | None, typer.Option("--parent", help="List the sub-agent runs this run started.")
-    ] = None,
-    status: Annotated[
-        str | None,
-        typer.Option("--status", help="Only runs in this status, e.g. waiting or running."),
-    ] = None,
-) -> None:
-    """List recent top-level runs, each with how many sub-agent runs it started."""
-
-    async def main() -> None:
-        async with keel_api(KeelClient) as (client, _):
-            page = await client.list_runs(limit, children=children, parent=parent, status=status)
-        columns = [
-            id_column("id", (run.id for run in page.runs)),
-            *map(Column, ("agent", "status", "stop reason", "steps", "tools", "children")),
-            *map(Column, (TOKENS, "cost", "created")),
-        ]
-        rows = []
-        for run in page.runs:
-            total = run.total_usage or run.usage
-            rows.append(
-                (
-                    run.id,
-                    run.agent,
-                    run.status + (f" · {run.coverage.status}" if run.coverage is not None else ""),
-                    run.stop_reason or "",
-                    str(run.steps),
-                    str(run.tool_calls),
-                    str(run.child_count),
-                    str(total.total_tokens),
-                    f"${total.cost_usd:.4f}",
-                    run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                )
-            )
-        optional = ("created", "tools", "steps", "stop reason", "cost", "children", TOKENS)
-        table = fitted_table(console, columns, rows, optional)
-        console.print(table)
-
-    run_command(main())
-
-
-@runs_app.command("cancel")
-def runs_cancel(run_id: str) -> None:
-    """Cancel a run (a queued one leaves its session's queue)."""
-
-    async def main() -> None:
-        async with keel_api(KeelClient) as (client, _):
-            run = await client.cancel(run_id)
-        console.print(f"{run.id}: {run.status}")
-
-    run_command(main())
-
-
-@runs_app.command("show")
-def runs_show(
-    run_id: str,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the run as the API answers it, as JSON.")
-    ] = False,
-) -> None:
-    """Show one run: what it was asked, how it ended, its sub-agent runs and its report."""
-
-    async def main() -> None:
-        async with keel_api(KeelClient) as (client, _):
-            run = await client.get_run(run_id)
-        if as_json:
-            console.print_json(run.model_dump_json())
-        else:
-            console.print(run_view(run))
-
-    run_command(main())
 
 
 @app.command()

@@ -502,7 +502,7 @@ async def test_three_workers_and_two_apis_survive_kills_and_keep_every_promise(
         finally:
             for http in clients:
                 await http.aclose()
-            await cleanup(temporal_client, cluster)
+            await cleanup(temporal_client)
 
         asks_done = [r.decision_s for r in runs if r.decision_s is not None]
         print(
@@ -522,9 +522,8 @@ async def test_three_workers_and_two_apis_survive_kills_and_keep_every_promise(
         model.stop()
 
 
-async def cleanup(temporal: Client, cluster: KeelCluster) -> None:
+async def cleanup(temporal: Client) -> None:
     """The session's Temporal server is shared with other tests: no schedule stays."""
-    del cluster
     try:
         await temporal.get_schedule_handle(RETENTION_SCHEDULE_ID).delete()
     except RPCError:  # gone already, or never made
