@@ -12,7 +12,6 @@ audited once (category `auth`, action `agent.refused`).
 
 from __future__ import annotations
 
-from keel.activities.store.audit import AuditEntry
 from keel.api.core.context import CoreParts
 from keel.api.core.errors import Forbidden
 from keel.api.identity.auth import Principal
@@ -54,21 +53,16 @@ class AgentAccess:
         """Refuse (`Forbidden`, audited) an agent the caller's roles may not use."""
         if self.admits(agent, user):
             return
-        await self._parts.audit.log.append(
-            AuditEntry(
-                tenant_id=user.tenant_id,
-                actor=user.subject,
-                category="auth",
-                action="agent.refused",
-                severity="warning",
-                subject=agent.name,
-                detail={
-                    "agent": agent.name,
-                    "reason": "roles",
-                    "via": via,
-                    "agent_roles": list(agent.roles),
-                    "caller_roles": list(user.roles),
-                },
-            )
+        await self._parts.audit.forbidden(
+            user,
+            "agent.refused",
+            agent.name,
+            reason="roles",
+            detail={
+                "agent": agent.name,
+                "via": via,
+                "agent_roles": list(agent.roles),
+                "caller_roles": list(user.roles),
+            },
         )
         raise Forbidden(refusal_text(agent.name))

@@ -6,6 +6,7 @@ is made of is opened, migrated, started and closed in this one place.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -45,7 +46,11 @@ async def open_service(settings: Settings, *, store_wait_s: float) -> AsyncItera
     )
     await report_cluster(temporal)
     store = await Store.open(settings.database_url, wait_s=store_wait_s)
-    audit = ApiAudit(AuditLog(store.pool))
+    audit = ApiAudit(
+        AuditLog(store.pool),
+        refusals_per_window=settings.audit_refusals_per_window,
+        refusal_window_s=settings.audit_refusal_window_s,
+    )
     parts = CoreParts(
         temporal=temporal,
         store=store,
@@ -59,10 +64,16 @@ async def open_service(settings: Settings, *, store_wait_s: float) -> AsyncItera
     verifier = build_verifier(config)
     console = ConsoleAccess(console_sessions(settings, config), config, verifier, audit)
     hub = EventHub(settings.database_url)
+    summaries: asyncio.Task[None] | None = None
     try:
         await store.migrate()
         await hub.start()
+        summaries = asyncio.create_task(audit.refusals.run(), name="keel-refusal-summaries")
         yield KeelService(parts, Authenticator(config, verifier, audit), console, hub)
     finally:
+        if summaries is not None:
+            summaries.cancel()
+            await asyncio.gather(summaries, return_exceptions=True)
+            await audit.refusals.close()  # what a flood's last window counted
         await hub.stop()
         await store.close()

@@ -32,6 +32,7 @@ from keel.api.core.schedules.service import ScheduleService
 from keel.api.core.sessions import SessionService
 from keel.api.core.task_reads import TaskReads
 from keel.api.core.threads import ThreadService
+from keel.api.core.token_exchange import TokenExchange
 from keel.api.core.tool_outputs import ToolOutputs
 from keel.api.core.usage import UsageReads
 from keel.api.core.webhook_secrets import WebhookSecrets
@@ -81,6 +82,9 @@ class KeelService:
         self.coordinations = CoordinationService(parts)
         self.console = console
         self._authenticator = authenticator
+        self.token_exchange = TokenExchange(
+            parts.settings, authenticator.config.issued_secret, parts.audit
+        )
 
     @property
     def catalog(self) -> AgentCatalog:

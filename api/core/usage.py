@@ -16,6 +16,7 @@ __all__ = ["UsageReads"]
 class UsageReads:
     def __init__(self, parts: CoreParts, reads: ConsoleReads) -> None:
         self._store = parts.store
+        self._audit = parts.audit
         self._reads = reads
 
     async def daily(self, user: Principal, days: int) -> list[UsageRow]:
@@ -27,5 +28,6 @@ class UsageReads:
     async def by_tenant(self, user: Principal) -> list[TenantUsage]:
         """Runs, tokens and cost per tenant (admins only)."""
         if not user.is_admin:
+            await self._audit.admin_refused(user, "usage.read", "usage")
             raise Forbidden("This endpoint needs the keel:admin scope.")
         return [TenantUsage.model_validate(row) for row in await self._store.usage_by_tenant()]

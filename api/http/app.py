@@ -20,6 +20,7 @@ from keel.api.http.metrics import ApiMetrics, RequestMetrics, serving_metrics
 from keel.api.http.request_tracing import trace_requests
 from keel.api.http.routers import (
     admin,
+    auth_exchange,
     codec,
     evals,
     events,
@@ -77,6 +78,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(system.router)
+    app.include_router(auth_exchange.router)
     app.include_router(runs.router)
     app.include_router(events.router)
     app.include_router(interactions.router)

@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from keel.api.core.errors import Forbidden
 from keel.api.core.service import KeelService
 from keel.api.identity.auth import Principal
 from keel.api.identity.console_session import COOKIE_NAME, CSRF_HEADER
@@ -41,9 +40,10 @@ async def current_user(request: Request) -> Principal:
     return user
 
 
-async def _admin(user: Annotated[Principal, Depends(current_user)]) -> Principal:
-    if not user.is_admin:
-        raise Forbidden("This endpoint needs the keel:admin scope.")
+async def _admin(user: Annotated[Principal, Depends(current_user)], request: Request) -> Principal:
+    """The caller if an admin; else 403, audited before it is sent."""
+    service: KeelService = request.app.state.service
+    await service.audit.require_admin(user, "admin", request.url.path)
     return user
 
 

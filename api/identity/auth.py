@@ -15,6 +15,9 @@ from typing import Any, Literal, assert_never
 import jwt
 from pydantic import BaseModel, Field, SecretStr, model_validator
 
+from keel.activities.store.orphan_tenant import is_reserved_tenant
+from keel.api.identity.issued_tokens import ISSUED_ISSUER, ISSUED_KID, issuing_key
+
 __all__ = [
     "ADMIN_SCOPE",
     "AuthConfig",
@@ -23,6 +26,7 @@ __all__ = [
     "KeySetUnavailable",
     "Principal",
     "TokenVerifier",
+    "claimed_tenant",
     "dev_token",
     "principal_from_request",
 ]
@@ -96,6 +100,9 @@ class AuthConfig(BaseModel):
     """Expected `aud` claim; when unset, tokens that name an audience are refused."""
     leeway_s: int = Field(default=30, ge=0, le=600)
     """Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds."""
+    issued_secret: SecretStr | None = None
+    """The secret the key of Keel's own exchanged tokens derives from
+    (`api.identity.issued_tokens`); None: this server accepts none."""
 
     @model_validator(mode="after")
     def _check_combination(self) -> AuthConfig:
@@ -136,6 +143,9 @@ class TokenVerifier:
         self._config = config
         self._secret: bytes | None = None
         self._jwks: jwt.PyJWKClient | None = None
+        self._issued_key: bytes | None = None
+        if config.issued_secret is not None:
+            self._issued_key = issuing_key(config.issued_secret)
         if config.hs256_secret is not None:
             self._secret = config.hs256_secret.get_secret_value().encode()
         else:
@@ -150,18 +160,23 @@ class TokenVerifier:
             raise AuthError("The bearer token is empty or too long; send a JWT.")
         key: jwt.PyJWK | bytes
         algorithms: Sequence[str]
-        if self._secret is not None:
+        config = self._config
+        issuer, audience = config.issuer, config.audience
+        if self._issued_key is not None and _key_id(token) == ISSUED_KID:
+            # One of Keel's own exchanged tokens: its own key, issuer and no audience.
+            key, algorithms = self._issued_key, HMAC_ALGORITHMS
+            issuer, audience = ISSUED_ISSUER, None
+        elif self._secret is not None:
             key, algorithms = self._secret, HMAC_ALGORITHMS
         else:
             key, algorithms = self._jwks_key(token)
-        config = self._config
         try:
             claims = jwt.decode(
                 token,
                 key,
                 algorithms=list(algorithms),
-                audience=config.audience,
-                issuer=config.issuer,
+                audience=audience,
+                issuer=issuer,
                 leeway=config.leeway_s,
                 options={"require": ["exp", "sub", "tenant_id"]},
             )
@@ -253,10 +268,35 @@ def _bearer_token(header: str | None) -> str:
     return parts[1]
 
 
+def _key_id(token: str) -> object:
+    try:
+        return jwt.get_unverified_header(token).get("kid")
+    except jwt.PyJWTError:
+        return None  # the verification that follows says what is wrong with it
+
+
+def claimed_tenant(authorization_header: str | None) -> str | None:
+    """The tenant a refused token claims, unverified: only a label for its audit row."""
+    parts = (authorization_header or "").split()
+    if len(parts) != 2 or len(parts[1]) > MAX_TOKEN_CHARS:
+        return None
+    try:
+        claims = jwt.decode(parts[1], options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return None
+    tenant = claims.get("tenant_id")
+    return tenant if isinstance(tenant, str) else None
+
+
 def _principal(claims: dict[str, Any]) -> Principal:
     tenant_id, subject = claims.get("tenant_id"), claims.get("sub")
     if not isinstance(tenant_id, str) or not tenant_id:
         raise AuthError("The token's tenant_id claim must be a non-empty string.")
+    if is_reserved_tenant(tenant_id):
+        raise AuthError(
+            f"The tenant {tenant_id!r} is reserved for Keel's own records; "
+            "get a token for your tenant."
+        )
     if not isinstance(subject, str) or not subject:
         raise AuthError("The token's sub claim must be a non-empty string.")
     return Principal(

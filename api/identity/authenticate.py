@@ -2,8 +2,9 @@
 
 A JWKS fetch is network I/O, so verification runs in a thread whenever a key set is
 configured (a key server that never answers must not freeze the API); a refused token
-is audited (rate-limited per client); an unreachable key set is `Unavailable` (503),
-not a refusal, since the caller's token may be fine.
+is audited before the 401 (rate-limited per client and reason, under the orphan tenant);
+an unreachable key set is `Unavailable` (503), not a refusal, since the caller's token
+may be fine.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from keel.api.identity.auth import (
     KeySetUnavailable,
     Principal,
     TokenVerifier,
+    claimed_tenant,
     principal_from_request,
 )
 
@@ -43,5 +45,7 @@ class Authenticator:
         except KeySetUnavailable as exc:
             raise Unavailable(exc.message, retry_after_s=KEY_SET_RETRY_AFTER_S) from exc
         except AuthError as exc:
-            await self._audit.auth_refused(exc.message, path, client)
+            await self._audit.auth_refused(
+                exc.message, path, client, claimed_tenant=claimed_tenant(header)
+            )
             raise Unauthenticated(exc.message) from exc

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 
+from pydantic import SecretStr
+
 from keel.api.identity.auth import AuthConfig, Principal, TokenVerifier, dev_token
 from keel.worker.config.local_secrets import local_secret
 from keel.worker.config.settings import Settings
 
 log = logging.getLogger("keel.auth")
+
+EXCHANGE_SECRET_FILE = "exchange-secret"
 
 LOCAL_TENANT = "default"
 LOCAL_SUBJECT = "local"
@@ -31,7 +35,20 @@ def auth_config(settings: Settings) -> AuthConfig:
         jwks_url=settings.jwks_url,
         issuer=settings.jwt_issuer,
         audience=settings.jwt_audience,
+        issued_secret=_exchange_secret(settings, secret),
     )
+
+
+def _exchange_secret(settings: Settings, jwt_secret: SecretStr | None) -> SecretStr | None:
+    """What exchanged tokens' key derives from: KEEL_EXCHANGE_SECRET, else the JWT secret,
+    else (with providers configured) a file in the data directory."""
+    if settings.exchange_secret is not None:
+        return settings.exchange_secret
+    if jwt_secret is not None:
+        return jwt_secret
+    if settings.identity_providers:
+        return local_secret(settings.data_dir, EXCHANGE_SECRET_FILE)
+    return None
 
 
 def build_verifier(config: AuthConfig) -> TokenVerifier | None:

@@ -6,16 +6,17 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from keel.activities.llm.prices import DEFAULT_PRICES, ModelPrice
+from keel.worker.config.identity_settings import IdentitySettings
 
 
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
 
 
-class Settings(BaseSettings):
+class Settings(IdentitySettings):
     """Configuration from environment variables; every field has a working default."""
 
     model_config = SettingsConfigDict(extra="ignore")
