@@ -34,6 +34,10 @@ SUPPRESSED_ACTION = "refusals.suppressed"
 MAX_WINDOWS = 10_000
 MANY_SOURCES = "(many sources)"
 FLUSH_TICK_S = 1.0
+# Refusal rows are written this many at a time: appends to one chain serialise on its
+# lock anyway, and a burst of them waiting there would hold the pool's connections that
+# /health and real requests need.
+MAX_CONCURRENT_WRITES = 2
 
 
 @dataclass
@@ -64,32 +68,46 @@ class RefusalLimiter:
         self.window_s = window_s
         self._clock = clock
         self._windows: dict[_Key, _Window] = {}
+        self._writers = asyncio.Semaphore(MAX_CONCURRENT_WRITES)
 
     async def record(self, entry: AuditEntry, *, source: str, reason: str) -> None:
         """Append `entry` now if its window has room, else count it for the summary."""
         key: _Key = (entry.tenant_id, source, entry.action, reason)
         if key not in self._windows and len(self._windows) >= MAX_WINDOWS:
             key = (entry.tenant_id, MANY_SOURCES, entry.action, reason)
+        # Every count changes before the first await, so concurrent refusals never race.
         now = self._clock()
+        ended = None
         window = self._windows.get(key)
         if window is not None and now - window.started >= self.window_s:
-            await self._close(key, window)
+            ended = self._windows.pop(key)
             window = None
         if window is None:
             window = _Window(started=now, first_at=datetime.now(UTC), template=entry)
             self._windows[key] = window
-        if window.written < self.per_window:
+        in_full = window.written < self.per_window
+        if in_full:
             window.written += 1
-            await self._log.append(entry)
-            return
-        window.suppressed += 1
+        else:
+            window.suppressed += 1
+        if ended is not None:
+            await self._summarise(key, ended)
+        if in_full:
+            async with self._writers:
+                await self._log.append(entry)
 
     async def flush(self, *, everything: bool = False) -> None:
         """Write the summary of every window that has ended (all of them at shutdown)."""
         now = self._clock()
-        for key, window in list(self._windows.items()):
-            if everything or now - window.started >= self.window_s:
-                await self._close(key, window)
+        ended = [
+            (key, window)
+            for key, window in self._windows.items()
+            if everything or now - window.started >= self.window_s
+        ]
+        for key, _ in ended:
+            del self._windows[key]
+        for key, window in ended:
+            await self._summarise(key, window)
 
     async def run(self) -> None:
         """Close ended windows every second until cancelled; a failed write is retried."""
@@ -105,34 +123,37 @@ class RefusalLimiter:
         with contextlib.suppress(Exception):
             await self.flush(everything=True)
 
-    async def _close(self, key: _Key, window: _Window) -> None:
-        if self._windows.get(key) is window:
-            del self._windows[key]
+    async def _summarise(self, key: _Key, window: _Window) -> None:
         if window.suppressed == 0:
             return
         tenant_id, source, action, reason = key
         template = window.template
         try:
-            await self._log.append(
-                AuditEntry(
-                    tenant_id=tenant_id,
-                    actor=template.actor,
-                    category=template.category,
-                    action=SUPPRESSED_ACTION,
-                    severity="warning",
-                    subject=template.subject,
-                    detail={
-                        "action": action,
-                        "reason": reason,
-                        "source": source,
-                        "count": window.suppressed,
-                        "recorded_in_full": window.written,
-                        "window_s": self.window_s,
-                        "window_started_at": window.first_at.isoformat(),
-                    },
+            async with self._writers:
+                await self._log.append(
+                    AuditEntry(
+                        tenant_id=tenant_id,
+                        actor=template.actor,
+                        category=template.category,
+                        action=SUPPRESSED_ACTION,
+                        severity="warning",
+                        subject=template.subject,
+                        detail={
+                            "action": action,
+                            "reason": reason,
+                            "source": source,
+                            "count": window.suppressed,
+                            "recorded_in_full": window.written,
+                            "window_s": self.window_s,
+                            "window_started_at": window.first_at.isoformat(),
+                        },
+                    )
                 )
-            )
         except Exception:
             # Keep the count for the next try rather than lose it.
-            self._windows.setdefault(key, window)
+            current = self._windows.get(key)
+            if current is None:
+                self._windows[key] = window
+            else:
+                current.suppressed += window.suppressed
             raise
