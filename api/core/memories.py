@@ -88,7 +88,7 @@ class MemoryService:
             if holder == "tenant":
                 await self._parts.audit.cross_tenant(user, "memory", memory_id)
             elif holder == "user":
-                await self._parts.audit.log.append(
+                await self._parts.audit.refusals.record(
                     AuditEntry(
                         tenant_id=user.tenant_id,
                         actor=user.subject,
@@ -97,7 +97,9 @@ class MemoryService:
                         severity="warning",
                         subject=memory_id,
                         detail={"held_by": "another user"},
-                    )
+                    ),
+                    source=f"{user.tenant_id}/{user.subject}",
+                    reason="another user's memory",
                 )
             raise NotFound(f"No memory {memory_id} of yours; list them with GET /v1/memories.")
 
