@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 
 from keel.activities.store.orphan_tenant import ORPHAN_TENANT
@@ -131,8 +132,6 @@ async def test_a_providers_token_is_exchanged_and_the_keel_token_is_accepted(
 
 
 async def test_a_gateways_signed_assertion_is_exchanged(keel_app: LaunchKeel) -> None:
-    import jwt
-
     secret = "gateway-secret-0123456789abcdef0123456789"
     gateway = {
         "name": "edge",

@@ -12,7 +12,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr, ValidationError
 
 from keel.activities.store.orphan_tenant import ORPHAN_TENANT
-from keel.api.identity.auth import AuthConfig, AuthError, Principal, TokenVerifier, dev_token
+from keel.api.identity.auth import (
+    AuthConfig,
+    AuthError,
+    KeySetUnavailable,
+    Principal,
+    TokenVerifier,
+    dev_token,
+)
 from keel.api.identity.exchange import ExchangeRefused, IdentityProviders, granted_scopes
 from keel.api.identity.issued_tokens import ISSUED_KID, issue_token, issuing_key
 from keel.worker.config.identity_providers import IdentityProvider
@@ -162,3 +169,12 @@ def test_two_providers_may_not_share_an_issuer() -> None:
     corp = IdentityProvider.model_validate(provider())
     with pytest.raises(ValueError, match="issuer"):
         IdentityProviders([corp, corp.model_copy(update={"name": "corp2"})])
+
+
+def test_a_key_set_that_cannot_be_fetched_is_unavailable_not_a_refusal() -> None:
+    corp = IdentityProvider.model_validate(provider(jwks_url="http://127.0.0.1:9/jwks"))
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    claims = {"iss": "https://idp.test", "aud": "keel", "sub": "ada", "exp": 4_102_444_800}
+    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
+    with pytest.raises(KeySetUnavailable, match="try again"):
+        IdentityProviders([corp]).verify(token)
