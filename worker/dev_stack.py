@@ -64,6 +64,8 @@ class TemporalDevServer:
     log_file: Path | None = None
     ui_codec_endpoint: str | None = None
     """Where the UI decodes encrypted payloads (Keel's `/v1/codec`); None: it shows them raw."""
+    fairness: bool = True
+    """Task queue fairness on: tenants' runs share workers in round robin (fairness keys)."""
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -104,6 +106,8 @@ class TemporalDevServer:
             # Keel's search attributes, so runs list by agent, tenant and the rest.
             *(f"--search-attribute={key.name}={cli_type(key)}" for key in SEARCH_ATTRIBUTES),
         ]
+        if self.fairness:
+            args += ["--dynamic-config-value", "matching.enableFairness=true"]
         if self.ui_port:
             args += ["--ui-port", str(self.ui_port), "--ui-ip", "127.0.0.1"]
             if self.ui_codec_endpoint:

@@ -30,6 +30,8 @@ from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
 from keel.activities.llm.step import LlmActivities
 from keel.activities.memory.activities import MemoryActivities
 from keel.activities.outbound.targets import WebhookTargetPolicy
+from keel.activities.quotas.activities import QuotaActivities, QuotaWatch
+from keel.activities.quotas.ledger import QUOTA_CACHE_S, QuotaLedger
 from keel.activities.retention.activities import RetentionActivities
 from keel.activities.router.activities import RouterActivities, sandbox_tool_problem
 from keel.activities.run_records import RunRecordActivities
@@ -41,6 +43,7 @@ from keel.activities.store.mcp_tool_store import McpToolStore
 from keel.activities.store.memory_store import MemoryStore
 from keel.activities.store.outage import StoreOutageInterceptor
 from keel.activities.store.push_config_store import PushConfigStore
+from keel.activities.store.quota_store import QuotaStore
 from keel.activities.store.retention_store import RetentionStore
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
@@ -160,8 +163,16 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         enabled=settings.context_budget,
     )
     messages_api = anthropic_provider(settings)
+    quotas = QuotaLedger(QuotaStore(store.pool), cache_s=QUOTA_CACHE_S)
     llm_activities = LlmActivities(
-        llm, store, audit, settings.prices, budget, plugins=plugins, anthropic=messages_api
+        llm,
+        store,
+        audit,
+        settings.prices,
+        budget,
+        plugins=plugins,
+        anthropic=messages_api,
+        quotas=QuotaWatch(quotas),
     )
     compaction_activities = CompactionActivities(
         llm, store, budget, anthropic=messages_api, plugins=plugins, prices=settings.prices
@@ -261,6 +272,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
             retention_activities.purge_expired_runs,
             *router_activities.registered(),
             AgentAccessActivities(catalog.get, audit).check_agent_roles,
+            QuotaActivities(quotas, audit).check_tenant_quota,
         ],
         interceptors=[StoreOutageInterceptor(), *worker_interceptors(settings)],
         # A run whose worker died goes to another after this long, not the default 10 s:

@@ -57,6 +57,7 @@ from keel.workflows.run.models import FinishRunInput, FinishRunResult, StartRunI
 from keel.workflows.run.step_models import LlmStepInput, LlmStepResult, ToolCallInput, ToolDigest
 from keel.workflows.run.subagent_models import ChildEventInput, OpenSubagentInput, SubagentPlan
 from keel.workflows.sessions.models import SessionRulesInput, SessionRulesResult
+from keel.workflows.usage.quota_models import QuotaCheck, QuotaCheckInput
 from keel.workflows.webhooks.models import (
     PushTargets,
     PushTargetsInput,
@@ -302,4 +303,13 @@ class AgentRoles(Protocol):
     @activity.defn(name="check_agent_roles")
     async def check_agent_roles(self, request: AgentRolesInput) -> AgentRolesCheck:
         """The agent's `roles:` against the run's acting roles; a refusal is audited."""
+        ...
+
+
+class TenantQuotas(Protocol):
+    """Whether a scheduled run's tenant is within its quotas (`activities.quotas`)."""
+
+    @activity.defn(name="check_tenant_quota")
+    async def check_tenant_quota(self, request: QuotaCheckInput) -> QuotaCheck:
+        """The tenant's and requester's quotas against their counters; a refusal is audited."""
         ...

@@ -36,6 +36,7 @@ from keel.activities.llm.provider_api import ProviderRef
 from keel.activities.llm.providers import anthropic_messages, openai_errors, plugin_models
 from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
 from keel.activities.plugin_api import PluginCode
+from keel.activities.quotas.activities import QuotaWatch
 from keel.activities.run_records import open_run
 from keel.activities.store.audit import AuditLog, policy_entry
 from keel.activities.store.coverage_store import views_in
@@ -76,8 +77,10 @@ class LlmActivities(LlmCalls):
         budget: ContextBudget | None = None,
         plugins: PluginCode | None = None,
         anthropic: AnthropicMessages | None = None,
+        quotas: QuotaWatch | None = None,
     ) -> None:
         self._client = client
+        self._quotas = quotas
         self._store = store
         self._audit = audit
         self._prices = prices or {}
@@ -176,7 +179,10 @@ class LlmActivities(LlmCalls):
             # The coverage ledger: the lines of each file this request showed the model.
             views=views_in(step.run_id, messages),
         )
-        return _digest(tool_calls, usage, latency_ms, cost)
+        digest = _digest(tool_calls, usage, latency_ms, cost)
+        if self._quotas is not None:  # counted with the call: has the tenant reached a quota?
+            digest.over_quota = await self._quotas.over(step.run_id, step.tenant_id)
+        return digest
 
     def _plugin_tool_definitions(self, names: list[str]) -> list[dict[str, Any]]:
         """The plugin tools this worker has; one it lacks is not offered (the gate refuses it)."""

@@ -9,6 +9,7 @@ from keel.activities.store.coverage_store import RECORD_VIEW_SQL, FileView
 from keel.activities.store.event_rows import put_event_in
 from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.message_rows import put_message_in
+from keel.activities.store.quota_store import COUNT_TENANT_USAGE_SQL
 from keel.activities.store.records import RecordedCall
 from keel.activities.store.store_pool import PooledStore
 from keel.workflows.run.findings import extract_all
@@ -21,16 +22,19 @@ RECORD_LLM_CALL_SQL = (
     " completion_tokens, latency_ms, attempt, finish_reason, cost_usd, estimated_tokens)"
     " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
     " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s)"
-    " ON CONFLICT DO NOTHING RETURNING 1)"
-    " UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
+    " ON CONFLICT DO NOTHING RETURNING 1),"
+    " run AS (UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
     " completion_tokens = completion_tokens + %(completion)s,"
     " steps = greatest(steps, %(step)s), cost_usd = cost_usd + %(cost)s"
-    " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call)"
+    " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call) RETURNING tenant_id, requester)"
+    f" {COUNT_TENANT_USAGE_SQL}"
 )
 """A model call's trace; its usage counts on the run once per step, however often the
 step's call is recorded (a retried activity records it again), and the run's `steps`
-reach the call's step. The router's classification is recorded by it too, one step a
-round, so a router run's steps count its rounds while it routes."""
+reach the call's step. The tenant's day counter (`tenant_usage_days`, what quotas hold
+against) grows by the call in the same statement, as once. The router's classification
+is recorded by it too, one step a round, so a router run's steps count its rounds while
+it routes."""
 LATEST_CALL_LATENCIES_SQL = (
     "SELECT count(*) AS calls, max(latency_ms) AS slowest FROM ("
     " SELECT latency_ms FROM llm_calls WHERE model = %s"

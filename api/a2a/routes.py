@@ -36,7 +36,7 @@ from keel.api.a2a.errors import UNAVAILABLE_CODE, watch_unavailable
 from keel.api.a2a.handler import KeelA2AHandler
 from keel.api.a2a.rest_binding import REST_SUFFIX, rest_routes
 from keel.api.a2a.tasks import INPUT_MODES
-from keel.api.core.errors import Unauthenticated, Unavailable
+from keel.api.core.errors import OverQuota, Unauthenticated, Unavailable
 from keel.api.core.router import routable, router_agent
 from keel.api.core.service import KeelService
 from keel.api.events.line_safe import LineSafeStream
@@ -173,8 +173,9 @@ def card_for_both(card: AgentCard) -> dict[str, Any]:
 
 
 def _unavailable(request_id: Any, exc: Unavailable) -> JSONResponse:
-    """What REST answers 503 with `Retry-After`, in JSON-RPC: the same status and header,
-    and -32000 (a server error a client may retry) with the service's sentence."""
+    """What REST answers 503 (429 over a quota) with `Retry-After`, in JSON-RPC: the same
+    status and header, and -32000 (a server error a client may retry) with the service's
+    sentence."""
     if type(request_id) not in (str, int):
         request_id = None
     return JSONResponse(
@@ -183,7 +184,7 @@ def _unavailable(request_id: Any, exc: Unavailable) -> JSONResponse:
             "id": request_id,
             "error": {"code": UNAVAILABLE_CODE, "message": exc.message},
         },
-        status_code=503,
+        status_code=429 if isinstance(exc, OverQuota) else 503,
         headers=headers_of(exc),
     )
 

@@ -21,6 +21,7 @@ __all__ = [
     "KeelError",
     "Misconfigured",
     "NotFound",
+    "OverQuota",
     "Unauthenticated",
     "Unavailable",
     "invalid_request",
@@ -91,6 +92,12 @@ class Unavailable(KeelError):
     def __init__(self, message: str, *, retry_after_s: int | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class OverQuota(Unavailable):
+    """The tenant (or the caller within it) has reached a quota: no new run starts until
+    it resets, `retry_after_s` from now (REST: 429 with `Retry-After`). An `Unavailable`,
+    so every surface that says "retry later" says it here too."""
 
 
 class Misconfigured(KeelError):

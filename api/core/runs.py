@@ -30,6 +30,7 @@ from keel.api.core.errors import (
     Unavailable,
     known_id,
 )
+from keel.api.core.quotas import QuotaService
 from keel.api.core.router import router_agent, with_route
 from keel.api.core.run_live import RunLiveState
 from keel.api.core.run_orders import (
@@ -54,6 +55,7 @@ from keel.workflows import timeouts
 from keel.workflows.router.models import ROUTER_AGENT
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from keel.workflows.run.agent_spec import AgentSpec
+from keel.workflows.run.fair_share import tenant_priority
 from keel.workflows.run.models import RunInput
 from keel.workflows.run.run_visibility import run_memo, run_search_attributes
 from keel.workflows.sessions.models import (
@@ -87,6 +89,7 @@ class RunService:
         self._parts = parts
         self.ids = TenantIds(parts)
         self.access = AgentAccess(parts)
+        self.quotas = QuotaService(parts)  # tenant quotas: every new run passes `admit`
         self.workspaces = TenantWorkspaces(parts)
         self._live = RunLiveState(parts)
 
@@ -170,6 +173,7 @@ class RunService:
         request_hash = order.model_copy(update={"workspace": run.workspace}).request_hash(user)
         existing = await parts.store.get_run(run.run_id)
         if existing is None:
+            await self.quotas.admit(user, via=order.trigger)  # a retry of a started run is not new
             if run.session_id is not None and order.on_busy == "reject":
                 await self._refuse_if_busy(run.session_id, run.run_id, user)
             row = NewRun.of(run, metadata=order.metadata, request_hash=request_hash)
@@ -261,6 +265,7 @@ class RunService:
                 rpc_timeout=TEMPORAL_CALL_TIMEOUT,
                 search_attributes=run_search_attributes(run),
                 memo=run_memo(run),
+                priority=tenant_priority(run.tenant_id),  # fair shares between tenants
             )
         except WorkflowAlreadyStartedError:
             pass  # a retried request: the run started the first time
@@ -282,6 +287,7 @@ class RunService:
                     task_queue=parts.settings.task_queue,
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+                    priority=tenant_priority(run.tenant_id),  # its runs inherit it
                 )
                 if await on_our_queue(
                     parts, handle, run.session_id, run.run_id, tenant_id=run.tenant_id

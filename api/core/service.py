@@ -78,6 +78,7 @@ class KeelService:
         self.evals = EvalService(parts)
         self.router = RouterService(parts, self.runs)
         self.access = self.runs.access  # which agents a caller may use (`roles:`)
+        self.quotas = self.runs.quotas  # tenant quotas: set by admins, checked at each start
         self.run_list = RunListing(parts, self.runs)
         self.coordinations = CoordinationService(parts)
         self.console = console

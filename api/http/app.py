@@ -26,6 +26,7 @@ from keel.api.http.routers import (
     events,
     inbox,
     interactions,
+    quotas,
     routing,
     runs,
     schedule_preview,
@@ -94,6 +95,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(inbox.router)
     app.include_router(tool_outputs.router)
     app.include_router(usage.router)
+    app.include_router(quotas.admin_router)
+    app.include_router(quotas.usage_router)
     app.include_router(memories_router)
     app.include_router(memories_admin_router)
     app.include_router(sign_in_router)

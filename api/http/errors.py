@@ -23,6 +23,7 @@ from keel.api.core.errors import (
     KeelError,
     Misconfigured,
     NotFound,
+    OverQuota,
     Unauthenticated,
     Unavailable,
     is_store_away,
@@ -38,6 +39,7 @@ ERROR_DESCRIPTIONS = {
     404: "No such resource, or it belongs to another tenant.",
     409: "The request conflicts with the resource's current state; the detail says which.",
     413: "The request body is larger than the server's limit (KEEL_MAX_BODY_BYTES).",
+    429: "A tenant quota is reached; the detail names it and Retry-After says when it resets.",
     500: "Keel's setup is wrong (e.g. its Temporal namespace); the detail says what to run.",
     503: "A service Keel depends on did not answer; try again shortly.",
 }
@@ -93,6 +95,7 @@ STATUS_OF_ERROR: dict[type[KeelError], int] = {
     Conflict: 409,
     Invalid: 422,
     Unavailable: 503,
+    OverQuota: 429,
     Misconfigured: 500,
 }
 

@@ -25,7 +25,14 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.gate.plugin_refs import PluginToolset, hook_denial
     from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
     from keel.workflows.router.workflow import RunRouter
-    from keel.workflows.run import agent_roles_run, convergence, coverage, run_memory, subagents
+    from keel.workflows.run import (
+        agent_roles_run,
+        convergence,
+        coverage,
+        quota_run,
+        run_memory,
+        subagents,
+    )
     from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.interactions import RunAborted, RunInteractions
     from keel.workflows.run.interactions import is_task as _is_task
@@ -114,6 +121,10 @@ class AgentRunWorkflow:
                     if refusal is not None:
                         await self._record_opening()  # the first model call never comes
                         return await self._finish(run, "failed", "error", error=refusal)
+                over_quota = await quota_run.schedule_refusal(run)
+                if over_quota is not None:  # a schedule fires through Temporal, not the API
+                    await self._record_opening()
+                    return await self._finish(run, "failed", "budget", error=over_quota)
                 if run.route is not None:  # `agent: "auto"`: pick the agent, run it as a child
                     return await self._router.route(run)
                 if run.agent.mcp_servers:
@@ -167,6 +178,11 @@ class AgentRunWorkflow:
                 reason: StopReason = plan.force_reason or "final_answer"
                 return await self._finish(run, "completed", reason, final_step=state.step)
             await self._tool_round(run, gate, result)
+            over_quota = quota_run.stop_after(result)
+            if over_quota is not None:  # the tenant's quota: this step was the last
+                return await self._finish(
+                    run, "completed", "budget", error=over_quota, final_step=state.step
+                )
             if self._should_continue_as_new():
                 # A sub-agent's last notice may still be on its way to the store.
                 await workflow.wait_condition(workflow.all_handlers_finished)

@@ -65,6 +65,11 @@ class LlmStepResult(BaseModel):
         description="The call's cost by the worker's price table, so the workflow holds a "
         "cost ceiling with the figure the call was recorded with.",
     )
+    over_quota: str | None = Field(
+        default=None,
+        description="The run's tenant (or requester) has reached a quota with this call: the "
+        "sentence naming it. The run finishes this step and stops with `budget`.",
+    )
 
     def spent(self) -> Usage:
         """The tokens and cost of the call."""

@@ -57,6 +57,7 @@ from keel.api.identity.config import user_ref
 from keel.worker.config.a2a_tokens import keel_urls
 from keel.workflows.coordinator.models import CoordinatorInput, CoordinatorResult
 from keel.workflows.coordinator.workflow import CoordinatorWorkflow
+from keel.workflows.run.fair_share import tenant_priority
 from keel.workflows.run.run_visibility import KEEL_TENANT
 
 WORKFLOW_PREFIX = "coordinate-"
@@ -128,6 +129,7 @@ class CoordinationService:
                 task_queue=parts.settings.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 rpc_timeout=TEMPORAL_CALL_TIMEOUT,
+                priority=tenant_priority(user.tenant_id),
                 memo={
                     "tenant_id": user.tenant_id,
                     "requester": request.requester,

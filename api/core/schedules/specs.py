@@ -39,6 +39,7 @@ from keel.api.core.schedules.schemas import (
 )
 from keel.api.core.tenant_ids import SCOPE, in_view
 from keel.workflows.run.agent_run import AgentRunWorkflow
+from keel.workflows.run.fair_share import tenant_priority
 from keel.workflows.run.models import RunInput
 from keel.workflows.run.run_visibility import run_memo, run_search_attributes
 
@@ -111,6 +112,7 @@ def temporal_schedule(config: ScheduleCreate, run: RunInput, task_queue: str) ->
             task_queue=task_queue,
             typed_search_attributes=run_search_attributes(run, schedule_id=config.schedule_id),
             memo=run_memo(run),
+            priority=tenant_priority(run.tenant_id),  # fair shares between tenants
         ),
         spec=ScheduleSpec(
             calendars=[_calendar(CronExpression.parse(c)) for c in config.cron_expressions],

@@ -22,12 +22,13 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=RunPublic,
-    responses=documented(409, 503),
+    responses=documented(409, 429, 503),
 )
 async def create_run(body: RunCreate, user: CurrentUser, service: ServiceDep) -> RunPublic:
     """Start a run; with `session_id`, the run joins that session (created if new). The
     same request again (same `run_id`) answers with the same run; the same `run_id` with
-    another request is a 409. A 503 (with Retry-After) started nothing: retry it."""
+    another request is a 409. A 503 (with Retry-After) started nothing: retry it. A 429
+    (with Retry-After): the tenant is over a quota until the time the detail names."""
     started = await service.runs.start(RunOrder.from_create(body), user)
     return RunPublic.from_record(started.record)
 
