@@ -30,6 +30,7 @@ from keel.api.cli.memories import memories_app
 from keel.api.cli.payload_keys import keys_app
 from keel.api.cli.plugins import plugins_app
 from keel.api.cli.progress import Decider, follow_run, terminal_decider, usage_text
+from keel.api.cli.quotas import quota_app, usage_command
 from keel.api.cli.report_view import report_view
 from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
@@ -58,6 +59,8 @@ app.add_typer(retention_app, name="retention")
 app.add_typer(plugins_app, name="plugins")
 app.add_typer(memories_app, name="memories")
 app.add_typer(setup_app, name="setup")
+app.add_typer(quota_app, name="quota")
+app.command("usage")(usage_command)
 app.command("eval")(eval_command)
 app.command()(dev)
 console = Console()

@@ -29,6 +29,7 @@ from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import LaunchKeel, base_url, finished
+from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_langgraph import langgraph
 from tests.integration.test_mcp import mcp_client
 from tests.integration.test_mcp import refused as tool_error
@@ -275,3 +276,30 @@ async def test_only_admins_set_or_read_quotas_and_a_refusal_is_audited(
         if e.action.startswith("quota.")
     ]
     assert refused == ["quota.set.refused", "quota.read.refused", "quota.clear.refused"]
+
+
+@pytest.mark.slow  # five `keel` processes
+async def test_the_cli_sets_shows_and_clears_quotas_and_shows_usage_and_remaining(
+    keel_app: LaunchKeel, workspace: Path, tmp_path: Path
+) -> None:
+    name, alice = tenant()
+    async with keel_app(Script(turns=[Turn(content="done")]), headers=alice) as http:
+        env = clean_env(KEEL_API_URL=base_url(http), KEEL_DATA_DIR=str(tmp_path / "cli"))
+        admin = {**env, "KEEL_TOKEN": token_for("ops", "root", "keel:admin")}
+        code, out = await keel(
+            "quota", "set", "--tenant", name, "--tokens-per-day", "-5", env=admin
+        )
+        assert code == 1 and "--tokens-per-day" in out, out
+        code, out = await keel(
+            "quota", "set", "--tenant", name, "--tokens-per-day", "1000", env=admin
+        )
+        assert code == 0 and f"Tenant {name}: quota set (tokens-per-day 1000)." in out, out
+        created = await start(http, workspace, alice)
+        assert (await finished(http, created.json()["id"], alice))["status"] == "completed"
+        code, out = await keel("usage", env={**env, "KEEL_TOKEN": token_for(name, "alice")})
+        assert code == 0, out
+        assert "investigate" in out and "1,000" in out and "880" in out, out  # 120 used
+        code, out = await keel("quota", "show", "--tenant", name, env=admin)
+        assert code == 0 and "tenant" in out and "880" in out, out
+        code, out = await keel("quota", "clear", "--tenant", name, env=admin)
+        assert code == 0 and f"Tenant {name}: no quota." in out, out
