@@ -132,7 +132,7 @@ async function render() {
     approvals: () => approvalsPage(main),
     sessions: () => (id ? sessionPage(main, id) : sessionsPage(main)),
     schedules: () => schedulesPage(main),
-    usage: () => usagePage(main),
+    usage: () => usagePage(main, state.me),
     evals: () => (id ? evalPage(main, id) : evalsPage(main)),
     audit: () => auditPage(main),
   };

@@ -5,6 +5,7 @@
 
 import { get } from "./api.js";
 import { h, replace, fmtCost, fmtCount } from "./dom.js";
+import { quotaCard } from "./quota.js";
 
 const DAY_MS = 86_400_000;
 const COST = new Intl.NumberFormat(undefined, { style: "currency", currency: "USD", maximumSignificantDigits: 4 });
@@ -46,10 +47,10 @@ function chart(Chart, id, title, labels, values, format, horizontal = false) {
   };
 }
 
-export async function usagePage(main) {
+export async function usagePage(main, me) {
   const params = new URLSearchParams(location.search);
   const days = Number(params.get("days") || 30);
-  const [rows] = await Promise.all([get(`/v1/usage?days=${days}`), import("./chart.umd.min.js")]);
+  const [rows, , quota] = await Promise.all([get(`/v1/usage?days=${days}`), import("./chart.umd.min.js"), quotaCard(me)]);
   const Chart = window.Chart;
   const byDay = new Map(periodDays(days).map((d) => [d, { key: d, tokens: 0, cost: 0, calls: 0 }]));
   const byAgent = new Map();
@@ -72,6 +73,7 @@ export async function usagePage(main) {
   }
   replace(main,
     h("h1", {}, `Usage · last ${days} days`),
+    quota,
     rows.length ? null : h("p", { class: "muted" }, "No model calls in this period."),
     h("div", { class: "charts" }, charts.map((c) => c.figure)),
     h("table", { class: "list", id: "usage-table" },
