@@ -69,6 +69,16 @@ async def start(
     )
 
 
+async def replays(temporal_client: Client, run_id: str, name: str) -> None:
+    """The run's history replays on today's workflow code (KEEL_RECORD_HISTORY=1: and is
+    kept in tests/histories, which `test_replay.py` replays from then on)."""
+    history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=DATA_CONVERTER)
+    assert (await replayer.replay_workflow(history)).replay_failure is None
+    if os.environ.get("KEEL_RECORD_HISTORY"):
+        (HISTORIES / f"{name}.json").write_text(json.dumps(history.to_json_dict(), indent=1))
+
+
 def assert_refused(response: httpx.Response, sentence: str, within_s: int = 86_400) -> None:
     """A 429 with Retry-After up to the period's end (the next UTC midnight), and the sentence."""
     assert response.status_code == 429, response.text
@@ -78,7 +88,7 @@ def assert_refused(response: httpx.Response, sentence: str, within_s: int = 86_4
 
 
 async def test_a_tenant_over_its_daily_quota_is_refused_at_every_door_until_it_resets(
-    keel_app: LaunchKeel, store: Store, workspace: Path
+    keel_app: LaunchKeel, store: Store, workspace: Path, temporal_client: Client
 ) -> None:
     name, alice = tenant()
     other, carol = tenant("other")
@@ -153,6 +163,7 @@ async def test_a_tenant_over_its_daily_quota_is_refused_at_every_door_until_it_r
             await http.delete(f"/v1/schedules/{sid}")
         assert (fired["status"], fired["stop_reason"], fired["steps"]) == ("failed", "budget", 0)
         assert fired["error"].startswith(sentence) and tomorrow_utc() in fired["error"]
+        await replays(temporal_client, fired["id"], "agent_run_quota_schedule")
 
         # Another tenant is unaffected.
         theirs = await start(http, workspace, carol)
@@ -187,7 +198,6 @@ async def test_a_running_run_stops_with_budget_after_the_step_that_reached_the_q
         created = await start(http, workspace, alice)
         assert created.status_code == 201, created.text
         run = await finished(http, created.json()["id"], alice)
-        history = await temporal_client.get_workflow_handle(run["id"]).fetch_history()
 
     # Each call reports 120 tokens: the third reaches 300. That step's tool call still ran;
     # no fourth call was made, though the model asked for more.
@@ -195,14 +205,7 @@ async def test_a_running_run_stops_with_budget_after_the_step_that_reached_the_q
     assert run["steps"] == 3 and run["tool_calls"] == 3, run
     assert run["error"].startswith(f"Tenant {name} has reached its daily token quota"), run
     assert "stopped (budget)" in run["report"]
-    replay = await Replayer(
-        workflows=[AgentRunWorkflow], data_converter=DATA_CONVERTER
-    ).replay_workflow(history)
-    assert replay.replay_failure is None
-    if os.environ.get("KEEL_RECORD_HISTORY"):
-        (HISTORIES / "agent_run_quota_stop.json").write_text(
-            json.dumps(history.to_json_dict(), indent=1)
-        )
+    await replays(temporal_client, run["id"], "agent_run_quota_stop")
 
 
 async def test_a_users_own_quota_refuses_them_and_not_the_rest_of_the_tenant(
