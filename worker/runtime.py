@@ -57,6 +57,7 @@ from keel.activities.webhooks.delivery import WebhookActivities
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.cluster_check import ClusterSetupError, check_cluster
 from keel.worker.config.a2a_tokens import A2ATokens, keel_urls
+from keel.worker.config.credential_keys import secret_store, user_tokens
 from keel.worker.config.settings import Settings
 from keel.worker.config.webhook_secret import webhook_server_secret
 from keel.worker.observability.log_format import LogContext
@@ -148,8 +149,10 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         settings.agents_dir, plugins, coverage_plans=settings.coverage_plans
     )
     audit = AuditLog(store.pool)
+    as_user = user_tokens(settings, store.pool)
     a2a_activities = A2AClientActivities(
         A2ATokens(settings),
+        user_tokens=as_user,
         targets=WebhookTargetPolicy(
             targets=settings.webhook_targets, allow_http=settings.webhook_allow_http
         ),
@@ -178,7 +181,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         llm, store, budget, anthropic=messages_api, plugins=plugins, prices=settings.prices
     )
     interaction_store = InteractionStore(store.pool)
-    mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s)
+    mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s, user_tokens=as_user)
     sandbox = bash_sandbox(settings)
     tool_activities = ToolActivities(
         store,
@@ -191,7 +194,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         tenancy=settings.workspace_tenancy,
     )
     hook_activities = HookActivities(plugins, tool_activities, audit)
-    mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool))
+    mcp_activities = McpDiscoveryActivities(
+        mcp, McpToolStore(store.pool), secrets=secret_store(settings, store.pool)
+    )
     record_activities = RunRecordActivities(store)
     memory_activities = MemoryActivities(
         store,

@@ -32,6 +32,11 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from keel.activities.credentials.user_tokens import (
+    CredentialNeeded,
+    CredentialRefused,
+    UserTokens,
+)
 from keel.activities.outbound.pinned_transport import PinnedAddresses, pinned_transport
 from keel.activities.outbound.targets import (
     Resolve,
@@ -78,8 +83,10 @@ class A2AClientActivities(A2ADelegation):
         keel_urls: Sequence[str] = (),
         resolve: Resolve = resolve_host,
         audit: AuditLog | None = None,
+        user_tokens: UserTokens | None = None,
     ) -> None:
         self._tokens = tokens
+        self._user_tokens = user_tokens
         self._targets = targets or WebhookTargetPolicy()
         self._keel_urls = list(keel_urls)
         self._resolve = resolve
@@ -137,7 +144,25 @@ class A2AClientActivities(A2ADelegation):
         async def allow(target: str) -> None:
             await self._allow(target, pins, tenant_id, subject)
 
-        return _Connection(url, self._tokens(url, tenant_id, requester), pins, allow)
+        async def token() -> str | None:
+            if self._user_tokens is None or not self._user_tokens.as_user(url):
+                return self._tokens(url, tenant_id, requester)
+            try:  # an agent called as the user gets the requester's own token
+                return await self._user_tokens.bearer(url, tenant_id, requester)
+            except CredentialNeeded as need:
+                raise ApplicationError(
+                    f"The A2A agent at {need.backend} is called as the user, and "
+                    f"{requester} has no credential for it: {need.prompt} A run of an agent "
+                    "that uses it as an MCP server asks for one.",
+                    type="CredentialNeeded",
+                    non_retryable=True,
+                ) from None
+            except CredentialRefused as exc:
+                raise ApplicationError(
+                    str(exc), type="CredentialRefused", non_retryable=not exc.retryable
+                ) from None
+
+        return _Connection(url, token, pins, allow)
 
     async def _allow(self, url: str, pins: PinnedAddresses, tenant_id: str, subject: str) -> None:
         """Pin `url`'s checked addresses, or raise its refusal as a final failure, audited."""
@@ -178,15 +203,14 @@ class _Connection:
     def __init__(
         self,
         url: str,
-        token: str | None,
+        token: Callable[[], Awaitable[str | None]],
         pins: PinnedAddresses,
         allow: Callable[[str], Awaitable[None]],
     ) -> None:
         self._url = url.rstrip("/")
         self._allow = allow
+        self._token = token
         headers = {"A2A-Version": "1.0"}
-        if token:
-            headers["authorization"] = f"Bearer {token}"
         self._http = httpx.AsyncClient(
             headers=headers, timeout=30, transport=pinned_transport(pins)
         )
@@ -194,6 +218,9 @@ class _Connection:
 
     async def __aenter__(self) -> tuple[Any, Any]:
         try:
+            token = await self._token()
+            if token:
+                self._http.headers["authorization"] = f"Bearer {token}"
             await self._allow(self._url)
             card_response = await self._http.get(self._url + CARD_PATH)
             card_response.raise_for_status()

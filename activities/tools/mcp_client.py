@@ -1,7 +1,8 @@
 """The MCP client: lists and calls the tools of external servers over streamable HTTP.
 
 Each use opens its own connection with the `mcp` SDK's `Client`, sending the
-bearer token configured for the server's URL (`KEEL_MCP_TOKENS`). Tokens stay in
+bearer token configured for the server's URL (`KEEL_MCP_TOKENS`), or, for a server
+called as the user (`KEEL_USER_CREDENTIALS`), the run's user's own. Tokens stay in
 this process: never in a workflow payload, an event, an error text or a log line.
 What a server answers is untrusted text, handed to the model as a tool output.
 """
@@ -33,6 +34,11 @@ from mcp_types import (
 )
 from pydantic import SecretStr
 
+from keel.activities.credentials.user_tokens import (
+    CredentialNeeded,
+    CredentialRefused,
+    UserTokens,
+)
 from keel.activities.outbound.url_prefix import longest_prefix
 from keel.activities.tools.file_tools import ToolOutput
 
@@ -67,17 +73,33 @@ def reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:REASON_CHARS]
 
 
+ActingFor = tuple[str, str]
+"""The run's tenant and user (`user:ID`), for servers called as the user."""
+
+
 class McpClient:
     """Connections to MCP servers, one per use; retries belong to Temporal."""
 
-    def __init__(self, tokens: Mapping[str, SecretStr], timeout_s: float) -> None:
+    def __init__(
+        self,
+        tokens: Mapping[str, SecretStr],
+        timeout_s: float,
+        *,
+        user_tokens: UserTokens | None = None,
+    ) -> None:
         self._tokens = dict(tokens)
         self._timeout_s = timeout_s
+        self._user_tokens = user_tokens
 
-    async def list_tools(self, url: str) -> list[Tool]:
-        """Every tool the server lists; raises `McpUnavailable` if it cannot."""
+    async def list_tools(self, url: str, acting_for: ActingFor | None = None) -> list[Tool]:
+        """Every tool the server lists; raises `McpUnavailable` if it cannot, and
+        `CredentialNeeded` when the server is called as a user who has given none."""
         try:
-            async with self._connected(url) as client:
+            token = await self._bearer(url, acting_for)
+        except CredentialRefused as exc:
+            raise McpUnavailable(str(exc)) from None
+        try:
+            async with self._connected(url, token) as client:
                 tools: list[Tool] = []
                 cursor: str | None = None
                 for _ in range(MAX_LIST_PAGES):
@@ -97,6 +119,7 @@ class McpClient:
         arguments: dict[str, Any],
         *,
         before_call: Callable[[], Awaitable[ToolOutput | None]],
+        acting_for: ActingFor | None = None,
     ) -> ToolOutput:
         """Connect, let `before_call` claim the call (or answer instead), then call.
 
@@ -104,9 +127,22 @@ class McpClient:
         being claimed. Failures become an error output the model reads; only errors of
         `before_call` (Postgres) propagate, for Temporal to retry.
         """
+        try:
+            token = await self._bearer(url, acting_for)
+        except CredentialNeeded:
+            return ToolOutput(
+                text=(
+                    f"Error: {tool} is called as the run's user, who has not given a "
+                    "credential for it, so it did not run. Do without it; the user is asked "
+                    "for one when a run of this agent starts."
+                ),
+                is_error=True,
+            )
+        except CredentialRefused as exc:
+            return ToolOutput(text=f"Error: {exc} {tool} did not run.", is_error=True)
         stack = AsyncExitStack()
         try:
-            client = await stack.enter_async_context(self._connected(url))
+            client = await stack.enter_async_context(self._connected(url, token))
         except Exception as exc:
             await _close(stack, url)
             return ToolOutput(
@@ -139,9 +175,24 @@ class McpClient:
         finally:
             await _close(stack, url)
 
+    async def adopt(self, url: str, acting_for: ActingFor, secret: str) -> None:
+        """Keep `secret`, which the user gave, as their credential for the server at `url`."""
+        if self._user_tokens is not None:
+            await self._user_tokens.adopt(url, *acting_for, secret)
+
+    async def _bearer(self, url: str, acting_for: ActingFor | None) -> str | None:
+        """The user's token for a server called as the user, else the worker-wide one."""
+        if self._user_tokens is None or not self._user_tokens.as_user(url):
+            return token_for(self._tokens, url)
+        if acting_for is None:
+            raise CredentialRefused(
+                f"The MCP server at {url} is called as the user, and this call names none.",
+                retryable=False,
+            )
+        return await self._user_tokens.bearer(url, *acting_for)
+
     @asynccontextmanager
-    async def _connected(self, url: str) -> AsyncIterator[Client]:
-        token = token_for(self._tokens, url)
+    async def _connected(self, url: str, token: str | None) -> AsyncIterator[Client]:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(self._timeout_s)) as http,

@@ -187,8 +187,11 @@ class ToolActivities(ToolCalls):
                 return ToolOutput(text=UNKNOWN_OUTCOME.format(tool=call.name), is_error=True)
             return answered
 
+        # The run's own record says whose run it is: a scheduled run's is its owner's.
+        record = await self._store.get_run(call.run_id)
+        acting_for = (record.tenant_id, record.requester) if record is not None else None
         return await self._mcp.call_tool(
-            tool.url, tool.tool, arguments, before_call=claim_and_start
+            tool.url, tool.tool, arguments, before_call=claim_and_start, acting_for=acting_for
         )
 
     async def _stored_digest(self, call: ToolCallInput) -> ToolDigest | None:

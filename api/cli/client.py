@@ -147,6 +147,21 @@ class KeelClient:
         )
         return DecisionResult.model_validate(response.json())
 
+    async def give_secret(self, run_id: str, interaction_id: str, secret: str) -> DecisionResult:
+        """Answer a `secret_ref` interaction; the value goes in the body, nowhere else."""
+        response = await self._send(
+            "POST",
+            f"/v1/runs/{run_id}/interactions/{interaction_id}",
+            json={"decision": "answer", "secret": secret},
+        )
+        return DecisionResult.model_validate(response.json())
+
+    async def decide_reject(self, run_id: str, interaction_id: str) -> DecisionResult:
+        response = await self._send(
+            "POST", f"/v1/runs/{run_id}/interactions/{interaction_id}", json={"decision": "reject"}
+        )
+        return DecisionResult.model_validate(response.json())
+
     async def verify_audit(self, tenant: str | None = None) -> AuditVerification:
         params = {"tenant": tenant} if tenant else {}
         response = await self._send("GET", "/v1/admin/audit/verify", params=params)

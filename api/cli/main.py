@@ -36,6 +36,7 @@ from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
 from keel.api.cli.runs_commands import runs_app
 from keel.api.cli.schedules import schedules_app
+from keel.api.cli.secret_command import secret_command
 from keel.api.cli.setup import setup_app
 from keel.api.cli.tables import id_column
 from keel.api.core.schemas.interactions import InteractionDecisionCreate
@@ -62,6 +63,7 @@ app.add_typer(setup_app, name="setup")
 app.add_typer(quota_app, name="quota")
 app.command("usage")(usage_command)
 app.command("eval")(eval_command)
+app.command("secret")(secret_command)
 app.command()(dev)
 console = Console()
 err_console = Console(stderr=True)

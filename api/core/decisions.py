@@ -41,6 +41,7 @@ from keel.api.core.schemas.interactions import (
     InteractionDecisionCreate,
     InteractionPublic,
 )
+from keel.api.core.secret_answers import SecretAnswers
 from keel.api.core.temporal_errors import from_temporal, namespace_missing, temporal_refusals
 from keel.api.core.tenant_ids import in_view, interaction_key
 from keel.api.identity.auth import Principal
@@ -112,6 +113,7 @@ class DecisionService:
     def __init__(self, parts: CoreParts, runs: RunService) -> None:
         self._parts = parts
         self._runs = runs
+        self._secrets = SecretAnswers(parts)
 
     async def decide(
         self,
@@ -163,12 +165,16 @@ class DecisionService:
         if refusal is not None:
             await parts.audit.refused_decision(user, run_id, interaction_id, body.decision, refusal)
             raise Invalid(refusal)
+        # A secret request's answer is a reference to the sealed value, never the value.
+        text = await self._secrets.text_of(
+            run_id, stored, body, user, in_view(user.tenant_id, interaction_id)
+        )
         decision = InteractionDecision(
             interaction_id=interaction_id,
             decision=body.decision,
             approver=user_ref(user),
             payload_hash=body.payload_hash,
-            text=body.text,
+            text=text,
             arguments=None if body.arguments is None else canonical_json(body.arguments),
             # Names this request, so the run can tell it took even if delivered twice.
             decision_id=decision_id or uuid.uuid4().hex,
@@ -189,8 +195,10 @@ class DecisionService:
                 await self._unless_decided(run_id, decision)
                 return await self._queue(run_id, decision, stored)
         except _DecidedMeanwhile as meanwhile:
+            await self._secrets.discard(text, stored)
             return await self._too_late(run_id, decision, user, meanwhile.current)
         except WorkflowUpdateFailedError as err:
+            await self._secrets.discard(text, stored)  # the run did not take this reference
             cause = err.cause
             kind = cause.type if isinstance(cause, ApplicationError) else None
             if kind in RUN_ENDED:
@@ -210,6 +218,7 @@ class DecisionService:
                 raise InteractionClosed(reason) from err
             raise ERROR_OF_PROBLEM.get(kind or "", Invalid)(reason) from err
         except RPCError as err:
+            await self._secrets.discard(text, stored)
             if err.status == RPCStatusCode.NOT_FOUND and not namespace_missing(err):
                 return await self._after_the_run(run_id, decision, user)
             # Racing requests can keep Temporal from answering this one (too many updates
@@ -230,7 +239,7 @@ class DecisionService:
                 "status": outcome.status,
                 "decision": body.decision,
                 "decided_by": decision.approver,
-                "answer": body.text,
+                "answer": text,
                 "approved_arguments": outcome.approved_arguments,
                 "approved_hash": outcome.approved_hash,
             }

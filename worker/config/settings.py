@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from keel.activities.credentials.backends import UserCredentialBackend
 from keel.activities.llm.prices import DEFAULT_PRICES, ModelPrice
 from keel.worker.config.identity_settings import IdentitySettings
 
@@ -142,6 +143,15 @@ class Settings(IdentitySettings):
         description=(
             "Bearer tokens for agents' MCP servers, by URL prefix, JSON: "
             '{"https://mcp.example.com": "tok"}; the longest matching prefix wins.'
+        ),
+    )
+    user_credentials: dict[str, UserCredentialBackend] = Field(
+        default_factory=dict,
+        validation_alias=_env("KEEL_USER_CREDENTIALS"),
+        description=(
+            "Tool backends (MCP servers, A2A agents) called as the run's user, by URL prefix, "
+            'JSON: {"https://mcp.example.com": {"grant": "token_exchange", "token_url": ...}}'
+            " (docs/identity.md, Acting as the user)."
         ),
     )
     mcp_timeout_s: float = Field(

@@ -48,6 +48,23 @@ class McpDiscoveryInput(BaseModel):
 
     run_id: str
     servers: list[McpServerSpec]
+    tenant_id: str | None = Field(
+        default=None, description="The run's tenant, for servers called as the user."
+    )
+    requester: str | None = Field(
+        default=None, description="The run's user (`user:ID`), for servers called as the user."
+    )
+    credential_refs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Server name → the `secret_ref` the user answered with their credential.",
+    )
+
+
+class CredentialAsk(BaseModel):
+    """A server called as the user, who has no credential for it: what to ask them."""
+
+    server: str
+    prompt: str
 
 
 class McpDiscoveryResult(BaseModel):
@@ -56,4 +73,8 @@ class McpDiscoveryResult(BaseModel):
     tools: list[str] = Field(default_factory=list, description="Model-visible tool names.")
     unavailable: list[str] = Field(
         default_factory=list, description="Servers that could not be reached."
+    )
+    needs_credential: list[CredentialAsk] = Field(
+        default_factory=list,
+        description="Servers called as the user that need the user's credential first.",
     )

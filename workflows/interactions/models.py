@@ -10,7 +10,11 @@ from pydantic import BaseModel, Field
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.gate.tool_specs import Risk
 
-InteractionKind = Literal["confirm", "ask_user", "local_tool_result"]
+InteractionKind = Literal["confirm", "ask_user", "local_tool_result", "secret_ref"]
+"""`secret_ref`: a secret the user gives (a credential for a backend called as them); the
+API keeps it sealed and the run holds only its reference (`secret:<hex>`) as the answer."""
+
+SECRET_REF_PATTERN = r"^secret:[0-9a-f]{32}$"
 
 
 # What the client that runs a `local_tool_result` call may post back, and an answer's cap.

@@ -17,9 +17,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from keel.workflows import timeouts
     from keel.workflows.activity_call import run_activity
-    from keel.workflows.activity_refs import McpDiscovery, RunRecords
+    from keel.workflows.activity_refs import RunRecords
     from keel.workflows.gate.gate import GateDecision, ToolGate
-    from keel.workflows.gate.mcp_models import McpDiscoveryInput
     from keel.workflows.gate.mcp_tools import McpToolset
     from keel.workflows.gate.models import GateResult, MessageRef
     from keel.workflows.gate.plugin_refs import PluginToolset, hook_denial
@@ -33,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         run_memory,
         subagents,
     )
+    from keel.workflows.run.credential_asks import RunCredentials
     from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.interactions import RunAborted, RunInteractions
     from keel.workflows.run.interactions import is_task as _is_task
@@ -78,6 +78,7 @@ class AgentRunWorkflow:
         self._interactions = RunInteractions(
             self, self._hooks, self._notices, self._subagents, self._tools
         )
+        self._credentials = RunCredentials(self, self._interactions)
         self._router = RunRouter(self, self._subagents, self._interactions, self._notices)
 
     @workflow.query(name="progress")
@@ -232,11 +233,7 @@ class AgentRunWorkflow:
         Their descriptions and schemas are stored in Postgres for the model calls. A
         server that stays down is left out, and the gate says so if the model calls it.
         """
-        found = await run_activity(
-            McpDiscovery.discover_mcp_tools,
-            McpDiscoveryInput(run_id=run.run_id, servers=run.agent.mcp_servers),
-            timeouts.MCP_DISCOVERY,
-        )
+        found = await self._credentials.discover(run)  # as the run's user
         self._state.mcp_tools = list(found.tools)
         self._state.mcp_unavailable = list(found.unavailable)
 

@@ -9,6 +9,7 @@ handlers delegate here.
 from __future__ import annotations
 
 import contextlib
+import re
 from datetime import timedelta
 from typing import Protocol
 
@@ -26,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.gate.tool_specs import Risk
     from keel.workflows.interactions.models import (
         MAX_ANSWER_CHARS,
+        SECRET_REF_PATTERN,
         DecisionOutcome,
         Interaction,
         InteractionDecision,
@@ -270,6 +272,19 @@ class RunInteractions:
                 )
             if decision.decision == "answer" and not decision.text:
                 return "InvalidDecision", "The result of a client-executed call needs its output."
+            return None
+        if interaction.kind == "secret_ref":
+            if decision.decision not in ("answer", "reject"):
+                return "InvalidDecision", "A request for a secret takes `answer` or `reject`."
+            if decision.decision == "answer" and not re.match(
+                SECRET_REF_PATTERN, decision.text or ""
+            ):
+                # The run holds references only: a secret sent as text would sit in history.
+                return (
+                    "InvalidDecision",
+                    "A secret is given through Keel's API, which keeps it and passes on a "
+                    "reference: send it as `secret`, or use `keel secret`.",
+                )
             return None
         if interaction.kind == "ask_user":
             if decision.decision not in ("answer", "reject"):

@@ -6,8 +6,9 @@ import json
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from keel.activities.credentials.secret_store import MAX_SECRET_CHARS
 from keel.api.core.schemas.common import StoredText
 from keel.api.core.tenant_ids import in_view
 from keel.workflows.interactions.models import MAX_LOCAL_RESULT_CHARS, Interaction
@@ -30,6 +31,14 @@ class InteractionDecisionCreate(BaseModel):
         description=(
             "Answer or reason (at most 20 000 characters), or the output of a "
             "client-executed tool call."
+        ),
+    )
+    secret: SecretStr | None = Field(
+        default=None,
+        max_length=MAX_SECRET_CHARS,
+        description=(
+            "The secret a `secret_ref` interaction asks for (with `answer`): kept sealed, "
+            "handed to the tool that needs it by reference, never shown or stored readable."
         ),
     )
     arguments: dict[str, object] | None = Field(
