@@ -51,12 +51,11 @@ class CredentialStore:
             ).fetchone()
         if row is None:
             return None
-        access, expires_at, refresh, updated_at = row
         return UserCredential(
-            access_token=self._open(access, tenant_id, user, backend, "access"),
-            expires_at=expires_at,
-            issued_at=updated_at,
-            refresh_token=self._open(refresh, tenant_id, user, backend, "refresh"),
+            access_token=self._open(row["access_token"], tenant_id, user, backend, "access"),
+            expires_at=row["access_expires_at"],
+            issued_at=row["updated_at"],
+            refresh_token=self._open(row["refresh_token"], tenant_id, user, backend, "refresh"),
         )
 
     async def put(

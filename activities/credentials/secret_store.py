@@ -57,8 +57,8 @@ class SecretStore:
             row = await (await conn.execute(SELECT_SECRET_SQL, (ref, tenant_id, run_id))).fetchone()
         if row is None:
             return None
-        interaction_id, sealed = row
-        return self._sealer.open(bytes(sealed), _bound(ref, tenant_id, run_id, interaction_id))
+        bound = _bound(ref, tenant_id, run_id, row["interaction_id"])
+        return self._sealer.open(bytes(row["sealed"]), bound)
 
     async def discard(self, ref: str) -> None:
         async with self._pool.connection() as conn:

@@ -30,6 +30,7 @@ const OUTCOME = {
 /** A card for an interaction (`InteractionPublic`, or the data of `interaction_pending`). */
 export function decisionCard(ia, { showRun = true, onDecided } = {}) {
   if (ia.kind === "local_tool_result") return clientCallCard(ia, { showRun });
+  if (ia.kind === "secret_ref") return secretCard(ia, { showRun, onDecided });
   // What Keel hashes (workflows/gate.py): the tool and its canonical arguments as a string.
   const payload = canonicalJson({ tool: ia.tool, arguments: canonicalJson(ia.arguments) });
   const check = h("span", { class: "hash-check muted" }, "checking…");
@@ -133,6 +134,47 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
         h("ul", { class: "edit-diff" }, argumentChanges(ia.arguments, ia.approved_arguments).map(([kind, text]) => h("li", { class: `change ${kind}` }, text))),
         h("code", { class: "approved-hash" }, ia.approved_hash || "")] : null),
     ia.status === "pending" ? [reason, buttons] : h("p", { class: "muted" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`),
+    result);
+  return card;
+}
+
+/** A secret the run asks for: a password field; the value goes to the API and is cleared. */
+function secretCard(ia, { showRun, onDecided }) {
+  const result = h("div", { class: "decision-result", "aria-live": "polite" });
+  const field = h("input", { type: "password", class: "secret", autocomplete: "off", "aria-label": "Secret" });
+  const buttons = h("div", { class: "buttons" });
+  async function decide(decision) {
+    const body = { decision };
+    if (decision === "answer") {
+      if (!field.value) { replace(result, h("span", { class: "error" }, "Type the secret first.")); return; }
+      body.secret = field.value;
+    }
+    field.value = ""; // kept nowhere in the page once sent
+    for (const b of buttons.querySelectorAll("button")) b.disabled = true;
+    try {
+      const answer = await api("POST", `/v1/runs/${encodeURIComponent(ia.run_id)}/interactions/${encodeURIComponent(ia.id)}`, body);
+      result.dataset.outcome = "accepted";
+      replace(result, h("strong", { class: "ok" }, "Accepted"), ` — ${answer.interaction.decision} by ${answer.interaction.decided_by}`);
+      card.dataset.status = "decided";
+      field.remove();
+      onDecided?.(answer);
+    } catch (err) {
+      const status = err instanceof ApiError ? err.status : 0;
+      result.dataset.outcome = OUTCOME[status] || "error";
+      replace(result, h("strong", { class: "error" }, `${status || ""} ${OUTCOME[status] || "error"}`), ": ", err.detail || String(err));
+      for (const b of buttons.querySelectorAll("button")) b.disabled = false;
+    }
+  }
+  append(buttons, h("button", { class: "give-secret", onclick: () => decide("answer") }, "Give secret"),
+    h("button", { class: "reject danger", onclick: () => decide("reject") }, "Decline"));
+  const card = h("article", { class: "card interaction secret-request", dataset: { interactionId: ia.id, runId: ia.run_id, status: ia.status, kind: ia.kind } },
+    h("header", {},
+      h("strong", {}, "Secret requested"),
+      h("span", { class: "badge" }, ia.tool),
+      showRun ? h("a", { href: `/console/runs/${encodeURIComponent(ia.run_id)}` }, ia.run_id) : null),
+    ia.question ? h("p", { class: "question" }, ia.question) : null,
+    h("p", { class: "muted small" }, "Kept sealed by Keel and handed to the tool by reference; the agent never sees it."),
+    ia.status === "pending" ? [field, buttons] : h("p", { class: "muted" }, `${ia.status}`),
     result);
   return card;
 }

@@ -201,7 +201,7 @@ export class Timeline {
       case "interaction_pending": {
         const card = decisionCard(fromEvent(this.runId, d, event.created_at), { showRun: false });
         this.cards.set(`ia:${d.interaction_id}`, card);
-        const waiting = { ask_user: "Waiting for an answer", local_tool_result: "Waiting for the client that started the run" };
+        const waiting = { ask_user: "Waiting for an answer", local_tool_result: "Waiting for the client that started the run", secret_ref: "Waiting for a secret" };
         this.item(event, h("strong", {}, waiting[d.kind] || "Waiting for approval"), card);
         break;
       }
@@ -209,7 +209,7 @@ export class Timeline {
         const card = this.cards.get(`ia:${d.interaction_id}`);
         if (card) {
           card.dataset.status = d.status;
-          for (const el of card.querySelectorAll("button, textarea")) el.remove();
+          for (const el of card.querySelectorAll("button, textarea, input")) el.remove();
         }
         if (d.kind === "local_tool_result") {
           card?.querySelector(".time-left")?.remove();
