@@ -6,7 +6,9 @@ its owner's; a user with no credential is asked for one (`secret_ref`), answered
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -24,6 +26,7 @@ from tests.conftest import auth_headers, token_for
 from tests.integration.keel_http import LaunchKeel, MakeSettings, StartLLM, pending, run_reaches
 from tests.integration.test_cli import clean_env
 from tests.integration.test_payload_codec import keel_with_keys, stored_payloads
+from tests.integration.test_replay import HISTORIES, replayer
 from tests.integration.user_backend import AUDIENCE, UserBackend, helpdesk_file, serving
 
 
@@ -268,3 +271,77 @@ async def test_a_missing_credential_is_asked_for_and_the_secret_reaches_only_the
             "logs": "\n".join(r.getMessage() for r in caplog.records),
         }.items():
             assert secret not in text, f"the secret is in the {where}"
+
+
+async def test_a_secret_request_expires_like_an_approval_and_an_answered_one_replays(
+    keel_app: LaunchKeel, temporal_client: Client, workspace: Path, tmp_path: Path
+) -> None:
+    tenant = f"expiry-{uuid.uuid4().hex[:8]}"
+    alice = auth_headers(tenant, "alice")
+    script = Script(
+        turns=[Turn(content="unused")],
+        conversations=[
+            lookups("alice", pause_s=0),
+            Conversation(
+                match="tickets of late",
+                turns=[
+                    Turn(
+                        tool_calls=[
+                            ScriptedToolCall(
+                                name="mcp__tickets__lookup", arguments={"ticket": "late-1"}
+                            )
+                        ]
+                    ),
+                    Turn(content="{tool_results}"),
+                ],
+            ),
+        ],
+    )
+    async with serving(UserBackend()) as backend:
+        helpdesk_file(tmp_path / "agents", backend.url)
+        credentials = {backend.origin: {"grant": "user_token"}}
+        async with keel_app(
+            script, agents_dir=tmp_path / "agents", user_credentials=credentials, headers=alice
+        ) as http:
+            # Unanswered, it expires: the server is left out, the run goes on and ends.
+            created = await http.post(
+                "/v1/runs",
+                json={
+                    "agent": "helpdesk",
+                    "input": "Look at the tickets of late.",
+                    "workspace": str(workspace),
+                    "approval_expires_after_s": 1,
+                },
+            )
+            assert created.status_code == 201, created.text
+            late = created.json()["id"]
+            run = await run_reaches(http, late, within=60)
+            assert run["status"] == "completed", run
+            [expired] = (await http.get(f"/v1/runs/{late}/interactions")).json()
+            assert expired["kind"] == "secret_ref" and expired["status"] == "expired"
+            assert backend.calls_of("late") == []
+            answered = await http.post(
+                f"/v1/runs/{late}/interactions/{expired['id']}",
+                json={"decision": "answer", "secret": "too-late"},
+            )
+            assert answered.status_code == 409, answered.text
+
+            # Answered through the API: its history replays, and is kept for test_replay.
+            run_id = await start(http, workspace, "alice", alice)
+            [asked] = await pending(http, run_id, headers=alice)
+            given = await http.post(
+                f"/v1/runs/{run_id}/interactions/{asked['id']}",
+                json={"decision": "answer", "secret": "pat-for-the-history"},
+            )
+            assert given.status_code == 200, given.text
+            assert (await run_reaches(http, run_id, within=60))["status"] == "completed"
+            assert [c.bearer for c in backend.calls_of("alice")] == [
+                "Bearer pat-for-the-history"
+            ] * 2
+    history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+    assert (await replayer().replay_workflow(history)).replay_failure is None
+    assert "pat-for-the-history" not in history.to_json()
+    if os.environ.get("KEEL_RECORD_HISTORY"):
+        # KEEL_RECORD_HISTORY=1: keep this run's history for test_replay.
+        target = HISTORIES / "agent_run_secret_ref.json"
+        target.write_text(json.dumps(history.to_json_dict(), indent=1))
