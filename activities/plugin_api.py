@@ -47,6 +47,8 @@ class ToolContext:
     tenant_id: str
     workspace: Workspace
     """The run's workspace: `workspace.resolve(path)` refuses paths that lead out of it."""
+    secret: str | None = field(default=None, repr=False)
+    """What the user gave when the tool asks for a secret (`secret_prompt`), else None."""
 
     @property
     def root(self) -> Path:
@@ -68,6 +70,9 @@ class PluginTool:
     run: Callable[[Any, ToolContext], str | Awaitable[str]]
     subject_arg: str | None = None
     """The argument permission patterns match (a path, a URL); None: the arguments as JSON."""
+    secret_prompt: str | None = None
+    """Set: each call first asks the run's user for a secret (a `secret_ref` interaction,
+    this its question); the tool gets it as `context.secret`, the model never sees it."""
 
     @property
     def read_only(self) -> bool:

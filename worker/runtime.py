@@ -150,6 +150,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     )
     audit = AuditLog(store.pool)
     as_user = user_tokens(settings, store.pool)
+    secrets = secret_store(settings, store.pool)
     a2a_activities = A2AClientActivities(
         A2ATokens(settings),
         user_tokens=as_user,
@@ -192,11 +193,10 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         sandbox=sandbox,
         plugins=plugins,
         tenancy=settings.workspace_tenancy,
+        secrets=secrets,
     )
     hook_activities = HookActivities(plugins, tool_activities, audit)
-    mcp_activities = McpDiscoveryActivities(
-        mcp, McpToolStore(store.pool), secrets=secret_store(settings, store.pool)
-    )
+    mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool), secrets=secrets)
     record_activities = RunRecordActivities(store)
     memory_activities = MemoryActivities(
         store,

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from keel.activities.credentials.secret_store import SecretStore
 from keel.activities.heartbeats import with_heartbeats
 from keel.activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
 from keel.activities.store.audit import AuditEntry, AuditLog, policy_entry
@@ -67,6 +68,7 @@ class ToolActivities(ToolCalls):
         sandbox: Sandbox,
         plugins: PluginCode | None = None,
         tenancy: Tenancy = "shared",
+        secrets: SecretStore | None = None,
     ) -> None:
         self._store = store
         self._interactions = interactions
@@ -78,6 +80,7 @@ class ToolActivities(ToolCalls):
         self._plugins = plugins
         self._held = HeldOutputStore(store.pool)
         self._findings = FindingsLedger(store.pool)
+        self._secrets = secrets
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolDigest:
@@ -117,7 +120,10 @@ class ToolActivities(ToolCalls):
         if refused is not None:
             return await self._record(call, refused)
         output = await with_heartbeats(self._call_plugin_tool(call))
-        return await self._record(call, output)
+        digest = await self._record(call, output)
+        if call.secret_ref is not None and self._secrets is not None:
+            await self._secrets.discard(call.secret_ref)  # used once, with the output stored
+        return digest
 
     async def _call_plugin_tool(self, call: ToolCallInput) -> ToolOutput:
         tool = self._plugins.tool(call.name) if self._plugins is not None else None
@@ -157,7 +163,21 @@ class ToolActivities(ToolCalls):
             await self._interactions.mark(
                 call.run_id, call.interaction_id, "executing", when="approved"
             )
-        context = ToolContext(run_id=call.run_id, tenant_id=call.tenant_id, workspace=workspace)
+        secret = None
+        if call.secret_ref is not None:
+            secret = (
+                await self._secrets.get(call.secret_ref, call.tenant_id, call.run_id)
+                if self._secrets is not None
+                else None
+            )
+            if secret is None:
+                return ToolOutput(
+                    text=f"Error: the secret given for {call.name} is gone; it did not run.",
+                    is_error=True,
+                )
+        context = ToolContext(
+            run_id=call.run_id, tenant_id=call.tenant_id, workspace=workspace, secret=secret
+        )
         return await _run_plugin_tool(tool, args, context)
 
     async def _call_mcp_tool(self, call: ToolCallInput) -> ToolOutput:

@@ -401,6 +401,7 @@ def tool_ref(plugin: str, tool: PluginTool) -> PluginToolRef:
         required=list(schema.get("required", [])),
         closed=not schema.get("additionalProperties", False),
         subject_arg=tool.subject_arg,
+        secret_prompt=tool.secret_prompt,
     )
 
 

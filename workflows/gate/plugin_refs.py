@@ -47,6 +47,9 @@ class PluginToolRef(BaseModel):
     subject_arg: str | None = Field(
         default=None, description="The argument rules match; none: the arguments as JSON."
     )
+    secret_prompt: str | None = Field(
+        default=None, description="Each call asks the run's user for a secret with this first."
+    )
 
     @property
     def permission(self) -> str:

@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         run_memory,
         subagents,
     )
-    from keel.workflows.run.credential_asks import RunCredentials
     from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.interactions import RunAborted, RunInteractions
     from keel.workflows.run.interactions import is_task as _is_task
@@ -48,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         StopReason,
     )
     from keel.workflows.run.notices import RunNotices
+    from keel.workflows.run.secret_asks import RunSecrets
     from keel.workflows.run.step_models import LlmStepResult, ToolDigest
     from keel.workflows.run.subagent_models import ChildRunNotice
     from keel.workflows.run.subagent_runs import RunSubagents
@@ -78,7 +78,8 @@ class AgentRunWorkflow:
         self._interactions = RunInteractions(
             self, self._hooks, self._notices, self._subagents, self._tools
         )
-        self._credentials = RunCredentials(self, self._interactions)
+        self._secrets = RunSecrets(self, self._interactions)
+        self._tools.secrets = self._secrets  # a plugin tool's secret, asked for first
         self._router = RunRouter(self, self._subagents, self._interactions, self._notices)
 
     @workflow.query(name="progress")
@@ -233,7 +234,7 @@ class AgentRunWorkflow:
         Their descriptions and schemas are stored in Postgres for the model calls. A
         server that stays down is left out, and the gate says so if the model calls it.
         """
-        found = await self._credentials.discover(run)  # as the run's user
+        found = await self._secrets.discover(run)  # as the run's user
         self._state.mcp_tools = list(found.tools)
         self._state.mcp_unavailable = list(found.unavailable)
 

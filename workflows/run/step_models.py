@@ -91,6 +91,9 @@ class ToolCallInput(BaseModel):
     workspace: str
     event_seq: int
     interaction_id: str | None = Field(default=None, description="The approval it executes.")
+    secret_ref: str | None = Field(
+        default=None, description="The reference of the secret the user gave for this call."
+    )
     tenant_id: str = "default"
     allowed_by: str | None = Field(
         default=None, description="The rule that allowed an acting call without asking."

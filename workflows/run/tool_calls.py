@@ -28,6 +28,14 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["RunToolCalls", "ToolCallHost", "rule_text"]
 
 
+class SecretAsker(Protocol):
+    """Asks the run's user for the secret a call needs (`RunSecrets`)."""
+
+    async def ask_for_call(
+        self, run: RunInput, ord_: int, decision: GateDecision
+    ) -> str | GateResult | None: ...
+
+
 class ToolCallHost(Protocol):
     """What the agent run offers its tool calls: the step they belong to, event numbers."""
 
@@ -42,6 +50,8 @@ class RunToolCalls:
     def __init__(self, host: ToolCallHost, hooks: RunHooks) -> None:
         self._host = host
         self._hooks = hooks
+        self.secrets: SecretAsker | None = None
+        """Set by the run: a plugin tool with a `secret_prompt` asks its user first."""
 
     async def run(
         self,
@@ -53,6 +63,12 @@ class RunToolCalls:
         note: str | None = None,
     ) -> ToolDigest | GateResult:
         """Run the call at `ord_` of this step; `interaction_id` if a person approved it."""
+        secret_ref = None
+        if self.secrets is not None:
+            asked = await self.secrets.ask_for_call(run, ord_, decision)
+            if isinstance(asked, GateResult):  # declined or expired: it does not run
+                return asked
+            secret_ref = asked
         held = self._hooks.hold_output(run, decision)
         call = ToolCallInput(
             run_id=run.run_id,
@@ -64,6 +80,7 @@ class RunToolCalls:
             workspace=run.workspace,
             event_seq=self._host._take_seqs(2),
             interaction_id=interaction_id,
+            secret_ref=secret_ref,
             tenant_id=run.tenant_id,
             allowed_by=rule_text(decision) if interaction_id is None else None,
             network=decision.network,
