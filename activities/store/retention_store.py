@@ -58,6 +58,8 @@ RUN_CONTENT_TABLES = (
     "route_decisions",
     # The findings ledger (migration 022): titles and details quote the code.
     "run_findings",
+    # Secrets users gave that no activity took (migration 030): sealed, still theirs.
+    "secret_refs",
 )
 
 POLICIES_SQL = (

@@ -334,6 +334,12 @@ class KeelA2AHandler(RequestHandler):
         target = next((i for i in pending if i.id == named), pending[0])
         word = text.strip().lower().split()[0] if text.strip() else ""
         decision = str(data.get("decision") or "")
+        if target.kind == "secret_ref" and decision != "reject":
+            raise InvalidParamsError(
+                message=f"Task {message.task_id} waits for a secret, which is never sent in a "
+                "message: give it with `keel secret`, the console, or the REST API's `secret` "
+                'field (or reply with a data part {"decision": "reject"}).'
+            )
         if not decision:
             if target.kind == "ask_user":
                 decision = "answer"
