@@ -78,7 +78,7 @@ class AgentRunWorkflow:
         self._interactions = RunInteractions(
             self, self._hooks, self._notices, self._subagents, self._tools
         )
-        self._secrets = RunSecrets(self, self._interactions)
+        self._secrets = RunSecrets(self, self._interactions, self._notices, self._subagents)
         self._tools.secrets = self._secrets  # a plugin tool's secret, asked for first
         self._router = RunRouter(self, self._subagents, self._interactions, self._notices)
 

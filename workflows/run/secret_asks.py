@@ -33,6 +33,8 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.run import subagents
     from keel.workflows.run.interactions import RunInteractions
     from keel.workflows.run.models import RunInput, RunState
+    from keel.workflows.run.notices import RunNotices
+    from keel.workflows.run.subagent_runs import RunSubagents
 
 __all__ = ["CREDENTIALS_PATCH", "TOOL_SECRET_PATCH", "RunSecrets", "SecretHost"]
 
@@ -55,9 +57,17 @@ class SecretHost(Protocol):
 class RunSecrets:
     """Asks the run's user for secrets: credentials discovery lacks, a tool's secret."""
 
-    def __init__(self, host: SecretHost, interactions: RunInteractions) -> None:
+    def __init__(
+        self,
+        host: SecretHost,
+        interactions: RunInteractions,
+        notices: RunNotices,
+        subagent_runs: RunSubagents,
+    ) -> None:
         self._host = host
         self._interactions = interactions
+        self._notices = notices
+        self._subagents = subagent_runs
 
     async def discover(self, run: RunInput) -> McpDiscoveryResult:
         request = McpDiscoveryInput(run_id=run.run_id, servers=run.agent.mcp_servers)
@@ -114,7 +124,7 @@ class RunSecrets:
             expires_at=now + self._expires_after(run),
         )
         [opened] = await self._open(run, [interaction], f"ask a secret for {ref.name}")
-        await self._interactions.await_decision(opened)
+        await self._settled(run, opened)
         if opened.status == "answered" and opened.answer:
             return opened.answer
         why = "declined to give" if opened.status == "rejected" else "did not give in time"
@@ -154,7 +164,14 @@ class RunSecrets:
             local=True,
             summary=summary,
         )
+        # Told like an approval: the run's webhook, and a sub-agent's parent.
+        await self._notices.notify(run, "waiting", interactions=interactions)
+        await self._subagents.tell_parent(run)
         return interactions
+
+    async def _settled(self, run: RunInput, interaction: Interaction) -> None:
+        await self._interactions.await_decision(interaction)
+        await self._subagents.tell_parent(run)
 
     async def _discover(self, request: McpDiscoveryInput) -> McpDiscoveryResult:
         return await run_activity(McpDiscovery.discover_mcp_tools, request, timeouts.MCP_DISCOVERY)
@@ -190,7 +207,7 @@ class RunSecrets:
         opened = await self._open(run, asked, "ask for credentials")
         refs: dict[str, str] = {}
         for ask, interaction in zip(asks, opened, strict=True):
-            await self._interactions.await_decision(interaction)
+            await self._settled(run, interaction)
             if interaction.status == "answered" and interaction.answer:
                 refs[ask.server] = interaction.answer
         return refs
