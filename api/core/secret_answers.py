@@ -46,8 +46,9 @@ class SecretAnswers:
             return body.text
         if body.text is not None:
             raise Invalid(
-                f"Interaction {shown_id} asks for a secret: send it as `secret` (never as "
-                "`text`, which is stored and shown), or `reject` it."
+                f"Interaction {shown_id} asks for a secret: give it with `keel secret`, the "
+                "console, or as `secret` in the request (never as `text`, which is stored "
+                "and shown), or `reject` it without a reason."
             )
         if body.decision == "reject":
             return None

@@ -78,17 +78,15 @@ class RunSecrets:
         if not found.needs_credential:
             return found
         refs = await self._ask(run, found.needs_credential)
-        if not refs:
-            return found.model_copy(
-                update={
-                    "unavailable": [
-                        *found.unavailable,
-                        *(a.server for a in found.needs_credential),
-                    ],
-                    "needs_credential": [],
-                }
-            )
-        return await self._discover(request.model_copy(update={"credential_refs": refs}))
+        if refs:
+            found = await self._discover(request.model_copy(update={"credential_refs": refs}))
+        # Servers still without a credential (declined, expired) are left out as down.
+        return found.model_copy(
+            update={
+                "unavailable": [*found.unavailable, *(a.server for a in found.needs_credential)],
+                "needs_credential": [],
+            }
+        )
 
     async def ask_for_call(
         self, run: RunInput, ord_: int, decision: GateDecision
