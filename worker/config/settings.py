@@ -151,7 +151,7 @@ class Settings(IdentitySettings):
         description=(
             "Tool backends (MCP servers, A2A agents) called as the run's user, by URL prefix, "
             'JSON: {"https://mcp.example.com": {"grant": "token_exchange", "token_url": ...}}'
-            " (docs/identity.md, Acting as the user)."
+            " (docs/identity.md, Per-user credentials for tool backends)."
         ),
     )
     mcp_timeout_s: float = Field(
