@@ -19,6 +19,7 @@ _FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _SUBSTITUTION = re.compile(r"\$\((keel\b[^()]*)\)")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")"}
+_REDIRECTIONS = {"<", ">", ">>", "2>", "2>&1"}
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,13 @@ def _keel_args(words: list[str]) -> list[tuple[str, ...]]:
     """The argument lists of the `keel` commands among a line's words."""
     commands: list[tuple[str, ...]] = []
     simple: list[str] = []
+    redirected = False
     for word in [*words, ";"]:
-        if word in _SEPARATORS:
+        if redirected:  # the file a redirection names is the shell's, not keel's
+            redirected = False
+        elif word in _REDIRECTIONS:
+            redirected = True
+        elif word in _SEPARATORS:
             while simple and _ASSIGNMENT.match(simple[0]):
                 simple.pop(0)
             if simple and Path(simple[0]).name == "keel":

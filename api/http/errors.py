@@ -150,7 +150,7 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     # As FastAPI's own, but ASCII: errors echo the input, and a lone surrogate in it
     # (valid in JSON, refused by pydantic) cannot be encoded as UTF-8.
-    errors = plain_errors(exc.errors())
+    errors = [_without_secret_input(e) for e in plain_errors(exc.errors())]
     detail: object = errors
     if _sentence_only(request) and errors:
         first = errors[0]
@@ -158,6 +158,16 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
         detail = f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
     body = json.dumps({"detail": jsonable_encoder(detail)}, ensure_ascii=True)
     return Response(body, status_code=422, media_type="application/json")
+
+
+# Fields whose value a 422 must not echo back: a secret the user answered, a token.
+_SECRET_FIELDS = frozenset({"secret", "password", "token", "refresh_token", "subject_token"})
+
+
+def _without_secret_input(error: dict[str, Any]) -> dict[str, Any]:
+    if any(str(part) in _SECRET_FIELDS for part in error.get("loc", ())):
+        return {key: value for key, value in error.items() if key != "input"}
+    return error
 
 
 def store_unavailable() -> JSONResponse:

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
+from keel.activities.credentials.secret_store import MAX_SECRET_CHARS
 from keel.activities.store.run_store import Store
 from keel.worker.payload_codec import new_key, payload_codec
 from keel.worker.scripted.llm import Conversation, Script, ScriptedToolCall, Turn
@@ -214,6 +215,14 @@ async def test_a_missing_credential_is_asked_for_and_the_secret_reaches_only_the
                 json={"decision": "answer", "text": secret},
             )
             assert as_text.status_code == 422 and "secret" in as_text.json()["detail"]
+            # A secret too long to keep is refused without being echoed back.
+            too_long = secret + "x" * MAX_SECRET_CHARS
+            refused = await http.post(
+                f"/v1/runs/{run_id}/interactions/{asked['id']}",
+                headers=alice,
+                json={"decision": "answer", "secret": too_long},
+            )
+            assert refused.status_code == 422 and secret not in refused.text, refused.text
             # Bob may not give alice's credential.
             as_bob = await http.post(
                 f"/v1/runs/{run_id}/interactions/{asked['id']}",
