@@ -22,9 +22,11 @@ OUTPUT_REPEATS_SQL = (
     "SELECT EXISTS (SELECT 1 FROM messages WHERE run_id = %s AND step < %s"
     " AND role = 'tool' AND sha256 = %s) AS repeats"
 )
+# A fork's seed holds the session's earlier turns it saw already, so none are added.
 SESSION_HISTORY_SQL = (
     "SELECT input, report FROM runs WHERE session_id = %s AND id <> %s"
     " AND created_at < (SELECT created_at FROM runs WHERE id = %s)"
+    " AND (SELECT forked_from FROM runs WHERE id = %s) IS NULL"
     " AND report IS NOT NULL ORDER BY created_at"
 )
 RUN_MESSAGES_SQL = (
@@ -104,7 +106,7 @@ class MessageRows(PooledStore):
         async with self._pool.connection() as conn:
             history: list[MessageRecord] = []
             if session_id and after_step is None:
-                cur = await conn.execute(SESSION_HISTORY_SQL, (session_id, run_id, run_id))
+                cur = await conn.execute(SESSION_HISTORY_SQL, (session_id, run_id, run_id, run_id))
                 for row in await cur.fetchall():
                     history.append(MessageRecord(step=-1, ord=0, role="user", content=row["input"]))
                     history.append(

@@ -45,6 +45,10 @@ class RunRecord(BaseModel):
     """The report's structured findings, when it had a findings block."""
     coverage: CoverageRecord | None = None
     """Keel's coverage record (`close_coverage`), for a run whose agent covers files."""
+    forked_from: str | None = None
+    """The run this one was forked from (`POST /v1/runs/{id}/fork`), if it was."""
+    forked_at_step: int | None = None
+    """The step of `forked_from` whose conversation this run started from."""
 
 
 class NewRun(BaseModel):

@@ -85,6 +85,18 @@ async def _insert_queued(conn: AsyncConnection[dict[str, Any]], run: NewRun) -> 
     return cur.rowcount == 1
 
 
+async def create_run_in(conn: AsyncConnection[dict[str, Any]], run: NewRun) -> bool:
+    """`RunRows.create_run` inside a caller's transaction (a fork's seed joins it)."""
+    if not await _insert_queued(conn, run):
+        return False
+    if run.system_prompt is not None:
+        await conn.execute(
+            INSERT_RUN_TEXTS_SQL,
+            (run.tenant_id, texts_key(run.system_prompt, run.input), run.system_prompt, run.input),
+        )
+    return True
+
+
 def run_started_entry(start: StartRunInput) -> AuditEntry:
     """What the audit log keeps of a run's start, whichever surface asked for it."""
     detail: dict[str, JsonValue] = {
@@ -112,19 +124,7 @@ class RunRows(RunTexts):
         """Record a queued run, and its texts, in one transaction; False if a run with this
         id already exists (then nothing is written)."""
         async with self._pool.connection() as conn, conn.transaction():
-            if not await _insert_queued(conn, run):
-                return False
-            if run.system_prompt is not None:
-                await conn.execute(
-                    INSERT_RUN_TEXTS_SQL,
-                    (
-                        run.tenant_id,
-                        texts_key(run.system_prompt, run.input),
-                        run.system_prompt,
-                        run.input,
-                    ),
-                )
-            return True
+            return await create_run_in(conn, run)
 
     async def forget_unstarted_run(self, run_id: str) -> None:
         """Remove a queued run whose workflow could not be started, so none is left that

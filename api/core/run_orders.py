@@ -18,6 +18,7 @@ from keel.activities.store.records import RunRecord
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_texts import texts_key
 from keel.api.core.errors import invalid_request
+from keel.api.core.fork_seed import ForkPoint
 from keel.api.core.schemas.common import ChosenId, InputText, LocalTool, StoredText
 from keel.api.core.schemas.runs import RunCreate
 from keel.api.identity.auth import Principal
@@ -67,6 +68,8 @@ class RunOrder(BaseModel):
     """A ceiling on the tokens of the run and its sub-agents; a lower one of the agent's holds."""
     max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
     """A ceiling in US dollars on the run and its sub-agents; a lower one of the agent's holds."""
+    fork: ForkPoint | None = None
+    """The run and step this run is forked from (`api.core.forks`), if it is a fork."""
 
     @classmethod
     def from_create(cls, body: RunCreate) -> RunOrder:
@@ -89,6 +92,8 @@ class RunOrder(BaseModel):
         for ceiling in ("max_total_tokens", "max_cost_usd"):
             if body[ceiling] is None:
                 del body[ceiling]  # so requests recorded before the ceiling hash the same
+        if body["fork"] is None:
+            del body["fork"]  # so requests recorded before forks hash the same
         body["requester"] = [user.tenant_id, user.subject]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 

@@ -11,6 +11,7 @@ while nothing will ever run it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from keel.activities.store.records import EventRecord, NewRun, RunRecord
+from keel.activities.store.fork_rows import ForkRows
+from keel.activities.store.records import EventRecord, MessageRecord, NewRun, RunRecord
 from keel.api.core.agent_access import AgentAccess
 from keel.api.core.context import RETRY_AFTER_S, TEMPORAL_CALL_TIMEOUT, CoreParts
 from keel.api.core.errors import (
@@ -92,6 +94,7 @@ class RunService:
         self.quotas = QuotaService(parts)  # tenant quotas: every new run passes `admit`
         self.workspaces = TenantWorkspaces(parts)
         self._live = RunLiveState(parts)
+        self._forks = ForkRows(parts.store.pool)
 
     # -- checks shared with sessions and schedules --------------------------
 
@@ -159,9 +162,12 @@ class RunService:
 
     # -- starting -----------------------------------------------------------
 
-    async def start(self, order: RunOrder, user: Principal) -> StartedRun:
+    async def start(
+        self, order: RunOrder, user: Principal, *, seed: Sequence[MessageRecord] = ()
+    ) -> StartedRun:
         """Start the run an order asks for; with `session_id`, it joins that session
-        (created if new). A retried order with the same `run_id` answers with its run."""
+        (created if new). A retried order with the same `run_id` answers with its run.
+        A fork's order comes with its `seed` (`api.core.forks`), written with its row."""
         parts = self._parts
         await check_webhook(parts, order.webhook_url, user)
         run = await self.template(order, user, run_id=await self._key_for(order.run_id, user))
@@ -177,19 +183,26 @@ class RunService:
             if run.session_id is not None and order.on_busy == "reject":
                 await self._refuse_if_busy(run.session_id, run.run_id, user)
             row = NewRun.of(run, metadata=order.metadata, request_hash=request_hash)
-            if await parts.store.create_run(row):
+            if await self._create(row, order, seed):
                 return await self._launch(run, order, fresh=True)
             existing = await parts.store.get_run(run.run_id)  # a concurrent twin won
             assert existing is not None
             if existing.tenant_id != user.tenant_id and order.run_id is not None:
                 # Another tenant took the id a moment ago: this tenant's is the scoped key.
-                return await self.start(order, user)
+                return await self.start(order, user, seed=seed)
         await self._same_request(existing, user, request_hash)
         if existing.status == "queued" and existing.started_at is None:
             # Recorded, perhaps never started (an earlier attempt may have failed half-way):
             # start it; Temporal's id policy makes a second start of a started run a no-op.
             return await self._launch(run, order, fresh=False)
         return StartedRun(record=existing)
+
+    async def _create(self, row: NewRun, order: RunOrder, seed: Sequence[MessageRecord]) -> bool:
+        if order.fork is None:
+            return await self._parts.store.create_run(row)
+        return await self._forks.create_fork(
+            row, forked_from=order.fork.run_id, step=order.fork.step, seed=seed
+        )
 
     async def _key_for(self, chosen: str | None, user: Principal) -> str:
         """The key of the run a caller's chosen run id names in its tenant (a new id if

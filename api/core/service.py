@@ -19,6 +19,7 @@ from keel.api.core.context import CoreParts
 from keel.api.core.coordinations.service import CoordinationService
 from keel.api.core.decisions import DecisionService
 from keel.api.core.evals import EvalService
+from keel.api.core.forks import ForkService
 from keel.api.core.health import HealthChecks
 from keel.api.core.inbox import Inbox
 from keel.api.core.memories import MemoryService
@@ -80,6 +81,7 @@ class KeelService:
         self.access = self.runs.access  # which agents a caller may use (`roles:`)
         self.quotas = self.runs.quotas  # tenant quotas: set by admins, checked at each start
         self.run_list = RunListing(parts, self.runs)
+        self.forks = ForkService(parts, self.runs)
         self.coordinations = CoordinationService(parts)
         self.console = console
         self._authenticator = authenticator

@@ -180,6 +180,12 @@ class RunPublic(BaseModel):
         description="Usage and cost of the run and every sub-agent run below it (the sum "
         "of the tree's recorded model calls): what the run cost. `usage` is its own calls.",
     )
+    forked_from: str | None = Field(
+        default=None, description="The run this one was forked from, if it was (docs/forks.md)."
+    )
+    forked_at_step: int | None = Field(
+        default=None, description="The step of `forked_from` this run's conversation ends at."
+    )
 
     @classmethod
     def from_record(cls, run: RunRecord) -> RunPublic:
@@ -216,6 +222,8 @@ class RunPublic(BaseModel):
             created_at=run.created_at,
             started_at=run.started_at,
             finished_at=run.finished_at,
+            forked_from=run.forked_from and in_view(tenant, run.forked_from),
+            forked_at_step=run.forked_at_step,
         )
 
 

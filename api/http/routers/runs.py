@@ -10,6 +10,7 @@ from keel.api.core.page_cursor import decode_cursor, encode_cursor
 from keel.api.core.run_list import ChildScope
 from keel.api.core.run_orders import RunOrder
 from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.forks import ForkCreate
 from keel.api.core.schemas.runs import RunCreate, RunList, RunPublic
 from keel.api.core.schemas.usage import tree_usage_public
 from keel.api.http.deps import CurrentUser, ServiceDep
@@ -30,6 +31,23 @@ async def create_run(body: RunCreate, user: CurrentUser, service: ServiceDep) ->
     another request is a 409. A 503 (with Retry-After) started nothing: retry it. A 429
     (with Retry-After): the tenant is over a quota until the time the detail names."""
     started = await service.runs.start(RunOrder.from_create(body), user)
+    return RunPublic.from_record(started.record)
+
+
+@router.post(
+    "/{run_id}/fork",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RunPublic,
+    responses=documented(404, 409, 503),
+)
+async def fork_run(
+    run_id: StoredText, body: ForkCreate, user: CurrentUser, service: ServiceDep
+) -> RunPublic:
+    """Start a new run from this run's conversation up to and including `step` (and a new
+    user message): same agent, model and workspace; the original is left as it is. A
+    step the run does not have is a 422; the same request with the same `run_id` answers
+    with the same fork (docs/forks.md)."""
+    started = await service.forks.fork(run_id, body, user)
     return RunPublic.from_record(started.record)
 
 

@@ -1,0 +1,48 @@
+"""A forked run's row: created queued with its lineage and the conversation it starts from.
+
+A fork's seed (the original's messages up to the step it was forked at, and the new user
+message) is written under the fork's step 0, in order, in the same transaction as its
+row, so the run's first model call reads it as its opening; the fork's own steps follow
+from step 1 as any run's do. The original's rows are only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from keel.activities.store.message_rows import put_message_in
+from keel.activities.store.records import MessageRecord, NewRun
+from keel.activities.store.run_rows import create_run_in
+from keel.activities.store.store_pool import PooledStore
+
+SET_LINEAGE_SQL = "UPDATE runs SET forked_from = %s, forked_at_step = %s WHERE id = %s"
+SEED_STEP = 0
+"""The step a fork's seed is written under: the opening, before the fork's first call."""
+
+
+class ForkRows(PooledStore):
+    """Forked runs' rows and seeds."""
+
+    async def create_fork(
+        self, run: NewRun, *, forked_from: str, step: int, seed: Sequence[MessageRecord]
+    ) -> bool:
+        """Record a queued fork, its texts, lineage and seed in one transaction; False if a
+        run with this id already exists (then nothing is written)."""
+        async with self._pool.connection() as conn, conn.transaction():
+            if not await create_run_in(conn, run):
+                return False
+            await conn.execute(SET_LINEAGE_SQL, (forked_from, step, run.run_id))
+            for ord_, message in enumerate(seed):
+                await put_message_in(
+                    conn,
+                    run.run_id,
+                    SEED_STEP,
+                    ord_,
+                    message.role,
+                    message.content or "",
+                    tool_calls=message.tool_calls,
+                    tool_call_id=message.tool_call_id,
+                    name=message.name,
+                    is_error=message.is_error,
+                )
+            return True

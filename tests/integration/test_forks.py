@@ -1,0 +1,141 @@
+"""Rewind and fork: a fork at step 3 of a 6-step run reads exactly the original's first
+three steps (and the new message), leaves the original as it was, and refuses another
+tenant and a step the run does not have."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from keel.activities.store.run_store import Store
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
+from tests.integration.conftest import LaunchKeel
+from tests.integration.keel_http import MALLORY, finished
+from tests.integration.test_run_list import audited
+
+HISTORIES = Path(__file__).parent.parent / "histories"
+HINT = "Look at pkg/core.py's TODO before answering."
+
+
+def six_steps() -> Script:
+    """Five rounds of reads, each seeing something new, then the answer: six steps."""
+    reads = [
+        ScriptedToolCall(name="list_files", arguments={}),
+        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"}),
+        ScriptedToolCall(name="read_file", arguments={"path": "README.md"}),
+        ScriptedToolCall(name="read_file", arguments={"path": "pkg/__init__.py"}),
+        ScriptedToolCall(name="search_code", arguments={"pattern": "TODO"}),
+    ]
+    answer = "## Answer\nadd() does not handle None.\n## Evidence\npkg/core.py:2\n"
+    return Script(turns=[*(Turn(tool_calls=[call]) for call in reads), Turn(content=answer)])
+
+
+async def rows_of(store: Store, run_id: str) -> dict[str, list[Any]]:
+    """Everything Postgres keeps of a run, to compare before and after a fork."""
+    tables = {
+        "runs": "SELECT * FROM runs WHERE id = %s",
+        "messages": "SELECT * FROM messages WHERE run_id = %s ORDER BY step, ord",
+        "events": "SELECT run_id, seq, type, data FROM events WHERE run_id = %s ORDER BY seq",
+        "llm_calls": "SELECT * FROM llm_calls WHERE run_id = %s ORDER BY step",
+        "tool_executions": "SELECT * FROM tool_executions WHERE run_id = %s ORDER BY 1, 2",
+    }
+    found: dict[str, list[Any]] = {}
+    async with store.pool.connection() as conn:
+        for table, sql in tables.items():
+            cur = await conn.execute(sql, (run_id,))  # type: ignore[arg-type]
+            found[table] = list(await cur.fetchall())
+    return found
+
+
+async def test_a_fork_at_step_three_reads_exactly_the_first_three_steps(
+    keel_app: LaunchKeel,
+    scripted: Any,
+    temporal_client: Client,
+    store: Store,
+    workspace: Path,
+) -> None:
+    llm = scripted(six_steps())
+    async with keel_app(llm) as http:
+        created = await http.post(
+            "/v1/runs",
+            json={"agent": "investigate", "input": "Why does add fail?", "workspace": "."},
+        )
+        assert created.status_code == 201, created.text
+        original = await finished(http, created.json()["id"])
+        assert original["status"] == "completed" and original["steps"] == 6, original
+        run_id = original["id"]
+        # Turn 3 is asked by the request that carries three model messages: step 4's.
+        fourth = llm.last_request(3)
+        before = await rows_of(store, run_id)
+        history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+        llm.reset()
+
+        body = {"step": 3, "message": HINT, "run_id": f"{run_id}-fork"}
+        forked = await http.post(f"/v1/runs/{run_id}/fork", json=body)
+        assert forked.status_code == 201, forked.text
+        fork = forked.json()
+        assert (fork["forked_from"], fork["forked_at_step"]) == (run_id, 3), fork
+        assert (fork["agent"], fork["workspace"]) == ("investigate", original["workspace"])
+        again = await http.post(f"/v1/runs/{run_id}/fork", json=body)
+        assert (again.status_code, again.json()["id"]) == (201, fork["id"]), again.text
+        other = await http.post(f"/v1/runs/{run_id}/fork", json={**body, "step": 2})
+        assert other.status_code == 409, other.text
+
+        done = await finished(http, fork["id"])
+        assert done["status"] == "completed", done
+        assert (done["forked_from"], done["forked_at_step"]) == (run_id, 3), done
+        # The fork's first model request: the original's opening and first three steps,
+        # exactly as the original's fourth call sent them, then the new message.
+        first = llm.last_request(3)
+        assert first["messages"] == [*fourth["messages"], {"role": "user", "content": HINT}]
+        assert llm.requests_by_turn[0] == 0, "the fork did not start its conversation over"
+
+        # The original is untouched: its rows and its workflow history.
+        assert await rows_of(store, run_id) == before
+        after = await temporal_client.get_workflow_handle(run_id).fetch_history()
+        assert after.to_json_dict() == history.to_json_dict()
+
+        # Refusals: another tenant's run is a 404 (audited), a step it lacks a 422.
+        foreign = await http.post(f"/v1/runs/{run_id}/fork", json={"step": 1}, headers=MALLORY)
+        assert foreign.status_code == 404, foreign.text
+        assert await audited(store, "other-tenant", "run.cross_tenant_denied", run_id)
+        past = await http.post(f"/v1/runs/{run_id}/fork", json={"step": 7})
+        assert past.status_code == 422, past.text
+        assert "has 6 steps; fork at a step from 0 to 6" in past.text, past.text
+        for bad in ({"step": -1}, {"step": 1, "replace_message": True}, {}):
+            refused = await http.post(f"/v1/runs/{run_id}/fork", json=bad)
+            assert refused.status_code == 422, (bad, refused.text)
+
+        fork_history = await temporal_client.get_workflow_handle(fork["id"]).fetch_history()
+        if os.environ.get("KEEL_RECORD_HISTORY"):
+            # KEEL_RECORD_HISTORY=1: keep the fork's history for test_replay.
+            target = HISTORIES / "agent_run_fork.json"
+            target.write_text(json.dumps(fork_history.to_json_dict(), indent=1))
+
+
+async def test_a_fork_with_a_replaced_task_starts_from_it(
+    keel_app: LaunchKeel, scripted: Any, workspace: Path
+) -> None:
+    llm = scripted(six_steps())
+    async with keel_app(llm) as http:
+        created = await http.post(
+            "/v1/runs",
+            json={"agent": "investigate", "input": "Why does add fail?", "workspace": "."},
+        )
+        original = await finished(http, created.json()["id"])
+        second = llm.last_request(1)
+        llm.reset()
+        task = "Why is add untyped?"
+        forked = await http.post(
+            f"/v1/runs/{original['id']}/fork",
+            json={"step": 1, "message": task, "replace_message": True},
+        )
+        assert forked.status_code == 201, forked.text
+        await finished(http, forked.json()["id"])
+        first = llm.last_request(1)["messages"]
+        assert first[1] == {"role": "user", "content": task}, first
+        assert first[2:] == second["messages"][2:] and first[0] == second["messages"][0]
