@@ -15,6 +15,7 @@ from keel.api.core.coordinations.schemas import (
 )
 from keel.api.core.schemas.evals import EvalResultCreate, EvalResultPublic
 from keel.api.core.schemas.events import EventPage
+from keel.api.core.schemas.forks import ForkCreate
 from keel.api.core.schemas.health import Health
 from keel.api.core.schemas.interactions import (
     DecisionResult,
@@ -166,6 +167,12 @@ class KeelClient:
         params = {"tenant": tenant} if tenant else {}
         response = await self._send("GET", "/v1/admin/audit/verify", params=params)
         return AuditVerification.model_validate(response.json())
+
+    async def fork(self, run_id: str, body: ForkCreate) -> RunPublic:
+        response = await self._send(
+            "POST", f"/v1/runs/{run_id}/fork", json=body.model_dump(exclude_none=True)
+        )
+        return RunPublic.model_validate(response.json())
 
     async def cancel(self, run_id: str) -> RunPublic:
         response = await self._send("POST", f"/v1/runs/{run_id}/cancel")

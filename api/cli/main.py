@@ -24,6 +24,7 @@ from keel.api.cli.coordinations import coordinations_app
 from keel.api.cli.dev import dev
 from keel.api.cli.edited_args import ArgumentsError, argument_changes, read_arguments
 from keel.api.cli.evals import eval_command
+from keel.api.cli.fork_command import fork
 from keel.api.cli.local_stack import serve_api
 from keel.api.cli.local_tools import LOCAL_TOOLS, local_executor
 from keel.api.cli.memories import memories_app
@@ -51,6 +52,7 @@ from keel.worker.observability.quiet_logs import quiet_expected_failures
 
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+app.command("fork")(fork)
 audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
 app.add_typer(schedules_app, name="schedules")

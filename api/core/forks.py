@@ -35,7 +35,7 @@ class ForkService:
         body: ForkCreate,
         user: Principal,
         *,
-        trigger: Trigger = "api",
+        trigger: Trigger | None = None,
         session_id: str | None = None,
     ) -> StartedRun:
         """Start the fork of `run_id` at `body.step`: another tenant's run is a 404
@@ -54,7 +54,7 @@ class ForkService:
             agent=source.agent,
             input=body.message or source.input,
             workspace=source.workspace,
-            trigger=trigger,
+            trigger=trigger or body.trigger,
             run_id=body.run_id,
             session_id=session_id,
             on_busy="enqueue",

@@ -130,6 +130,7 @@ def keel_mcp_server(service: KeelService) -> KeelMcpServer:
         (tools.get_run, READS),
         (tools.list_runs, READS),
         (tools.decide, acting),
+        (tools.fork_run, acting),
         (code.list_files, READS),
         (code.read_file, READS),
         (code.search_code, READS),

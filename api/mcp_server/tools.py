@@ -17,6 +17,7 @@ from keel.api.core.errors import KeelError
 from keel.api.core.router import router_agent
 from keel.api.core.run_orders import RunOrder
 from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.forks import ForkCreate
 from keel.api.core.schemas.interactions import DecisionResult, InteractionDecisionCreate
 from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.core.service import KeelService
@@ -176,6 +177,45 @@ class KeelTools:
         except KeelError as exc:
             raise ToolError(refusal(exc)) from None
         return RunDetail(run=run, pending_interactions=pending)
+
+    async def fork_run(
+        self,
+        ctx: Context,
+        run_id: RunId,
+        step: Annotated[
+            int,
+            Field(
+                description="The last step kept: one model call and its tool results "
+                "(0: only the task). get_run's `steps` says how many the run has."
+            ),
+        ],
+        message: Annotated[
+            str | None,
+            Field(description="A user message the fork reads after the kept steps."),
+        ] = None,
+        replace_message: Annotated[
+            bool, Field(description="The message replaces the run's task instead.")
+        ] = False,
+        new_run_id: Annotated[
+            str | None,
+            Field(description="Choose the fork's id to make the call safe to retry."),
+        ] = None,
+    ) -> RunDetail:
+        """Fork a run at a step: a new run of the same agent and workspace starts from the
+        run's conversation up to that step (and your message); the run itself is left as
+        it is. Files its tools wrote and commands they ran are not undone."""
+        user = caller(ctx)
+        try:
+            body = ForkCreate(
+                step=step, message=message, replace_message=replace_message, run_id=new_run_id
+            )
+        except ValidationError as exc:
+            raise ToolError(invalid_arguments("fork_run", exc)) from None
+        try:
+            started = await self._service.forks.fork(run_id, body, user)
+        except KeelError as exc:
+            raise ToolError(refusal(exc)) from None
+        return RunDetail(run=RunPublic.from_record(started.record), pending_interactions=[])
 
     async def list_runs(
         self,

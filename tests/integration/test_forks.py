@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
+from tests.conftest import JWT_SECRET, token_for
 from tests.integration.conftest import LaunchKeel
-from tests.integration.keel_http import MALLORY, finished
+from tests.integration.keel_http import MALLORY, base_url, finished
+from tests.integration.test_cli import clean_env, keel
+from tests.integration.test_mcp import call, mcp_client, refused
 from tests.integration.test_run_list import audited
 
 HISTORIES = Path(__file__).parent.parent / "histories"
@@ -117,8 +122,8 @@ async def test_a_fork_at_step_three_reads_exactly_the_first_three_steps(
             target.write_text(json.dumps(fork_history.to_json_dict(), indent=1))
 
 
-async def test_a_fork_with_a_replaced_task_starts_from_it(
-    keel_app: LaunchKeel, scripted: Any, workspace: Path
+async def test_a_fork_with_a_replaced_task_starts_from_it_on_every_door(
+    keel_app: LaunchKeel, scripted: Any, workspace: Path, tmp_path: Path
 ) -> None:
     llm = scripted(six_steps())
     async with keel_app(llm) as http:
@@ -139,3 +144,42 @@ async def test_a_fork_with_a_replaced_task_starts_from_it(
         first = llm.last_request(1)["messages"]
         assert first[1] == {"role": "user", "content": task}, first
         assert first[2:] == second["messages"][2:] and first[0] == second["messages"][0]
+
+        # MCP forks the same way, through the same service.
+        async with (
+            mcp_client(base_url(http), token_for("default", "alice")) as alice,
+            mcp_client(base_url(http), token_for("other-tenant", "mallory")) as mallory,
+        ):
+            detail = await call(alice, "fork_run", run_id=original["id"], step=0)
+            assert (detail["run"]["forked_from"], detail["run"]["forked_at_step"]) == (
+                original["id"],
+                0,
+            )
+            refusal = await refused(mallory, "fork_run", run_id=original["id"], step=0)
+            assert f"No run {original['id']}." in refusal, refusal
+
+
+@pytest.mark.slow
+async def test_the_cli_forks_a_run_and_shows_its_lineage(
+    keel_app: LaunchKeel, scripted: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """Three `keel` processes: the slow lane."""
+    async with keel_app(scripted(six_steps())) as http:
+        created = await http.post(
+            "/v1/runs",
+            json={"agent": "investigate", "input": "Why does add fail?", "workspace": "."},
+        )
+        original = await finished(http, created.json()["id"])
+        env = clean_env(
+            KEEL_API_URL=base_url(http),
+            KEEL_DATA_DIR=str(tmp_path / "cli"),
+            KEEL_JWT_SECRET=JWT_SECRET,
+        )
+        code, out = await keel("fork", original["id"], "--step", "2", "--message", HINT, env=env)
+        assert code == 0, out
+        found = re.search(r"Run (run-\w+) \(investigate\) forked from (\S+) at step 2", out)
+        assert found is not None and found.group(2) == original["id"], out
+        code, shown = await keel("runs", "show", found.group(1), env=env)
+        assert code == 0 and f"forked from  {original['id']} at step 2" in shown, shown
+        code, past = await keel("fork", original["id"], "--step", "9", env=env)
+        assert code == 1 and "has 6 steps" in past, past

@@ -42,6 +42,7 @@ TOOLS = {
     "get_run",
     "list_runs",
     "decide",
+    "fork_run",
     "list_files",
     "read_file",
     "search_code",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, model_validator
 
 from keel.api.core.schemas.common import ChosenId, InputText
@@ -32,6 +34,8 @@ class ForkCreate(BaseModel):
         description="The new run's id, as in POST /v1/runs: the same request again answers "
         "with the same run, the same id with another request is a 409.",
     )
+    trigger: Literal["api", "cli"] = "api"
+    """Who asked, as in POST /v1/runs."""
 
     @model_validator(mode="after")
     def _replacement_has_a_message(self) -> ForkCreate:
