@@ -13,7 +13,7 @@ from __future__ import annotations
 from keel.activities.store.records import MessageRecord, RunRecord
 from keel.api.core.context import CoreParts
 from keel.api.core.fork_seed import ForkPoint, fork_seed
-from keel.api.core.run_orders import RunOrder, StartedRun
+from keel.api.core.run_orders import OnBusy, RunOrder, StartedRun
 from keel.api.core.runs import RunService
 from keel.api.core.schemas.forks import ForkCreate
 from keel.api.identity.auth import Principal
@@ -37,6 +37,7 @@ class ForkService:
         *,
         trigger: Trigger | None = None,
         session_id: str | None = None,
+        on_busy: OnBusy = "enqueue",
     ) -> StartedRun:
         """Start the fork of `run_id` at `body.step`: another tenant's run is a 404
         (audited), a step it does not have a 422. With `session_id` (a LangGraph
@@ -57,7 +58,7 @@ class ForkService:
             trigger=trigger or body.trigger,
             run_id=body.run_id,
             session_id=session_id,
-            on_busy="enqueue",
+            on_busy=on_busy,
             model=source.model,
             metadata=source.metadata,
             fork=point.model_dump(),

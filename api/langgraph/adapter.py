@@ -18,8 +18,10 @@ from pydantic import ValidationError
 from keel.activities.store.records import RunRecord
 from keel.activities.store.session_store import SessionRecord
 from keel.api.core.errors import Conflict, Invalid, NotFound, invalid_request
+from keel.api.core.fork_seed import step_count
 from keel.api.core.run_orders import OnBusy, RunOrder
 from keel.api.core.schedules.schemas import ScheduleCreate
+from keel.api.core.schemas.forks import ForkCreate
 from keel.api.core.schemas.interactions import InteractionPublic
 from keel.api.core.schemas.sessions import SessionMessage
 from keel.api.core.service import KeelService
@@ -28,7 +30,7 @@ from keel.api.core.threads import ThreadRun, metadata_text
 from keel.api.events.hub import DeltaNotice
 from keel.api.events.stream import Outgoing
 from keel.api.identity.auth import Principal
-from keel.api.langgraph import wire
+from keel.api.langgraph import checkpoints, wire
 from keel.api.langgraph.stream import RunStreamTranslator, StreamPart
 
 __all__ = ["LangGraphAdapter", "StartedLangGraphRun"]
@@ -146,24 +148,35 @@ class LangGraphAdapter:
         )
 
     async def history(self, thread_id: str, user: Principal, limit: int) -> list[dict[str, Any]]:
-        """One state per run of the thread, newest first: what the thread held after it."""
+        """One state per step of each run of the thread, newest first: what the thread
+        held after that step (`checkpoints`); a fork's first step has the checkpoint it
+        was forked at as its parent."""
         session, turns, _, _ = await self._service.sessions.history(thread_id, user)
         records = await self._service.runs.page(user, limit=1000, session_id=thread_id)
-        runs = [wire.shown_run(r) for r in reversed(records)]  # as turns name them
-        states = []
-        for index, record in enumerate(reversed(records)):
-            upto = set(runs[: index + 1])
-            seen = [t for t in turns if t.run_id in upto]
-            states.append(
-                wire.thread_state(
-                    wire.shown_thread(session),
-                    values={"messages": wire.history_messages(seen)},
-                    checkpoint_id=runs[index],
-                    parent_id=runs[index - 1] if index else None,
-                    interrupts=[],
-                    created_at=record.created_at,
+        states: list[dict[str, Any]] = []
+        parent: str | None = None
+        for record in reversed(records):  # oldest first
+            run = wire.shown_run(record)
+            # A fork's own messages begin with the thread's turns it was forked after.
+            earlier = [] if record.forked_from else wire.history_messages(_before(turns, record))
+            if record.forked_from is not None:
+                parent = checkpoints.checkpoint_id(
+                    in_view(record.tenant_id, record.forked_from), record.forked_at_step or 0
                 )
-            )
+            messages = await self._service.forks.steps(record)
+            for step, values in checkpoints.step_values(messages, run):
+                cid = checkpoints.checkpoint_id(run, step)
+                states.append(
+                    wire.thread_state(
+                        wire.shown_thread(session),
+                        values={"messages": earlier + values},
+                        checkpoint_id=cid,
+                        parent_id=parent,
+                        interrupts=[],
+                        created_at=record.created_at,
+                    )
+                )
+                parent = cid
         return list(reversed(states))[:limit]
 
     # -- runs --------------------------------------------------------------------
@@ -186,6 +199,9 @@ class LangGraphAdapter:
                 "Keel honours only command.resume; goto and update need LangGraph's graph.",
                 field="command",
             )
+        checkpoint = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+        if checkpoint:
+            return await self._fork_at(session, str(checkpoint), body, user)
         if body.multitask_strategy == "rollback":
             raise Invalid(
                 "multitask_strategy 'rollback' is not supported: Keel keeps every run. Use "
@@ -207,6 +223,38 @@ class LangGraphAdapter:
             webhook_url=body.webhook,
         )
         started = await self._service.runs.start(order, user)
+        return StartedLangGraphRun(record=started.record, thread_id=thread_id)
+
+    async def _fork_at(
+        self,
+        session: SessionRecord | None,
+        checkpoint: str,
+        body: wire.LangGraphRunCreate,
+        user: Principal,
+    ) -> StartedLangGraphRun:
+        """A run from a checkpoint of the thread: the fork of its run at its step, in the
+        thread, with the request's message (if any) after it."""
+        if session is None:
+            raise Invalid(
+                "A checkpoint names a step of a thread's run; create the run on that thread.",
+                field="checkpoint_id",
+            )
+        thread_id = wire.shown_thread(session)
+        run_id, step = checkpoints.parse_checkpoint(checkpoint)
+        record = await self._run_of_thread(thread_id, run_id, user)
+        if step is None:
+            step = step_count(await self._service.forks.steps(record))
+        try:
+            fork = ForkCreate(step=step, message=input_text(body.input) if body.input else None)
+        except ValidationError as exc:
+            raise invalid_request(exc) from exc
+        started = await self._service.forks.fork(
+            run_id,
+            fork,
+            user,
+            session_id=thread_id,
+            on_busy=ON_BUSY.get(body.multitask_strategy, "reject"),
+        )
         return StartedLangGraphRun(record=started.record, thread_id=thread_id)
 
     async def _thread_for_run(

@@ -80,7 +80,8 @@ class ThreadSearch(_Lenient):
 
 
 class ThreadHistoryRequest(_Lenient):
-    """`POST /threads/{id}/history`: Keel's checkpoints are runs, so only `limit` applies."""
+    """`POST /threads/{id}/history`: Keel's checkpoints are its runs' steps; only `limit`
+    applies."""
 
     limit: int = Field(default=10, ge=1, le=1000)
 
@@ -111,6 +112,10 @@ class LangGraphRunCreate(_Lenient):
     interrupt_after: Any = None
     webhook: WebhookUrl | None = None
     """Receives Keel's signed POST when the run waits for approval and when it ends."""
+    checkpoint_id: str | None = Field(default=None, max_length=300)
+    """Fork the thread's run at this checkpoint (`RUN_ID@STEP`, as the history lists)."""
+    checkpoint: dict[str, Any] | None = None
+    """The same, as LangGraph's checkpoint object (its `checkpoint_id`)."""
 
 
 class CronCreate(_Lenient):

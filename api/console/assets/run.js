@@ -32,6 +32,7 @@ export async function runPage(main, runId) {
         fact("Agent", run.agent), fact("Model", run.model), fact("Trigger", run.trigger),
         run.schedule_id ? fact("Schedule", run.schedule_id) : null,
         run.session_id ? fact("Session", h("a", { href: `/console/sessions/${encodeURIComponent(run.session_id)}` }, run.session_id)) : null,
+        run.forked_from ? fact("Forked from", [h("a", { id: "forked-from", href: `/console/runs/${encodeURIComponent(run.forked_from)}` }, run.forked_from), ` at step ${run.forked_at_step}`]) : null,
         run.parent_run_id ? fact("Parent", h("a", { href: `/console/runs/${encodeURIComponent(run.parent_run_id)}` }, run.parent_run_id)) : null,
         fact("Requester", run.requester), fact("Workspace", run.workspace),
         fact("Created", fmtTime(run.created_at)), run.finished_at ? fact("Finished", fmtTime(run.finished_at)) : null,

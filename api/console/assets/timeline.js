@@ -10,6 +10,7 @@
 import { get } from "./api.js";
 import { h, replace, append, json, fmtTime } from "./dom.js";
 import { decisionCard, fromEvent } from "./decisions.js";
+import { forkControl } from "./fork.js";
 import { renderMarkdown } from "./markdown.js";
 
 const TYPES = [
@@ -121,7 +122,7 @@ export class Timeline {
     let section = this.steps.get(n);
     if (!section) {
       const body = h("ol", { class: "step-events" });
-      section = h("li", { class: "step", dataset: { step: String(n) } }, h("div", { class: "step-title" }, `Step ${n}`), body);
+      section = h("li", { class: "step", dataset: { step: String(n) } }, h("div", { class: "step-title" }, `Step ${n} `, forkControl(this.runId, n)), body);
       section.body = body;
       this.steps.set(n, section);
       this.list.append(section);
