@@ -194,6 +194,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         plugins=plugins,
         tenancy=settings.workspace_tenancy,
         secrets=secrets,
+        workspace_trees=settings.workspace_trees,
     )
     hook_activities = HookActivities(plugins, tool_activities, audit)
     mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool), secrets=secrets)

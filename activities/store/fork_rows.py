@@ -15,7 +15,12 @@ from keel.activities.store.records import MessageRecord, NewRun
 from keel.activities.store.run_rows import create_run_in
 from keel.activities.store.store_pool import PooledStore
 
-SET_LINEAGE_SQL = "UPDATE runs SET forked_from = %s, forked_at_step = %s WHERE id = %s"
+# With the commit of the original's workspace after that step, where one was recorded.
+SET_LINEAGE_SQL = (
+    "UPDATE runs SET forked_from = %(source)s, forked_at_step = %(step)s, forked_tree ="
+    " (SELECT commit_sha FROM workspace_trees WHERE run_id = %(source)s AND step <= %(step)s"
+    " ORDER BY step DESC LIMIT 1) WHERE id = %(fork)s"
+)
 SEED_STEP = 0
 """The step a fork's seed is written under: the opening, before the fork's first call."""
 
@@ -31,7 +36,9 @@ class ForkRows(PooledStore):
         async with self._pool.connection() as conn, conn.transaction():
             if not await create_run_in(conn, run):
                 return False
-            await conn.execute(SET_LINEAGE_SQL, (forked_from, step, run.run_id))
+            await conn.execute(
+                SET_LINEAGE_SQL, {"source": forked_from, "step": step, "fork": run.run_id}
+            )
             for ord_, message in enumerate(seed):
                 await put_message_in(
                     conn,

@@ -49,6 +49,8 @@ class RunRecord(BaseModel):
     """The run this one was forked from (`POST /v1/runs/{id}/fork`), if it was."""
     forked_at_step: int | None = None
     """The step of `forked_from` whose conversation this run started from."""
+    forked_tree: str | None = None
+    """The git commit of `forked_from`'s workspace after that step, where one was recorded."""
 
 
 class NewRun(BaseModel):

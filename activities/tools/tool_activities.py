@@ -23,6 +23,7 @@ from keel.activities.store.held_output_store import HeldOutputStore
 from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.mcp_tool_store import McpToolStore
 from keel.activities.store.run_store import Store
+from keel.activities.store.workspace_tree_store import WorkspaceTrees
 from keel.activities.tool_events import tool_events
 from keel.activities.tools.acting_tools import Begin
 from keel.activities.tools.file_tools import ToolOutput
@@ -32,6 +33,7 @@ from keel.activities.tools.mcp_client import McpClient
 from keel.activities.tools.sandbox import Sandbox
 from keel.activities.tools.workspace import Workspace
 from keel.activities.tools.workspace_roots import Tenancy, WorkspaceRoots
+from keel.activities.tools.workspace_tree import WorkspaceTreeRecorder
 from keel.workflows.activity_refs import ToolCalls
 from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.run.step_models import ToolCallInput, ToolDigest
@@ -69,6 +71,7 @@ class ToolActivities(ToolCalls):
         plugins: PluginCode | None = None,
         tenancy: Tenancy = "shared",
         secrets: SecretStore | None = None,
+        workspace_trees: bool = False,
     ) -> None:
         self._store = store
         self._interactions = interactions
@@ -81,6 +84,7 @@ class ToolActivities(ToolCalls):
         self._held = HeldOutputStore(store.pool)
         self._findings = FindingsLedger(store.pool)
         self._secrets = secrets
+        self._trees = WorkspaceTreeRecorder(WorkspaceTrees(store.pool), enabled=workspace_trees)
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolDigest:
@@ -90,11 +94,16 @@ class ToolActivities(ToolCalls):
         refused = await self._outside_the_tenant(call)
         if refused is not None:
             return await self._record(call, refused)
+        writes = call.name in TOOL_SPECS and TOOL_SPECS[call.name].risk in ("write", "exec")
+        if writes:
+            await self._trees.before_write(call.run_id, Path(call.workspace))
         output = await with_heartbeats(
             self._execute_once(
                 call, acting=call.name in TOOL_SPECS and not TOOL_SPECS[call.name].read_only
             )
         )
+        if writes:
+            await self._trees.after_write(call.run_id, call.step, Path(call.workspace))
         if output.findings:
             # Before the answer is stored: a retry after that answers from the store, and
             # one before it records the same rows again, which the ledger's key ignores.

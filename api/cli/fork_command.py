@@ -3,6 +3,7 @@ to and including one of its steps (POST /v1/runs/{id}/fork; docs/forks.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -37,16 +38,25 @@ def fork(
         bool,
         typer.Option("--replace", help="The message replaces the run's task instead."),
     ] = False,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            help="Run the fork on this directory instead (e.g. a git worktree of the "
+            "commit `keel runs show` names for the fork).",
+        ),
+    ] = None,
 ) -> None:
     """Fork a run at a step: a new run (same agent, model, workspace) starts from its
     conversation up to that step; the original is left as it is. Files its tools wrote
     and commands they ran are not undone."""
     body = request_body(
         ForkCreate,
-        flags={"message": "--message", "replace_message": "--replace"},
+        flags={"message": "--message", "replace_message": "--replace", "workspace": "--workspace"},
         step=step,
         message=message,
         replace_message=replace,
+        workspace=str(workspace.expanduser().resolve()) if workspace is not None else None,
         trigger="cli",
     )
 

@@ -105,6 +105,8 @@ def run_view(run: RunPublic) -> Group:
         rows.append(("parent", run.parent_run_id))
     if run.forked_from:
         rows.append(("forked from", f"{run.forked_from} at step {run.forked_at_step}"))
+        if run.forked_tree:
+            rows.append(("its files then", f"git commit {run.forked_tree}"))
     if run.pending_interactions:
         rows.append(("waiting on", ", ".join(run.pending_interactions)))
     if run.error:

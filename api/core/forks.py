@@ -54,7 +54,7 @@ class ForkService:
         order = RunOrder.of(
             agent=source.agent,
             input=body.message or source.input,
-            workspace=source.workspace,
+            workspace=body.workspace or source.workspace,
             trigger=trigger or body.trigger,
             run_id=body.run_id,
             session_id=session_id,

@@ -85,6 +85,7 @@ async def test_a_fork_at_step_three_reads_exactly_the_first_three_steps(
         fork = forked.json()
         assert (fork["forked_from"], fork["forked_at_step"]) == (run_id, 3), fork
         assert (fork["agent"], fork["workspace"]) == ("investigate", original["workspace"])
+        assert fork["forked_tree"] is None, "no git work tree here, and trees are off"
         again = await http.post(f"/v1/runs/{run_id}/fork", json=body)
         assert (again.status_code, again.json()["id"]) == (201, fork["id"]), again.text
         other = await http.post(f"/v1/runs/{run_id}/fork", json={**body, "step": 2})

@@ -200,6 +200,16 @@ class Settings(IdentitySettings):
             "at a cost in CPU and memory. Keel's tests run in it; workers need not."
         ),
     )
+    workspace_trees: bool = Field(
+        default=False,
+        validation_alias=_env("KEEL_WORKSPACE_TREES"),
+        description=(
+            "Where a run's workspace is a git work tree: record a commit of its files "
+            "before the run's first write and after each step that wrote (refs under "
+            "refs/keel/; the work tree, index and branches are left alone), so a fork "
+            "can start from the tree as it was at its step (docs/forks.md)."
+        ),
+    )
     bash_sandbox: Literal["bwrap", "off"] = Field(
         default="bwrap",
         validation_alias=_env("KEEL_BASH_SANDBOX"),

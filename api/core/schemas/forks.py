@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from keel.api.core.schemas.common import ChosenId, InputText
+from keel.api.core.schemas.common import ChosenId, InputText, StoredText
 
 
 class ForkCreate(BaseModel):
@@ -33,6 +33,13 @@ class ForkCreate(BaseModel):
         default=None,
         description="The new run's id, as in POST /v1/runs: the same request again answers "
         "with the same run, the same id with another request is a 409.",
+    )
+    workspace: StoredText | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="Another directory to run the fork on (default: the original's), e.g. a "
+        "git worktree of the original's `forked_tree`; the same checks as POST /v1/runs.",
     )
     trigger: Literal["api", "cli"] = "api"
     """Who asked, as in POST /v1/runs."""

@@ -186,6 +186,12 @@ class RunPublic(BaseModel):
     forked_at_step: int | None = Field(
         default=None, description="The step of `forked_from` this run's conversation ends at."
     )
+    forked_tree: str | None = Field(
+        default=None,
+        description="The git commit of the original's workspace as it was after that step, "
+        "where Keel recorded one (KEEL_WORKSPACE_TREES); fork into a worktree of it to "
+        "start from those files.",
+    )
 
     @classmethod
     def from_record(cls, run: RunRecord) -> RunPublic:
@@ -224,6 +230,7 @@ class RunPublic(BaseModel):
             finished_at=run.finished_at,
             forked_from=run.forked_from and in_view(tenant, run.forked_from),
             forked_at_step=run.forked_at_step,
+            forked_tree=run.forked_tree,
         )
 
 
