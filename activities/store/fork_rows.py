@@ -3,7 +3,8 @@
 A fork's seed (the original's messages up to the step it was forked at, and the new user
 message) is written under the fork's step 0, in order, in the same transaction as its
 row, so the run's first model call reads it as its opening; the fork's own steps follow
-from step 1 as any run's do. The original's rows are only read.
+from step 1 as any run's do. The findings the original recorded through that step join
+the fork's ledger the same way. The original's rows are only read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ SET_LINEAGE_SQL = (
     " (SELECT commit_sha FROM workspace_trees WHERE run_id = %(source)s AND step <= %(step)s"
     " ORDER BY step DESC LIMIT 1) WHERE id = %(fork)s"
 )
+# The findings the original recorded through that step are the fork's too (its model read
+# them); kept under the seed's step, in order, so none meets a key of the fork's own.
+COPY_FINDINGS_SQL = (
+    "INSERT INTO run_findings (run_id, source, step, ord, idx, file, line, severity, title,"
+    " detail) SELECT %(fork)s, source, 0,"
+    " (row_number() OVER (ORDER BY step, ord, idx, source))::int, 0,"
+    " file, line, severity, title, detail FROM run_findings"
+    " WHERE run_id = %(source)s AND step <= %(step)s ON CONFLICT DO NOTHING"
+)
 SEED_STEP = 0
 """The step a fork's seed is written under: the opening, before the fork's first call."""
 
@@ -36,9 +46,9 @@ class ForkRows(PooledStore):
         async with self._pool.connection() as conn, conn.transaction():
             if not await create_run_in(conn, run):
                 return False
-            await conn.execute(
-                SET_LINEAGE_SQL, {"source": forked_from, "step": step, "fork": run.run_id}
-            )
+            lineage = {"source": forked_from, "step": step, "fork": run.run_id}
+            await conn.execute(SET_LINEAGE_SQL, lineage)
+            await conn.execute(COPY_FINDINGS_SQL, lineage)
             for ord_, message in enumerate(seed):
                 await put_message_in(
                     conn,

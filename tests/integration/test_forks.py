@@ -24,19 +24,23 @@ from tests.integration.test_run_list import audited
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 HINT = "Look at pkg/core.py's TODO before answering."
+FINDING = {"file": "pkg/core.py", "line": 2, "severity": "medium", "title": "add ignores None"}
 
 
 def six_steps() -> Script:
     """Five rounds of reads, each seeing something new, then the answer: six steps."""
     reads = [
-        ScriptedToolCall(name="list_files", arguments={}),
-        ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"}),
-        ScriptedToolCall(name="read_file", arguments={"path": "README.md"}),
-        ScriptedToolCall(name="read_file", arguments={"path": "pkg/__init__.py"}),
-        ScriptedToolCall(name="search_code", arguments={"pattern": "TODO"}),
+        [ScriptedToolCall(name="list_files", arguments={})],
+        [
+            ScriptedToolCall(name="read_file", arguments={"path": "pkg/core.py"}),
+            ScriptedToolCall(name="report_finding", arguments=FINDING),
+        ],
+        [ScriptedToolCall(name="read_file", arguments={"path": "README.md"})],
+        [ScriptedToolCall(name="read_file", arguments={"path": "pkg/__init__.py"})],
+        [ScriptedToolCall(name="search_code", arguments={"pattern": "TODO"})],
     ]
     answer = "## Answer\nadd() does not handle None.\n## Evidence\npkg/core.py:2\n"
-    return Script(turns=[*(Turn(tool_calls=[call]) for call in reads), Turn(content=answer)])
+    return Script(turns=[*(Turn(tool_calls=calls) for calls in reads), Turn(content=answer)])
 
 
 async def rows_of(store: Store, run_id: str) -> dict[str, list[Any]]:
@@ -94,6 +98,10 @@ async def test_a_fork_at_step_three_reads_exactly_the_first_three_steps(
         done = await finished(http, fork["id"])
         assert done["status"] == "completed", done
         assert (done["forked_from"], done["forked_at_step"]) == (run_id, 3), done
+        # The finding recorded at step 2 is the fork's too: its model read it being made.
+        assert [(f["file"], f["title"]) for f in done["findings"]] == [
+            ("pkg/core.py", "add ignores None")
+        ], done["findings"]
         # The fork's first model request: the original's opening and first three steps,
         # exactly as the original's fourth call sent them, then the new message.
         first = llm.last_request(3)
