@@ -63,11 +63,13 @@ def fork(
     async def main() -> None:
         async with keel_api(KeelClient) as (client, _):
             run = await client.fork(run_id, body)
+        # One line whatever the terminal's width, for scripts that read the new id.
+        line = f"Run {run.id} ({run.agent}) forked from {run.forked_from} at step "
         console.print(
-            escape(f"Run {run.id} ({run.agent}) forked from {run.forked_from} at step ")
-            + f"{run.forked_at_step}: {run.status}",
-            highlight=False,
+            escape(f"{line}{run.forked_at_step}: {run.status}"), highlight=False, soft_wrap=True
         )
-        console.print(escape(f"Follow it with: keel runs show {run.id}"), highlight=False)
+        if run.forked_tree:
+            console.print(escape(f"Its files then: git commit {run.forked_tree}"), soft_wrap=True)
+        console.print(escape(f"Follow it with: keel runs show {run.id}"), soft_wrap=True)
 
     run_command(main())

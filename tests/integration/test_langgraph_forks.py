@@ -44,8 +44,8 @@ async def test_history_lists_a_checkpoint_per_step_and_a_run_there_forks(
         assert [parent_of(s) for s in history] == [*(f"{run}@{n}" for n in range(5, 0, -1)), None]
         at_three = history[3]
         kinds = [m["type"] for m in at_three["values"]["messages"]]
-        assert kinds == ["human", "ai", "tool", "ai", "tool", "ai", "tool"], kinds
-        assert at_three["values"]["messages"][5]["tool_calls"][0]["args"] == {"path": "README.md"}
+        assert kinds == ["human", "ai", "tool", "ai", "tool", "tool", "ai", "tool"], kinds
+        assert at_three["values"]["messages"][6]["tool_calls"][0]["args"] == {"path": "README.md"}
 
         llm.reset()
         values = await lg.runs.wait(
