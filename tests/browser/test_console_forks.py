@@ -8,18 +8,27 @@ from typing import Any
 import httpx
 from playwright.async_api import Page, expect
 
-from tests.browser.conftest import finished, screenshot
-from tests.browser.test_console_approvals import LOCAL
+from keel.worker.scripted.llm import Conversation, ScriptedToolCall, Turn
+from tests.browser.conftest import finished, pending, screenshot
+from tests.browser.test_console_approvals import LOCAL, start_build
 from tests.browser.test_console_runs import sign_in_with_link
 from tests.integration.test_forks import six_steps
 
+WRITE = Turn(
+    tool_calls=[
+        ScriptedToolCall(name="write_file", arguments={"path": "notes/x.txt", "content": "x"})
+    ]
+)
 HINT = "<b>Read the README</b> first."
 """Markup on purpose: the console shows what a person typed as text."""
 
 
 async def test_fork_from_a_step_of_the_timeline(console_stack: Any, page: Page) -> None:
+    # The build run of the last part waits on an approval at its first step.
+    waits = Conversation(match="Make the change.", turns=[WRITE, Turn(content="Done.")])
+    script = six_steps().model_copy(update={"conversations": [waits]})
     async with (
-        console_stack(six_steps()) as c,
+        console_stack(script) as c,
         httpx.AsyncClient(base_url=c.url, timeout=30) as http,
     ):
         created = await http.post(
@@ -60,3 +69,15 @@ async def test_fork_from_a_step_of_the_timeline(console_stack: Any, page: Page) 
         # The message is shown as the text it is (the fork's task), never as markup.
         await expect(page.locator("pre.input")).to_have_text(HINT)
         assert await page.locator("#run-header b, .timeline b").count() == 0
+
+        # A step whose call waits on a decision cannot be forked yet: the sentence shows.
+        build = await start_build(http, c, LOCAL)
+        await pending(http, build, headers=LOCAL)
+        await page.goto(f"{c.url}/console/runs/{build}")
+        waiting = page.locator("li.step[data-step='1']")
+        await waiting.locator("button.fork-open").click()
+        await waiting.locator("button.fork-send").click()
+        await expect(waiting.locator(".fork-error")).to_contain_text(
+            "tool calls without results yet"
+        )
+        await expect(page.locator("#run-id")).to_have_text(build)
