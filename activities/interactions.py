@@ -5,8 +5,10 @@ from __future__ import annotations
 from temporalio import activity
 
 from keel.activities.store.audit import AuditEntry, AuditLog
+from keel.activities.store.grant_store import GrantStore
 from keel.activities.store.interaction_store import InteractionStore
 from keel.workflows.activity_refs import InteractionRecords
+from keel.workflows.gate.grants import LiveGrant, NewGrant
 from keel.workflows.interactions.models import (
     Interaction,
     OpenInteractionsInput,
@@ -31,9 +33,12 @@ def _detail(ia: Interaction) -> dict[str, object]:
 class InteractionActivities(InteractionRecords):
     """`open_interactions` and `resolve_interaction`, idempotent on their keys."""
 
-    def __init__(self, interactions: InteractionStore, audit: AuditLog) -> None:
+    def __init__(
+        self, interactions: InteractionStore, audit: AuditLog, grants: GrantStore | None = None
+    ) -> None:
         self._interactions = interactions
         self._audit = audit
+        self._grants = grants or GrantStore(interactions.pool)
 
     @activity.defn(name="open_interactions")
     async def open_interactions(self, request: OpenInteractionsInput) -> None:
@@ -68,9 +73,37 @@ class InteractionActivities(InteractionRecords):
             new_rule=request.new_session_rule,
             event_seq=request.event_seq,
         )
+        grant = None
         if took:
             await self._audit_resolution(request)
-        return ResolveInteractionResult(interaction=stored)
+            if request.new_grant is not None:
+                grant = await self._record_grant(request, request.new_grant)
+        return ResolveInteractionResult(interaction=stored, grant=grant)
+
+    async def _record_grant(self, request: ResolveInteractionInput, new: NewGrant) -> LiveGrant:
+        """Store the decision's grant once, and audit it once (a retry finds both)."""
+        stored, _ = await self._grants.record(request.tenant_id, new)
+        await self._audit.append_once(
+            AuditEntry(
+                tenant_id=request.tenant_id,
+                actor=stored.granted_by,
+                category="approval",
+                action="grant.created",
+                subject=f"grant/{stored.id}",
+                detail={
+                    "kind": stored.kind,
+                    "permission": stored.permission,
+                    "pattern": stored.pattern,
+                    "until": stored.until.isoformat() if stored.until else None,
+                    "run_id": stored.run_id,
+                    "session_id": stored.session_id,
+                    "agent": stored.agent,
+                    "user": stored.user_ref,
+                    "interaction_id": stored.interaction_id,
+                },
+            ),
+        )
+        return stored.live()
 
     async def _audit_resolution(self, request: ResolveInteractionInput) -> None:
         ia = request.interaction
@@ -105,4 +138,11 @@ class InteractionActivities(InteractionRecords):
 
     @activity.defn(name="session_rules")
     async def session_rules(self, request: SessionRulesInput) -> SessionRulesResult:
-        return SessionRulesResult(rules=await self._interactions.session_rules(request.session_id))
+        grants = []
+        if request.tenant_id is not None and request.agent and request.requester:
+            grants = await self._grants.for_new_run(
+                request.tenant_id, request.session_id, request.agent, request.requester
+            )
+        return SessionRulesResult(
+            rules=await self._interactions.session_rules(request.session_id), grants=grants
+        )

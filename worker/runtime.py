@@ -38,6 +38,7 @@ from keel.activities.run_records import RunRecordActivities
 from keel.activities.store.audit import AuditLog
 from keel.activities.store.context_store import ContextStore
 from keel.activities.store.coverage_store import CoverageStore
+from keel.activities.store.grant_store import GrantStore
 from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.mcp_tool_store import McpToolStore
 from keel.activities.store.memory_store import MemoryStore
@@ -210,7 +211,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         anthropic=messages_api,
         plugins=plugins,
     )
-    interaction_activities = InteractionActivities(interaction_store, audit)
+    interaction_activities = InteractionActivities(interaction_store, audit, GrantStore(store.pool))
     webhook_activities = WebhookActivities(
         webhook_server_secret(settings),
         push_configs=PushConfigStore(store.pool),

@@ -33,6 +33,10 @@ class InteractionStore:
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]) -> None:
         self._pool = pool
 
+    @property
+    def pool(self) -> AsyncConnectionPool[AsyncConnection[dict[str, Any]]]:
+        return self._pool
+
     async def open(
         self,
         *,

@@ -62,6 +62,7 @@ ERROR_OF_PROBLEM: dict[str, type[KeelError]] = {
     "PayloadHashMismatch": Invalid,
     "InvalidDecision": Invalid,
     "EditRefused": Invalid,
+    "GrantRefused": Invalid,
 }
 
 
@@ -165,12 +166,20 @@ class DecisionService:
         if refusal is not None:
             await parts.audit.refused_decision(user, run_id, interaction_id, body.decision, refusal)
             raise Invalid(refusal)
+        if body.grant is not None:
+            refused = self._runs.grants.refusal(body.grant, stored, user, body.decision)
+            if refused is not None:
+                await parts.audit.refused_decision(
+                    user, run_id, interaction_id, body.decision, str(refused)
+                )
+                raise refused
         # A secret request's answer is a reference to the sealed value, never the value.
         text = await self._secrets.text_of(
             run_id, stored, body, user, in_view(user.tenant_id, interaction_id)
         )
         decision = InteractionDecision(
             interaction_id=interaction_id,
+            grant=None if body.grant is None else body.grant.scope(),
             decision=body.decision,
             approver=user_ref(user),
             payload_hash=body.payload_hash,
@@ -244,7 +253,12 @@ class DecisionService:
                 "approved_hash": outcome.approved_hash,
             }
         )
-        return _result("accepted", run_id, taken)
+        result = _result("accepted", run_id, taken)
+        if outcome.grant_id is not None:  # the other runs it covers hear of it now
+            result.grant = await self._runs.grants.made(
+                outcome.grant_id, record.tenant_id, besides=run_id
+            )
+        return result
 
     async def _send(self, run_id: str, decision: InteractionDecision) -> DecisionOutcome:
         """The `decide` update, sent again while the server says the run never saw it.

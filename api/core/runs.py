@@ -32,6 +32,7 @@ from keel.api.core.errors import (
     Unavailable,
     known_id,
 )
+from keel.api.core.grants import GrantService
 from keel.api.core.quotas import QuotaService
 from keel.api.core.router import router_agent, with_route
 from keel.api.core.run_live import RunLiveState
@@ -95,6 +96,7 @@ class RunService:
         self.workspaces = TenantWorkspaces(parts)
         self._live = RunLiveState(parts)
         self._forks = ForkRows(parts.store.pool)
+        self.grants = GrantService(parts)
 
     # -- checks shared with sessions and schedules --------------------------
 
@@ -251,7 +253,7 @@ class RunService:
         """Start the recorded run's workflow (or hand it to its session)."""
         parts = self._parts
         fast = await parts.store.model_is_fast(run.model, timeouts.LLM_LOCAL_BELOW_MS)
-        started = lean(run, fast_model=fast)
+        started = lean(await self.grants.with_grants(run), fast_model=fast)
         outcome = SubmitOutcome(run_id=run.run_id, position=0)
         try:
             if run.session_id is None:

@@ -60,6 +60,7 @@ class KeelService:
         reads = ConsoleReads(parts.store.pool)
         self.runs = RunService(parts)
         self.sessions = SessionService(parts, self.runs)
+        self.grants = self.runs.grants  # `approve_always` grants: list, revoke
         self.decisions = DecisionService(parts, self.runs)
         self.threads = ThreadService(parts, self.sessions, self.runs, self.decisions)
         self.schedules = ScheduleService(parts, self.runs)

@@ -38,6 +38,7 @@ from keel.api.http.routers import (
     webhooks,
 )
 from keel.api.http.routers.coordinations import router as coordinations_router
+from keel.api.http.routers.grants import router as grants_router
 from keel.api.http.routers.memories import admin_router as memories_admin_router
 from keel.api.http.routers.memories import router as memories_router
 from keel.api.langgraph import router as langgraph_router
@@ -103,6 +104,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(langgraph_router)
     app.include_router(agui_router)
     app.include_router(coordinations_router)
+    app.include_router(grants_router)
     app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
     app.router.routes.append(Route("/mcp", endpoint=mcp))
     app.router.routes.extend(discovery_routes(settings))

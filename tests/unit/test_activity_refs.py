@@ -187,7 +187,7 @@ def test_workflows_call_activities_by_reference_only() -> None:
         (
             AgentRunWorkflow,
             {"decide"},
-            {"resolve_interaction", "child_status"},
+            {"resolve_interaction", "child_status", "grants_changed"},
             {"progress", "interactions"},
         ),
         (SessionWorkflow, {"submit", "withdraw"}, set(), {"state"}),

@@ -92,6 +92,14 @@ class ToolGate:
     def mcp_tool_names(self) -> list[str]:
         return self._mcp.names
 
+    @property
+    def agent_rules(self) -> list[PermissionRule]:
+        return list(self._agent_rules)
+
+    def spec_of(self, name: str) -> ToolSpec | None:
+        """The spec of a tool this gate offers, or None."""
+        return self._spec(name)
+
     def _spec(self, name: str) -> ToolSpec | None:
         if name in self._allowed:
             return TOOL_SPECS[name]

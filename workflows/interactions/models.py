@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from keel.workflows.gate.grants import GrantScope, LiveGrant, NewGrant
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.gate.tool_specs import Risk
 
@@ -100,6 +101,11 @@ class InteractionDecision(BaseModel):
         max_length=MAX_LOCAL_RESULT_CHARS,
         description="JSON of edited arguments to approve instead of the proposal's.",
     )
+    grant: GrantScope | None = Field(
+        default=None,
+        description="With `approve_always`: how far it reaches. None: this tool on exactly "
+        "this subject, for the session (or the run, outside one).",
+    )
 
 
 class DecisionOutcome(BaseModel):
@@ -112,6 +118,7 @@ class DecisionOutcome(BaseModel):
         default=None, description="The edited arguments that will run; None: as proposed."
     )
     approved_hash: str | None = None
+    grant_id: str | None = Field(default=None, description="The grant the decision made.")
 
 
 class OpenInteractionsInput(BaseModel):
@@ -131,8 +138,12 @@ class ResolveInteractionInput(BaseModel):
     tenant_id: str
     session_id: str | None = None
     interaction: Interaction
+    grant: LiveGrant | None = Field(default=None, description="The stored grant, if one was made.")
     new_session_rule: PermissionRule | None = None
     event_seq: int
+    new_grant: NewGrant | None = Field(
+        default=None, description="The grant an `approve_always` makes, stored if it takes."
+    )
 
 
 class ResolveInteractionResult(BaseModel):
@@ -141,3 +152,4 @@ class ResolveInteractionResult(BaseModel):
     The first decision (or expiry) stored wins; a later one gets the winner back."""
 
     interaction: Interaction
+    grant: LiveGrant | None = Field(default=None, description="The stored grant, if one was made.")

@@ -19,8 +19,10 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import RunRecords
     from keel.workflows.gate.gate import GateDecision, ToolGate
+    from keel.workflows.gate.grants import GrantChange, apply_change, rules_with_grants
     from keel.workflows.gate.mcp_tools import McpToolset
     from keel.workflows.gate.models import GateResult, MessageRef
+    from keel.workflows.gate.permissions import PermissionRule
     from keel.workflows.gate.plugin_refs import PluginToolset, hook_denial
     from keel.workflows.interactions.models import DecisionOutcome, Interaction, InteractionDecision
     from keel.workflows.router.workflow import RunRouter
@@ -117,6 +119,12 @@ class AgentRunWorkflow:
                 if run.task is not None:
                     run = await self._subagents.open(run)
                 self._state.session_rules = list(run.session_rules)
+                if run.grants:  # a `grants_changed` signal may have come first
+                    apply_change(
+                        self._state.grants,
+                        self._state.revoked_grants,
+                        GrantChange(added=run.grants),
+                    )
                 await self._start(run)
                 if run.acting_roles is not None:  # a schedule's run: its creator's roles
                     refusal = await agent_roles_run.refusal(run)
@@ -245,7 +253,7 @@ class AgentRunWorkflow:
         answered_now: dict[str, MessageRef] = {}
         for index, call in enumerate(result.tool_calls):
             ord_ = FIRST_TOOL_ORD + index
-            decision = gate.check(call, {**state.answered, **answered_now}, state.session_rules)
+            decision = gate.check(call, {**state.answered, **answered_now}, self.rules())
             if decision.verdict in ("run", "ask"):
                 answered_now[decision.fingerprint] = MessageRef(step=step, ord=ord_)
             decisions.append((ord_, decision))
@@ -340,6 +348,19 @@ class AgentRunWorkflow:
     @workflow.signal(name="resolve_interaction")
     async def resolve_interaction(self, decision: InteractionDecision) -> None:
         await self._interactions.resolve(decision)
+
+    @workflow.signal(name="grants_changed")
+    def grants_changed(self, change: GrantChange) -> None:
+        """Grants made or revoked elsewhere that cover this run: the next call sees them."""
+        apply_change(self._state.grants, self._state.revoked_grants, change)
+
+    def rules(self) -> list[PermissionRule]:
+        """The gate's last layer: the session's rules, then the live grants."""
+        state = self._state
+        if not state.grants:
+            return state.session_rules
+        agent_rules = self._gate.agent_rules if self._gate is not None else []
+        return rules_with_grants(state.session_rules, state.grants, workflow.now(), agent_rules)
 
     @workflow.query(name="interactions")
     def list_interactions(self) -> list[Interaction]:

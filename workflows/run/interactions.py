@@ -21,6 +21,14 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.activity_call import run_activity
     from keel.workflows.activity_refs import InteractionRecords
     from keel.workflows.gate.gate import GateDecision, ToolGate
+    from keel.workflows.gate.grants import (
+        GRANTS_PATCH,
+        GrantChange,
+        NewGrant,
+        apply_change,
+        grant_problem,
+        rules_with_grants,
+    )
     from keel.workflows.gate.models import GateResult, MessageRef
     from keel.workflows.gate.permissions import PermissionRule
     from keel.workflows.gate.plugin_refs import hooks_for
@@ -80,6 +88,8 @@ class RunInteractions:
         self._tools = tool_calls
         # Interactions whose decision is being stored right now: others wait or are refused.
         self.deciding: set[str] = set()
+        # The grant each decision made, for its caller's answer.
+        self.grant_ids: dict[str, str] = {}
 
     def answer_is_final(self, ref: MessageRef) -> bool:
         """Expired requests may be asked again; every other answer is reused."""
@@ -175,7 +185,7 @@ class RunInteractions:
     ) -> ToolDigest | GateResult:
         """Wait for the decision or the expiry timer, record it, then act on it."""
         await self.await_decision(interaction)
-        if interaction.decision == "approve_always":
+        if interaction.decision == "approve_always" and not workflow.patched(GRANTS_PATCH):
             self._host._state.session_rules.append(self.always_rule(interaction))
         await self._subagents.tell_parent(run)
         note = None
@@ -304,6 +314,10 @@ class RunInteractions:
                 f"The payload hash does not match the proposal of {interaction.id}; "
                 "fetch the interaction again and approve what it shows.",
             )
+        if decision.grant is not None:
+            problem = self.grant_problem(decision, interaction)
+            if problem is not None:
+                return problem
         if decision.arguments is not None:
             if decision.decision != "approve":
                 return (
@@ -315,6 +329,46 @@ class RunInteractions:
             except EditRefused as err:
                 return "EditRefused", str(err)
         return None
+
+    def grant_problem(
+        self, decision: InteractionDecision, interaction: Interaction
+    ) -> tuple[str, str] | None:
+        """Why the grant an `approve_always` carries reaches further than it may."""
+        assert decision.grant is not None
+        if decision.decision != "approve_always":
+            return "InvalidDecision", "A grant's scope goes with `approve_always`."
+        gate = self._host._gate
+        problem = grant_problem(
+            decision.grant,
+            spec=gate.spec_of(interaction.tool) if gate is not None else None,
+            subject=interaction.subject,
+            agent_rules=gate.agent_rules if gate is not None else [],
+            now=workflow.now(),
+            in_session=self._host._ids.session_id is not None,
+        )
+        return None if problem is None else ("GrantRefused", problem)
+
+    def new_grant(self, decision: InteractionDecision, interaction: Interaction) -> NewGrant | None:
+        """The grant an `approve_always` makes; None for one that covers this call only."""
+        scope = decision.grant
+        run = self._host._ids
+        kind = scope.kind if scope is not None else ("session" if run.session_id else "run")
+        if kind == "call":
+            return None
+        return NewGrant(
+            id=str(workflow.uuid4()),
+            kind=kind,
+            permission=interaction.tool,
+            pattern=(scope.pattern if scope else None) or _literal_glob(interaction.subject),
+            until=scope.until if scope else None,
+            granted_by=decision.approver,
+            run_id=run.run_id,
+            session_id=run.session_id,
+            agent=run.agent.name,
+            user=interaction.requester,
+            interaction_id=interaction.id,
+            created_at=workflow.now(),
+        )
 
     async def hooks_refuse(self, decision: InteractionDecision) -> tuple[str, str] | None:
         """An edit meets the agent's `tool.before` hooks, as the model's call did: a deny
@@ -338,7 +392,11 @@ class RunInteractions:
         gate = self._host._gate
         if gate is None:
             raise EditRefused(f"Interaction {interaction.id} cannot take edited arguments.")
-        return check_edit(gate, interaction, arguments, self._host._state.session_rules)
+        state = self._host._state
+        rules = rules_with_grants(
+            state.session_rules, state.grants, workflow.now(), gate.agent_rules
+        )
+        return check_edit(gate, interaction, arguments, rules)
 
     def apply(
         self, decision: InteractionDecision, interaction: Interaction | None = None
@@ -378,10 +436,15 @@ class RunInteractions:
         decision_id = decision.decision_id or str(workflow.uuid4())
         proposed = self.apply(decision, interaction.model_copy())
         proposed.decision_id = decision_id
-        rule = self.always_rule(proposed) if proposed.decision == "approve_always" else None
+        rule, grant = None, None
+        if proposed.decision == "approve_always":
+            if workflow.patched(GRANTS_PATCH):
+                grant = self.new_grant(decision, proposed)
+            else:
+                rule = self.always_rule(proposed)
         self.deciding.add(interaction.id)
         try:
-            await self.store_outcome(proposed, rule)
+            await self.store_outcome(proposed, rule, grant)
         finally:
             self.deciding.discard(interaction.id)
         if interaction.decision_id != decision_id:
@@ -392,7 +455,9 @@ class RunInteractions:
             )
         return interaction
 
-    async def store_outcome(self, proposed: Interaction, rule: PermissionRule | None) -> None:
+    async def store_outcome(
+        self, proposed: Interaction, rule: PermissionRule | None, grant: NewGrant | None = None
+    ) -> None:
         """`resolve_interaction` for `proposed`; the run's interaction becomes what is stored."""
         run = self._host._ids
         result = await run_activity(
@@ -404,13 +469,18 @@ class RunInteractions:
                 interaction=proposed,
                 new_session_rule=rule,
                 event_seq=self._host._take_seqs(1),
+                new_grant=grant,
             ),
             timeouts.STORE_CALL,
             # Regular, not local: its command is on record before it runs (see `_claim`).
             summary=f"{proposed.status} {proposed.tool}",
         )
         stored = result.interaction
-        interaction = self._host._state.interactions[proposed.id]
+        state = self._host._state
+        if result.grant is not None:  # this decision took, and made a grant
+            apply_change(state.grants, state.revoked_grants, GrantChange(added=[result.grant]))
+            self.grant_ids[proposed.id] = result.grant.id
+        interaction = state.interactions[proposed.id]
         interaction.decision = stored.decision
         interaction.decided_by = stored.decided_by
         interaction.decided_at = stored.decided_at
@@ -437,6 +507,7 @@ class RunInteractions:
             decision_id=interaction.decision_id,
             approved_arguments=interaction.approved_arguments,
             approved_hash=interaction.approved_hash,
+            grant_id=self.grant_ids.get(interaction.id),
         )
 
     def validate(self, decision: InteractionDecision) -> None:

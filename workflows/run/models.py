@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from keel.workflows import timeouts
+from keel.workflows.gate.grants import LiveGrant
 from keel.workflows.gate.models import GateResult, MessageRef
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.interactions.models import Interaction
@@ -60,6 +61,12 @@ class RunState(BaseModel):
     )
     interactions: dict[str, Interaction] = Field(
         default_factory=dict, description="Every interaction of the run, by id."
+    )
+    grants: list[LiveGrant] = Field(
+        default_factory=list, description="Grants the gate applies after the session's rules."
+    )
+    revoked_grants: list[str] = Field(
+        default_factory=list, description="Ids of grants revoked while the run ran."
     )
     webhooks_sent: int = Field(default=0, description="Notices handed to the run's webhook.")
     last_llm_ms: int | None = Field(
@@ -122,6 +129,9 @@ class RunInput(BaseModel):
     )
     session_rules: list[PermissionRule] = Field(
         default_factory=list, description="Rules the session already granted."
+    )
+    grants: list[LiveGrant] = Field(
+        default_factory=list, description="Live grants that cover the run when it starts."
     )
     state: RunState | None = Field(default=None, description="Set when continuing as new.")
     local_tools: list[str] = Field(

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from keel.workflows.gate.grants import LiveGrant
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.run.models import RunInput
 
@@ -49,12 +50,18 @@ class WithdrawOutcome(BaseModel):
 
 
 class SessionRulesInput(BaseModel):
-    """Input of `session_rules`."""
+    """Input of `session_rules`: the session, and whose agent grants the next run takes."""
 
     session_id: str
+    tenant_id: str | None = None
+    agent: str | None = None
+    requester: str | None = None
 
 
 class SessionRulesResult(BaseModel):
     """Output of `session_rules`: what `approve_always` granted in this session."""
 
     rules: list[PermissionRule] = Field(default_factory=list)
+    grants: list[LiveGrant] = Field(
+        default_factory=list, description="Live grants of the session and of the agent's user."
+    )

@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.usage.models import Usage
 
 RUNS_BEFORE_CONTINUE_AS_NEW = 200
+SESSION_GRANTS_PATCH = "session-run-grants"
+"""The patch under which a session's next run gets the live grants that cover it."""
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -54,12 +56,21 @@ class SessionWorkflow:
     async def _run_one(self, submission: SessionSubmission) -> None:
         run = submission.run
         self._state.active = run.run_id
+        grants = workflow.patched(SESSION_GRANTS_PATCH)
         rules = await run_activity(
             InteractionRecords.session_rules,
-            SessionRulesInput(session_id=self._state.session_id),
+            SessionRulesInput(
+                session_id=self._state.session_id,
+                tenant_id=run.tenant_id if grants else None,
+                agent=run.agent.name if grants else None,
+                requester=run.requester if grants else None,
+            ),
             timeouts.STORE_CALL,
         )
-        run = run.model_copy(update={"session_rules": rules.rules})
+        update: dict[str, object] = {"session_rules": rules.rules}
+        if grants:  # the grants as they are now, not when the message was queued
+            update["grants"] = rules.grants
+        run = run.model_copy(update=update)
         try:
             self._child = await workflow.start_child_workflow(
                 AgentRunWorkflow.run,

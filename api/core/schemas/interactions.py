@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from keel.activities.credentials.secret_store import MAX_SECRET_CHARS
 from keel.api.core.schemas.common import StoredText
+from keel.api.core.schemas.grants import GrantPublic, GrantScopeCreate
 from keel.api.core.tenant_ids import in_view
 from keel.workflows.interactions.models import MAX_LOCAL_RESULT_CHARS, Interaction
 
@@ -48,6 +49,11 @@ class InteractionDecisionCreate(BaseModel):
             "the proposal's `payload_hash`). They pass the same checks as the model's call; "
             "the edited call is what runs."
         ),
+    )
+    grant: GrantScopeCreate | None = Field(
+        default=None,
+        description="With `approve_always`: how far it reaches (default: this tool on "
+        "exactly this subject for the session, or the run outside one).",
     )
 
 
@@ -117,3 +123,6 @@ class DecisionResult(BaseModel):
         "it with the same checks when a worker is back; read the interaction to see it land."
     )
     interaction: InteractionPublic
+    grant: GrantPublic | None = Field(
+        default=None, description="The grant the decision made, if it made one."
+    )

@@ -1,0 +1,250 @@
+"""Grants that last: `approve_always` with a scope, listed and revoked, never too wide."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
+from tests.conftest import auth_headers
+from tests.integration.keel_http import MALLORY, LaunchKeel, StartLLM, eventually, run_reaches
+from tests.integration.test_sessions import new_session, post
+
+
+def write(path: str) -> ScriptedToolCall:
+    return ScriptedToolCall(name="write_file", arguments={"path": path, "content": path})
+
+
+async def pending(http: httpx.AsyncClient, run_id: str) -> dict[str, Any] | None:
+    items = (await http.get(f"/v1/runs/{run_id}/interactions")).json()
+    waiting = [i for i in items if i["status"] == "pending"]
+    return waiting[0] if waiting else None
+
+
+async def decide(
+    http: httpx.AsyncClient,
+    run_id: str,
+    ia: dict[str, Any],
+    decision: str = "approve",
+    grant: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    body: dict[str, Any] = {"decision": decision, "payload_hash": ia["payload_hash"]}
+    if grant is not None:
+        body["grant"] = grant
+    return await http.post(
+        f"/v1/runs/{run_id}/interactions/{ia['id']}", json=body, headers=headers or {}
+    )
+
+
+ADMIN = auth_headers("default", "root", "keel:admin")
+
+
+async def grants_of(http: httpx.AsyncClient, run_id: str, **params: str) -> list[dict[str, Any]]:
+    """The grants that approvals of `run_id` made (the database is the test process's)."""
+    listed = (await http.get("/v1/grants", params=params)).json()["grants"]
+    return [g for g in listed if g["run_id"] == run_id]
+
+
+async def audit_actions(http: httpx.AsyncClient, subject: str = "") -> list[str]:
+    rows = await http.get(
+        "/v1/admin/audit", headers=ADMIN, params={"tenant": "default", "limit": 1000}
+    )
+    assert rows.status_code == 200, rows.text
+    return [e["action"] for e in rows.json() if subject in (e["subject"] or "")]
+
+
+async def test_a_session_glob_grant_covers_matching_calls_until_it_is_revoked(
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    # One run: notes/a asks and is granted `notes/*` for the session; notes/b then runs
+    # without asking; other.txt (not covered) asks; the grant is revoked while it waits;
+    # notes/c asks again.
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[write("notes/a.txt")]),
+                Turn(tool_calls=[write("notes/b.txt")]),
+                Turn(tool_calls=[write("other.txt")]),
+                Turn(tool_calls=[write("notes/c.txt")]),
+                Turn(content="done"),
+            ]
+        )
+    )
+    async with keel_app(llm) as http:
+        session = await new_session(http, workspace, agent="build")
+        run_id = (await post(http, session, "write notes")).json()["run"]["id"]
+        first = await eventually(lambda: pending(http, run_id), "the first approval")
+        assert first["subject"] == "notes/a.txt"
+        decided = await decide(
+            http, run_id, first, "approve_always", {"kind": "session", "pattern": "notes/*"}
+        )
+        assert decided.status_code == 200, decided.text
+        grant = decided.json()["grant"]
+        assert grant["kind"] == "session" and grant["pattern"] == "notes/*"
+        assert grant["granted_by"] == "user:alice" and grant["permission"] == "write_file"
+
+        second = await eventually(lambda: pending(http, run_id), "the uncovered call's approval")
+        assert second["subject"] == "other.txt"  # notes/b.txt ran without asking
+        assert (workspace / "notes" / "b.txt").read_text() == "notes/b.txt"
+        assert [g["id"] for g in await grants_of(http, run_id)] == [grant["id"]]
+
+        revoked = await http.delete(f"/v1/grants/{grant['id']}")
+        assert revoked.status_code == 200, revoked.text
+        assert revoked.json()["status"] == "revoked"
+        assert revoked.json()["revoked_by"] == "user:alice"
+        again = await http.delete(f"/v1/grants/{grant['id']}")  # idempotent
+        assert (
+            again.status_code == 200 and again.json()["revoked_at"] == revoked.json()["revoked_at"]
+        )
+        assert (await decide(http, run_id, second)).status_code == 200
+
+        third = await eventually(lambda: pending(http, run_id), "the revoked grant's ask")
+        assert third["subject"] == "notes/c.txt"
+        assert (await decide(http, run_id, third, "reject")).status_code == 200
+        await run_reaches(http, run_id, "completed")
+        assert await grants_of(http, run_id) == []
+        every = await grants_of(http, run_id, all="true")
+        assert [g["status"] for g in every] == ["revoked"]
+        actions = await audit_actions(http, f"grant/{grant['id']}")
+        assert actions.count("grant.created") == 1 and actions.count("grant.revoked") == 1
+
+
+async def test_the_next_run_of_the_session_takes_the_grant(
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    # Turns are chosen by the number of assistant messages a request carries: run 1
+    # plays turns 0-1, run 2 (with run 1's history) turns 1-2.
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[write("notes/a.txt")]),
+                Turn(tool_calls=[write("notes/d.txt")]),
+                Turn(content="done"),
+            ]
+        )
+    )
+    async with keel_app(llm) as http:
+        session = await new_session(http, workspace, agent="build")
+        first = (await post(http, session, "one")).json()["run"]["id"]
+        ia = await eventually(lambda: pending(http, first), "the approval")
+        granted = await decide(
+            http, first, ia, "approve_always", {"kind": "session", "pattern": "notes/*.txt"}
+        )
+        assert granted.status_code == 200, granted.text
+        await run_reaches(http, first, "completed")
+        second = (await post(http, session, "two")).json()["run"]["id"]
+        done = await run_reaches(http, second, "completed")
+        assert done["report"] == "done"
+        assert (await http.get(f"/v1/runs/{second}/interactions")).json() == []
+        assert (workspace / "notes" / "d.txt").exists()
+
+
+async def test_a_grant_wider_than_the_approver_may_give_is_refused(
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    call = ScriptedToolCall(name="bash", arguments={"command": ["ls", "-la"]})
+    llm = scripted(Script(turns=[Turn(tool_calls=[call]), Turn(content="done")]))
+    async with keel_app(llm) as http:
+        created = await http.post(
+            "/v1/runs",
+            json={"agent": "build", "input": "list", "workspace": str(workspace)},
+        )
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        ia = await eventually(lambda: pending(http, run_id), "the approval")
+
+        # `*` would also cover `rm -rf*`, which the build agent denies.
+        wide = await decide(http, run_id, ia, "approve_always", {"kind": "run", "pattern": "*"})
+        assert wide.status_code == 422, wide.text
+        assert "rm -rf*" in wide.json()["detail"]
+        # A pattern that does not cover the call it answers.
+        off = await decide(http, run_id, ia, "approve_always", {"kind": "run", "pattern": "git *"})
+        assert off.status_code == 422 and "does not cover" in off.json()["detail"]
+        # Outside a session there is no session to grant for.
+        no_session = await decide(http, run_id, ia, "approve_always", {"kind": "session"})
+        assert no_session.status_code == 422 and "not in a session" in no_session.json()["detail"]
+        past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+        stale = await decide(http, run_id, ia, "approve_always", {"kind": "run", "until": past})
+        assert stale.status_code == 422 and "not in the future" in stale.text
+        # Someone who may not approve the call may not grant it either.
+        bob = auth_headers("default", "bob")
+        stranger = await decide(
+            http, run_id, ia, "approve_always", {"kind": "run", "pattern": "ls *"}, bob
+        )
+        assert stranger.status_code in (403, 404), stranger.text
+        assert await grants_of(http, run_id) == []
+        assert (await pending(http, run_id)) is not None  # nothing took
+
+        until = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+        ok = await decide(
+            http, run_id, ia, "approve_always", {"kind": "agent", "pattern": "ls *", "until": until}
+        )
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["grant"]["kind"] == "agent" and ok.json()["grant"]["until"]
+        await run_reaches(http, run_id, "completed")
+        refusals = (await audit_actions(http, run_id)).count("decision.refused")
+        assert refusals >= 4
+
+
+async def test_an_agent_grant_needs_the_user_or_an_admin(
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    call = ScriptedToolCall(name="bash", arguments={"command": ["ls"]})
+    llm = scripted(Script(turns=[Turn(tool_calls=[call]), Turn(content="done")]))
+    async with keel_app(llm) as http:
+        created = await http.post(
+            "/v1/runs",
+            json={
+                "agent": "build",
+                "input": "list",
+                "workspace": str(workspace),
+                "approver": "user:carol",
+            },
+        )
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        ia = await eventually(lambda: pending(http, run_id), "the approval")
+        carol = auth_headers("default", "carol")
+        refused = await decide(
+            http, run_id, ia, "approve_always", {"kind": "agent", "pattern": "ls*"}, carol
+        )
+        assert refused.status_code == 403, refused.text
+        assert "user:alice" in refused.json()["detail"]
+        ok = await decide(http, run_id, ia, "approve_always", {"kind": "run"}, carol)
+        assert ok.status_code == 200, ok.text
+        await run_reaches(http, run_id, "completed")
+
+
+async def test_grants_are_the_tenants_own(
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    llm = scripted(Script(turns=[Turn(tool_calls=[write("a.txt")]), Turn(content="done")]))
+    async with keel_app(llm) as http:
+        created = await http.post(
+            "/v1/runs", json={"agent": "build", "input": "w", "workspace": str(workspace)}
+        )
+        run_id = created.json()["id"]
+        ia = await eventually(lambda: pending(http, run_id), "the approval")
+        granted = await decide(http, run_id, ia, "approve_always", {"kind": "run"})
+        assert granted.status_code == 200, granted.text
+        grant_id = granted.json()["grant"]["id"]
+        assert granted.json()["grant"]["pattern"] == "a.txt"
+        await run_reaches(http, run_id, "completed")
+
+        theirs_listed = (await http.get("/v1/grants", headers=MALLORY)).json()["grants"]
+        assert grant_id not in [g["id"] for g in theirs_listed]
+        theirs = await http.get(f"/v1/grants/{grant_id}", headers=MALLORY)
+        assert theirs.status_code == 404
+        revoke = await http.delete(f"/v1/grants/{grant_id}", headers=MALLORY)
+        assert revoke.status_code == 404 and grant_id in revoke.json()["detail"]
+        mine = (await http.get(f"/v1/grants/{grant_id}")).json()
+        assert mine["status"] == "active"
+        # Someone else of the tenant who neither granted it nor is covered by it.
+        bob = await http.delete(f"/v1/grants/{grant_id}", headers=auth_headers("default", "bob"))
+        assert bob.status_code == 403
+        actions = await audit_actions(http, f"grant/{grant_id}")
+        assert "grant.revoke_refused" in actions
