@@ -144,7 +144,7 @@ class KeelClient:
         response = await self._send(
             "POST",
             f"/v1/runs/{run_id}/interactions/{interaction_id}",
-            json=body.model_dump(exclude_none=True),
+            json=body.model_dump(mode="json", exclude_none=True),
         )
         return DecisionResult.model_validate(response.json())
 

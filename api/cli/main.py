@@ -6,6 +6,7 @@ import asyncio
 import logging
 import shutil
 import sys
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -35,6 +36,7 @@ from keel.api.cli.quotas import quota_app, usage_command
 from keel.api.cli.report_view import report_view
 from keel.api.cli.request_body import ignored_model, request_body
 from keel.api.cli.retention import retention_app
+from keel.api.cli.rules_commands import UNTIL, grant_scope, rules_app
 from keel.api.cli.runs_commands import runs_app
 from keel.api.cli.schedules import schedules_app
 from keel.api.cli.secret_command import secret_command
@@ -53,6 +55,7 @@ from keel.worker.observability.quiet_logs import quiet_expected_failures
 app = typer.Typer(help="Keel: durable LLM agents on Temporal.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.command("fork")(fork)
+app.add_typer(rules_app, name="rules")
 audit_app = typer.Typer(help="The hash-chained audit log (needs keel:admin).", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
 app.add_typer(schedules_app, name="schedules")
@@ -310,8 +313,20 @@ def approve(
     run_id: str,
     interaction_id: str,
     always: Annotated[
-        bool, typer.Option("--always", help="Also allow the same call for the rest of the session.")
+        bool,
+        typer.Option("--always", help="Also allow calls like it: a grant (see `keel rules`)."),
     ] = False,
+    scope: Annotated[
+        str | None,
+        typer.Option(help="With --always: call, run, session (default) or agent (every run)."),
+    ] = None,
+    pattern: Annotated[
+        str | None, typer.Option(help="With --always: a glob over the subject; default: this one.")
+    ] = None,
+    until: Annotated[
+        datetime | None,
+        typer.Option(help="With --always: when the grant ends (with a time zone).", formats=UNTIL),
+    ] = None,
     args: Annotated[
         str | None,
         typer.Option(
@@ -329,7 +344,9 @@ def approve(
     except ArgumentsError as exc:
         raise fail(str(exc)) from exc
     body = InteractionDecisionCreate(
-        decision="approve_always" if always else "approve", arguments=edited
+        decision="approve_always" if always else "approve",
+        arguments=edited,
+        grant=grant_scope(always, scope, pattern, until),
     )
     run_command(_decide(run_id, interaction_id, body))
 

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
-from tests.conftest import auth_headers
-from tests.integration.keel_http import MALLORY, LaunchKeel, StartLLM, eventually, run_reaches
+from tests.conftest import auth_headers, token_for
+from tests.integration.keel_http import (
+    MALLORY,
+    LaunchKeel,
+    StartLLM,
+    base_url,
+    eventually,
+    run_reaches,
+)
+from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_sessions import new_session, post
 
 
@@ -248,3 +258,37 @@ async def test_grants_are_the_tenants_own(
         assert bob.status_code == 403
         actions = await audit_actions(http, f"grant/{grant_id}")
         assert "grant.revoke_refused" in actions
+
+
+@pytest.mark.slow  # four `keel` processes, each a Python start on a shared machine
+async def test_the_cli_grants_lists_and_revokes(
+    workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    call = ScriptedToolCall(name="bash", arguments={"command": ["ls", "-la"]})
+    llm = scripted(Script(turns=[Turn(tool_calls=[call]), Turn(content="done")]))
+    tenant = f"cli-{uuid.uuid4().hex[:8]}"
+    async with keel_app(llm, headers=auth_headers(tenant, "alice")) as http:
+        env = clean_env(
+            KEEL_API_URL=base_url(http),
+            KEEL_DATA_DIR=str(tmp_path / "cli"),
+            KEEL_TOKEN=token_for(tenant, "alice"),
+        )
+        created = await http.post(
+            "/v1/runs", json={"agent": "build", "input": "list", "workspace": str(workspace)}
+        )
+        run_id = created.json()["id"]
+        ia = await eventually(lambda: pending(http, run_id), "the approval")
+        args = ["approve", run_id, ia["id"], "--always", "--scope", "run", "--pattern"]
+        code, out = await keel(*args, "ls [ab]*", env=env)  # the glob covers nothing here
+        assert code == 1 and "does not cover" in out, out
+        code, out = await keel(*args, "ls *", env=env)
+        assert code == 0 and "accepted" in out, out
+        await run_reaches(http, run_id, "completed")
+        [grant] = await grants_of(http, run_id)
+
+        code, listing = await keel("rules", "list", env=env)
+        [row] = [line for line in listing.splitlines() if grant["id"] in line]
+        assert code == 0 and "bash" in row and "ls *" in row and f"run {run_id}" in row, listing
+        code, out = await keel("rules", "revoke", grant["id"], env=env)
+        assert code == 0 and f"{grant['id']}: revoked by user:alice" in out, out
+        assert (await http.get(f"/v1/grants/{grant['id']}")).json()["status"] == "revoked"
