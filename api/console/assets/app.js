@@ -10,11 +10,13 @@ import { sessionsPage, sessionPage } from "./sessions.js";
 import { schedulesPage } from "./schedules.js";
 import { usagePage } from "./usage.js";
 import { auditPage } from "./audit.js";
+import { grantsPage } from "./grants.js";
 import { evalsPage, evalPage } from "./evals.js";
 
 const PAGES = [
   ["runs", "Runs"],
   ["approvals", "Approvals"],
+  ["grants", "Grants"],
   ["sessions", "Sessions"],
   ["schedules", "Schedules"],
   ["usage", "Usage"],
@@ -130,6 +132,7 @@ async function render() {
   const pages = {
     runs: () => (id ? runPage(main, id) : runsPage(main)),
     approvals: () => approvalsPage(main),
+    grants: () => grantsPage(main),
     sessions: () => (id ? sessionPage(main, id) : sessionsPage(main)),
     schedules: () => schedulesPage(main),
     usage: () => usagePage(main, state.me),
