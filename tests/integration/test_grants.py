@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.client import Client
 
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.conftest import auth_headers, token_for
@@ -21,6 +24,7 @@ from tests.integration.keel_http import (
     run_reaches,
 )
 from tests.integration.test_cli import clean_env, keel
+from tests.integration.test_replay import HISTORIES, replayer
 from tests.integration.test_sessions import new_session, post
 
 
@@ -68,7 +72,7 @@ async def audit_actions(http: httpx.AsyncClient, subject: str = "") -> list[str]
 
 
 async def test_a_session_glob_grant_covers_matching_calls_until_it_is_revoked(
-    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel, temporal_client: Client
 ) -> None:
     # One run: notes/a asks and is granted `notes/*` for the session; notes/b then runs
     # without asking; other.txt (not covered) asks; the grant is revoked while it waits;
@@ -121,6 +125,14 @@ async def test_a_session_glob_grant_covers_matching_calls_until_it_is_revoked(
         assert [g["status"] for g in every] == ["revoked"]
         actions = await audit_actions(http, f"grant/{grant['id']}")
         assert actions.count("grant.created") == 1 and actions.count("grant.revoked") == 1
+
+    history = await temporal_client.get_workflow_handle(run_id).fetch_history()
+    assert (await replayer().replay_workflow(history)).replay_failure is None
+    if os.environ.get("KEEL_RECORD_HISTORY"):
+        # KEEL_RECORD_HISTORY=1: keep this run's history (a grant made, then revoked by
+        # signal) for test_replay.
+        target = HISTORIES / "agent_run_session_grant.json"
+        target.write_text(json.dumps(history.to_json_dict(), indent=1))
 
 
 async def test_the_next_run_of_the_session_takes_the_grant(
