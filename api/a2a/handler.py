@@ -361,6 +361,7 @@ class KeelA2AHandler(RequestHandler):
                 payload_hash=str(payload_hash) if payload_hash else None,
                 text=text or None,
                 arguments=data.get("arguments"),  # approve with edits: checked by the run
+                grant=data.get("grant"),  # approve_always's scope: {kind, pattern, until}
             )
         except ValidationError as exc:
             raise InvalidParamsError(message=_first_problem(exc)) from exc

@@ -24,7 +24,8 @@ REJECT = frozenset({"reject", "ignore", "rejected", "no", "n", "deny"})
 HOW = (
     "Resume with true/false, 'approve'/'reject', "
     '{"decision": "approve" | "approve_always" | "reject" | "answer", "payload_hash": ..., '
-    '"text": ..., "arguments": {edited arguments}}, an answer text for a question, or a map '
+    '"text": ..., "arguments": {edited arguments}, "grant": {"kind": "run" | "session" | '
+    '"agent", "pattern": ..., "until": ...}}, an answer text for a question, or a map '
     "of interrupt id to one of those."
 )
 

@@ -18,6 +18,7 @@ from keel.api.core.router import router_agent
 from keel.api.core.run_orders import RunOrder
 from keel.api.core.schemas.common import StoredText
 from keel.api.core.schemas.forks import ForkCreate
+from keel.api.core.schemas.grants import GrantScopeCreate
 from keel.api.core.schemas.interactions import DecisionResult, InteractionDecisionCreate
 from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.core.service import KeelService
@@ -245,8 +246,9 @@ class KeelTools:
         decision: Annotated[
             Literal["approve", "approve_always", "reject", "answer"],
             Field(
-                description="approve (or approve_always: also future calls like it in this "
-                "session) or reject a tool call; answer (with `text`) or reject a question."
+                description="approve (or approve_always: also future calls like it, by "
+                "default in this session; see `grant`) or reject a tool call; answer (with "
+                "`text`) or reject a question."
             ),
         ],
         payload_hash: Annotated[
@@ -266,13 +268,24 @@ class KeelTools:
                 "ones (checked like the model's call; the run's model is told what changed)."
             ),
         ] = None,
+        grant: Annotated[
+            GrantScopeCreate | None,
+            Field(
+                description="With approve_always: how far it reaches — kind call, run, "
+                "session or agent; a glob `pattern` over the subject; `until` (ISO time)."
+            ),
+        ] = None,
     ) -> DecisionResult:
         """Decide an approval or a question a run waits on. Only the run's requester or its
         named approver may decide; a decision takes once, before the request expires."""
         user = caller(ctx)
         try:
             body = InteractionDecisionCreate(
-                decision=decision, payload_hash=payload_hash, text=text, arguments=arguments
+                decision=decision,
+                payload_hash=payload_hash,
+                text=text,
+                arguments=arguments,
+                grant=grant,
             )
         except ValidationError as exc:
             raise ToolError(invalid_arguments("decide", exc)) from None

@@ -24,6 +24,7 @@ from tests.integration.keel_http import (
     run_reaches,
 )
 from tests.integration.test_cli import clean_env, keel
+from tests.integration.test_mcp import FINISHED, call, mcp_client, refused, until_run
 from tests.integration.test_replay import HISTORIES, replayer
 from tests.integration.test_sessions import new_session, post
 
@@ -63,12 +64,21 @@ async def grants_of(http: httpx.AsyncClient, run_id: str, **params: str) -> list
     return [g for g in listed if g["run_id"] == run_id]
 
 
-async def audit_actions(http: httpx.AsyncClient, subject: str = "") -> list[str]:
-    rows = await http.get(
-        "/v1/admin/audit", headers=ADMIN, params={"tenant": "default", "limit": 1000}
-    )
-    assert rows.status_code == 200, rows.text
-    return [e["action"] for e in rows.json() if subject in (e["subject"] or "")]
+async def audit_actions(
+    http: httpx.AsyncClient, subject: str = "", tenant: str = "default"
+) -> list[str]:
+    """Actions of the tenant's audit entries about `subject`, every page of them."""
+    actions: list[str] = []
+    after = 0
+    while True:
+        params: dict[str, str | int] = {"tenant": tenant, "after_id": after, "limit": 1000}
+        rows = await http.get("/v1/admin/audit", headers=ADMIN, params=params)
+        assert rows.status_code == 200, rows.text
+        page = rows.json()
+        actions += [e["action"] for e in page if subject in (e["subject"] or "")]
+        if len(page) < 1000:
+            return actions
+        after = page[-1]["id"]
 
 
 async def test_a_session_glob_grant_covers_matching_calls_until_it_is_revoked(
@@ -270,6 +280,8 @@ async def test_grants_are_the_tenants_own(
         assert bob.status_code == 403
         actions = await audit_actions(http, f"grant/{grant_id}")
         assert "grant.revoke_refused" in actions
+        theirs_audit = await audit_actions(http, grant_id, tenant="other-tenant")
+        assert "grant.cross_tenant_denied" in theirs_audit
 
 
 @pytest.mark.slow  # four `keel` processes, each a Python start on a shared machine
@@ -304,3 +316,39 @@ async def test_the_cli_grants_lists_and_revokes(
         code, out = await keel("rules", "revoke", grant["id"], env=env)
         assert code == 0 and f"{grant['id']}: revoked by user:alice" in out, out
         assert (await http.get(f"/v1/grants/{grant['id']}")).json()["status"] == "revoked"
+
+
+async def test_an_mcp_client_grants_with_a_scope(workspace: Path, keel_app: LaunchKeel) -> None:
+    script = Script(
+        turns=[
+            Turn(tool_calls=[write("notes/a.txt")]),
+            Turn(tool_calls=[write("notes/b.txt")]),
+            Turn(content="Wrote both."),
+        ]
+    )
+    tenant = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with (
+        keel_app(script) as http,
+        mcp_client(base_url(http), token_for(tenant, "alice")) as alice,
+    ):
+        started = await call(
+            alice, "start_run", agent="build", input="Write notes.", workspace=str(workspace)
+        )
+        run_id = started["run_id"]
+        waiting = await until_run(alice, run_id, lambda d: bool(d["pending_interactions"]))
+        [ia] = waiting["pending_interactions"]
+        always = {
+            "run_id": run_id,
+            "interaction_id": ia["id"],
+            "decision": "approve_always",
+            "payload_hash": ia["payload_hash"],
+        }
+        wide = await refused(alice, "decide", **always, grant={"kind": "run", "pattern": "x/*"})
+        assert "does not cover" in wide
+        accepted = await call(
+            alice, "decide", **always, grant={"kind": "run", "pattern": "notes/*"}
+        )
+        assert accepted["grant"]["pattern"] == "notes/*"
+        done = await until_run(alice, run_id, lambda d: d["run"]["status"] in FINISHED)
+        assert done["run"]["status"] == "completed" and done["pending_interactions"] == []
+    assert (workspace / "notes" / "b.txt").exists()  # ran under the grant, unasked
