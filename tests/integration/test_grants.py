@@ -180,13 +180,16 @@ async def test_a_grant_wider_than_the_approver_may_give_is_refused(
 ) -> None:
     call = ScriptedToolCall(name="bash", arguments={"command": ["ls", "-la"]})
     llm = scripted(Script(turns=[Turn(tool_calls=[call]), Turn(content="done")]))
-    async with keel_app(llm) as http:
-        created = await http.post(
-            "/v1/runs",
-            json={"agent": "build", "input": "list", "workspace": str(workspace)},
-        )
+    tenant = f"grants-{uuid.uuid4().hex[:8]}"  # its `agent` grant covers alice's build runs
+
+    async def start() -> str:
+        body = {"agent": "build", "input": "list", "workspace": str(workspace)}
+        created = await http.post("/v1/runs", json=body)
         assert created.status_code == 201, created.text
-        run_id = created.json()["id"]
+        return str(created.json()["id"])
+
+    async with keel_app(llm, headers=auth_headers(tenant, "alice")) as http:
+        run_id = await start()
         ia = await eventually(lambda: pending(http, run_id), "the approval")
 
         # `*` would also cover `rm -rf*`, which the build agent denies.
@@ -203,7 +206,7 @@ async def test_a_grant_wider_than_the_approver_may_give_is_refused(
         stale = await decide(http, run_id, ia, "approve_always", {"kind": "run", "until": past})
         assert stale.status_code == 422 and "not in the future" in stale.text
         # Someone who may not approve the call may not grant it either.
-        bob = auth_headers("default", "bob")
+        bob = auth_headers(tenant, "bob")
         stranger = await decide(
             http, run_id, ia, "approve_always", {"kind": "run", "pattern": "ls *"}, bob
         )
@@ -218,8 +221,21 @@ async def test_a_grant_wider_than_the_approver_may_give_is_refused(
         assert ok.status_code == 200, ok.text
         assert ok.json()["grant"]["kind"] == "agent" and ok.json()["grant"]["until"]
         await run_reaches(http, run_id, "completed")
-        refusals = (await audit_actions(http, run_id)).count("decision.refused")
-        assert refusals >= 4
+        refusals = (await audit_actions(http, run_id, tenant)).count("decision.refused")
+        assert refusals >= 5
+
+        # The agent grant covers alice's next build run from its start; revoked, it does not.
+        llm.reset()
+        covered = await start()
+        assert (await run_reaches(http, covered, "completed"))["report"] == "done"
+        assert (await http.get(f"/v1/runs/{covered}/interactions")).json() == []
+        revoked = await http.delete(f"/v1/grants/{ok.json()['grant']['id']}")
+        assert revoked.status_code == 200, revoked.text
+        llm.reset()
+        after = await start()
+        asks = await eventually(lambda: pending(http, after), "an approval again")
+        assert asks["subject"] == "ls -la"
+        await http.post(f"/v1/runs/{after}/cancel")
 
 
 async def test_an_agent_grant_needs_the_user_or_an_admin(
