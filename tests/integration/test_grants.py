@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from langgraph_sdk.schema import Command
 from temporalio.client import Client
 
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
@@ -24,6 +25,7 @@ from tests.integration.keel_http import (
     run_reaches,
 )
 from tests.integration.test_cli import clean_env, keel
+from tests.integration.test_langgraph import langgraph
 from tests.integration.test_mcp import FINISHED, call, mcp_client, refused, until_run
 from tests.integration.test_replay import HISTORIES, replayer
 from tests.integration.test_sessions import new_session, post
@@ -368,3 +370,42 @@ async def test_an_mcp_client_grants_with_a_scope(workspace: Path, keel_app: Laun
         done = await until_run(alice, run_id, lambda d: d["run"]["status"] in FINISHED)
         assert done["run"]["status"] == "completed" and done["pending_interactions"] == []
     assert (workspace / "notes" / "b.txt").exists()  # ran under the grant, unasked
+
+
+async def test_a_langgraph_resume_grants_for_the_thread(
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    llm = scripted(
+        Script(
+            turns=[
+                Turn(tool_calls=[write("notes/a.txt")]),
+                Turn(tool_calls=[write("notes/b.txt")]),
+                Turn(content="Wrote both."),
+            ]
+        )
+    )
+    async with keel_app(llm) as http:
+        lg = langgraph(http)
+        thread_id = (await lg.threads.create(metadata={"graph_id": "build"}))["thread_id"]
+        ask = {"messages": [{"role": "user", "content": "Write the notes."}]}
+        parts = [
+            p async for p in lg.runs.stream(thread_id, "build", input=ask, stream_mode="updates")
+        ]
+        run_id = parts[0].data["run_id"]
+        [interrupt] = parts[-1].data["__interrupt__"]
+        resume = {
+            "decision": "approve_always",
+            "payload_hash": interrupt["value"]["payload_hash"],
+            "grant": {"kind": "session", "pattern": "notes/*"},
+        }
+        resumed = [
+            p
+            async for p in lg.runs.stream(
+                thread_id, "build", command=Command(resume=resume), stream_mode="updates"
+            )
+        ]
+        assert not any("__interrupt__" in (p.data or {}) for p in resumed)  # b ran unasked
+        assert (await lg.runs.get(thread_id, run_id))["status"] == "success"
+        [grant] = await grants_of(http, run_id)
+        assert grant["kind"] == "session" and grant["session_id"] == thread_id
+    assert (workspace / "notes" / "b.txt").exists()
