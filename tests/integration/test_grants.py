@@ -409,3 +409,40 @@ async def test_a_langgraph_resume_grants_for_the_thread(
         [grant] = await grants_of(http, run_id)
         assert grant["kind"] == "session" and grant["session_id"] == thread_id
     assert (workspace / "notes" / "b.txt").exists()
+
+
+async def test_a_grant_reaches_a_run_already_going(
+    workspace: Path, scripted: StartLLM, keel_app: LaunchKeel
+) -> None:
+    # Both runs first ask a question and wait; run A's `agent` grant then reaches run B
+    # (started before it existed) by signal, so B's command runs without asking.
+    call = ScriptedToolCall(name="bash", arguments={"command": ["ls", "-la"]})
+    question = ScriptedToolCall(name="ask_user", arguments={"question": "Go?"})
+    llm = scripted(
+        Script(turns=[Turn(tool_calls=[question]), Turn(tool_calls=[call]), Turn(content="done")])
+    )
+    tenant = f"grants-{uuid.uuid4().hex[:8]}"
+    async with keel_app(llm, headers=auth_headers(tenant, "alice")) as http:
+        body = {"agent": "build", "input": "list", "workspace": str(workspace)}
+        first = (await http.post("/v1/runs", json=body)).json()["id"]
+        asked_first = await eventually(lambda: pending(http, first), "A's question")
+        second = (await http.post("/v1/runs", json=body)).json()["id"]
+        asked_second = await eventually(lambda: pending(http, second), "B's question")
+
+        answer = {"decision": "answer", "text": "yes"}
+        url = f"/v1/runs/{first}/interactions/{asked_first['id']}"
+        assert (await http.post(url, json=answer)).status_code == 200
+        approval = await eventually(lambda: pending(http, first), "A's approval")
+        assert approval["kind"] == "confirm" and approval["subject"] == "ls -la"
+        granted = await decide(
+            http, first, approval, "approve_always", {"kind": "agent", "pattern": "ls *"}
+        )
+        assert granted.status_code == 200, granted.text
+        await run_reaches(http, first, "completed")
+
+        url = f"/v1/runs/{second}/interactions/{asked_second['id']}"
+        assert (await http.post(url, json=answer)).status_code == 200
+        done = await run_reaches(http, second, "completed")
+        assert done["report"] == "done"
+        kinds = [i["kind"] for i in (await http.get(f"/v1/runs/{second}/interactions")).json()]
+        assert kinds == ["ask_user"]  # the command asked nobody
