@@ -1,5 +1,6 @@
-"""The console's Grants page in a real browser: a grant is listed inert, Revoke takes, and
-the run it covered asks again at its next call."""
+"""Grants in a real browser: "approve always" with a scope from the approval card, the
+Grants page lists the grant inert, Revoke takes, and the run it covered asks again at its
+next call."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from playwright.async_api import Page, expect
 
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from tests.browser.conftest import finished, pending, screenshot
-from tests.browser.test_console_approvals import LOCAL, start_build
+from tests.browser.test_console_approvals import LOCAL, inbox_card, start_build
 from tests.browser.test_console_runs import sign_in_with_link
 
 MARKUP = "<img src=x onerror=alert(1)>"
@@ -21,8 +22,8 @@ def ls(arg: str) -> ScriptedToolCall:
 
 
 async def test_revoke_a_grant_from_the_console(console_stack: Any, page: Page) -> None:
-    # The grant covers `ls <img…>*`; a question keeps the run waiting while the grant is
-    # revoked in the browser; the next covered call then asks again.
+    # The grant, made in the approval card, covers `ls '<img…>*`; a question keeps the run
+    # waiting while the grant is revoked in the browser; the next covered call asks again.
     script = Script(
         turns=[
             Turn(tool_calls=[ls(f"{MARKUP}a")]),
@@ -36,21 +37,19 @@ async def test_revoke_a_grant_from_the_console(console_stack: Any, page: Page) -
         [ia] = await pending(http, run_id, headers=LOCAL)
         assert ia["subject"] == f"ls '{MARKUP}a'"  # the command line, quoted
         pattern = f"ls '{MARKUP}*"
-        granted = await http.post(
-            f"/v1/runs/{run_id}/interactions/{ia['id']}",
-            headers=LOCAL,
-            json={
-                "decision": "approve_always",
-                "payload_hash": ia["payload_hash"],
-                "grant": {"kind": "run", "pattern": pattern},
-            },
-        )
-        assert granted.status_code == 200, granted.text
-        grant_id = granted.json()["grant"]["id"]
+        await sign_in_with_link(page, c.link)
+        await page.click("nav a[data-page=approvals]")
+        card = inbox_card(page, run_id, ia)
+        await card.locator(".grant-picker summary").click()
+        await card.locator("select.grant-kind").select_option("run")
+        await card.locator("input.grant-pattern-input").fill(pattern)
+        await card.locator("button.approve-always").click()
+        await expect(card.locator(".grant-made")).to_have_text(f" · grant run bash {pattern}")
+        listed = (await http.get("/v1/grants", headers=LOCAL)).json()["grants"]
+        [grant_id] = [g["id"] for g in listed if g["run_id"] == run_id]
         [question] = await pending(http, run_id, headers=LOCAL, seen={ia["id"]})
         assert question["kind"] == "ask_user"
 
-        await sign_in_with_link(page, c.link)
         await page.click("nav a[data-page=grants]")
         row = page.locator(f"tr.grant[data-id='{grant_id}']")
         await expect(row.locator(".grant-pattern")).to_have_text(pattern)  # text, not markup

@@ -3,6 +3,7 @@
 
 import { api, ApiError } from "./api.js";
 import { h, replace, fmtLeft, fmtTime } from "./dom.js";
+import { grantPicker } from "./grants.js";
 
 /** Python's `json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)`. */
 export function canonicalJson(value) {
@@ -78,6 +79,11 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
       }
       if (value !== undefined) body.arguments = value;
     }
+    if (decision === "approve_always" && picker) {
+      const grant = picker.scope();
+      if (typeof grant === "string") { replace(result, h("span", { class: "error" }, grant)); return; }
+      if (grant) body.grant = grant;
+    }
     if (reason.value.trim()) body.text = reason.value.trim();
     if (decision === "answer" && !body.text) {
       replace(result, h("span", { class: "error" }, "Write the answer first."));
@@ -88,7 +94,8 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
       const answer = await api("POST", `/v1/runs/${encodeURIComponent(ia.run_id)}/interactions/${encodeURIComponent(ia.id)}`, body);
       result.dataset.outcome = "accepted";
       replace(result, h("strong", { class: "ok" }, "Accepted"), ` — ${answer.interaction.decision} by ${answer.interaction.decided_by}`,
-        answer.interaction.approved_hash ? ` with changes (runs ${answer.interaction.approved_hash.slice(0, 12)}…)` : "");
+        answer.interaction.approved_hash ? ` with changes (runs ${answer.interaction.approved_hash.slice(0, 12)}…)` : "",
+        answer.grant ? h("span", { class: "grant-made" }, ` · grant ${answer.grant.kind} ${answer.grant.permission} ${answer.grant.pattern}`) : "");
       card.dataset.status = "decided";
       onDecided?.(answer);
     } catch (err) {
@@ -99,6 +106,7 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
     }
   }
 
+  const picker = ia.kind === "ask_user" || ia.status !== "pending" ? null : grantPicker(ia);
   if (ia.kind === "ask_user") {
     append(buttons, h("button", { class: "answer", onclick: () => decide("answer") }, "Answer"),
       h("button", { class: "reject danger", onclick: () => decide("reject") }, "Decline"));
@@ -133,7 +141,7 @@ export function decisionCard(ia, { showRun = true, onDecided } = {}) {
         h("div", { class: "label" }, `Approved with changes by ${ia.decided_by || "the approver"} (this ran)`),
         h("ul", { class: "edit-diff" }, argumentChanges(ia.arguments, ia.approved_arguments).map(([kind, text]) => h("li", { class: `change ${kind}` }, text))),
         h("code", { class: "approved-hash" }, ia.approved_hash || "")] : null),
-    ia.status === "pending" ? [reason, buttons] : h("p", { class: "muted" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`),
+    ia.status === "pending" ? [picker?.element, reason, buttons] : h("p", { class: "muted" }, `${ia.status}${ia.decision ? `: ${ia.decision}` : ""}`),
     result);
   return card;
 }

@@ -60,3 +60,30 @@ export async function grantsPage(main) {
       body));
   await load();
 }
+
+/** The "approve always" scope of an approval card: where it holds, a glob, until when.
+ * `scope()` is the decision's `grant` (undefined: the default, this subject for the
+ * session), or a string saying what is missing. */
+export function grantPicker(ia) {
+  const kind = h("select", { class: "grant-kind" },
+    h("option", { value: "" }, "this subject, for the session (default)"),
+    h("option", { value: "call" }, "this call only"),
+    h("option", { value: "run" }, "this run"),
+    h("option", { value: "session" }, "this session"),
+    h("option", { value: "agent" }, "this agent, for the requester"));
+  const pattern = h("input", { class: "grant-pattern-input", placeholder: `glob over the subject, e.g. ${ia.subject || "*"}` });
+  const until = h("input", { class: "grant-until", type: "datetime-local" });
+  const element = h("details", { class: "grant-picker" },
+    h("summary", {}, "Approve always: how far"),
+    h("label", {}, "Where ", kind), h("label", {}, " Pattern ", pattern), h("label", {}, " Until ", until));
+  function scope() {
+    const glob = pattern.value.trim();
+    if (!kind.value && !glob && !until.value) return undefined;
+    if (!kind.value) return "Choose where the grant holds.";
+    const grant = { kind: kind.value };
+    if (glob) grant.pattern = glob;
+    if (until.value) grant.until = new Date(until.value).toISOString();
+    return grant;
+  }
+  return { element, scope };
+}
