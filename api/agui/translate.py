@@ -238,6 +238,15 @@ _APPROVAL = {
         "decision": {"enum": ["approve", "approve_always", "reject"]},
         "payload_hash": {"type": "string"},
         "text": {"type": "string"},
+        "grant": {  # with approve_always: how far it reaches (docs/approvals.md)
+            "type": "object",
+            "properties": {
+                "kind": {"enum": ["call", "run", "session", "agent"]},
+                "pattern": {"type": "string"},
+                "until": {"type": "string", "format": "date-time"},
+            },
+            "required": ["kind"],
+        },
     },
     "required": ["decision"],
 }

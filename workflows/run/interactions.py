@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
         GrantChange,
         NewGrant,
         apply_change,
-        grant_problem,
         rules_with_grants,
     )
     from keel.workflows.gate.models import GateResult, MessageRef
@@ -44,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from keel.workflows.run import subagents
     from keel.workflows.run.approval_edits import EditRefused, check_edit, edit_note
+    from keel.workflows.run.approval_grants import grant_refusal, literal_glob, new_grant
     from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.models import RunInput, RunState
     from keel.workflows.run.notices import RunNotices
@@ -90,6 +90,8 @@ class RunInteractions:
         self.deciding: set[str] = set()
         # The grant each decision made, for its caller's answer.
         self.grant_ids: dict[str, str] = {}
+        # `approve_always` decisions stored before grants (unpatched): a session rule each.
+        self.session_ruled: set[str] = set()
 
     def answer_is_final(self, ref: MessageRef) -> bool:
         """Expired requests may be asked again; every other answer is reused."""
@@ -185,7 +187,7 @@ class RunInteractions:
     ) -> ToolDigest | GateResult:
         """Wait for the decision or the expiry timer, record it, then act on it."""
         await self.await_decision(interaction)
-        if interaction.decision == "approve_always" and not workflow.patched(GRANTS_PATCH):
+        if interaction.decision == "approve_always" and interaction.id in self.session_ruled:
             self._host._state.session_rules.append(self.always_rule(interaction))
         await self._subagents.tell_parent(run)
         note = None
@@ -250,7 +252,7 @@ class RunInteractions:
         """What `approve_always` grants: this tool on exactly this subject."""
         return PermissionRule(
             permission=interaction.tool,
-            pattern=_literal_glob(interaction.subject),
+            pattern=literal_glob(interaction.subject),
             action="allow",
         )
 
@@ -315,7 +317,9 @@ class RunInteractions:
                 "fetch the interaction again and approve what it shows.",
             )
         if decision.grant is not None:
-            problem = self.grant_problem(decision, interaction)
+            problem = grant_refusal(
+                decision, interaction, self._host._gate, self._host._ids, workflow.now()
+            )
             if problem is not None:
                 return problem
         if decision.arguments is not None:
@@ -329,46 +333,6 @@ class RunInteractions:
             except EditRefused as err:
                 return "EditRefused", str(err)
         return None
-
-    def grant_problem(
-        self, decision: InteractionDecision, interaction: Interaction
-    ) -> tuple[str, str] | None:
-        """Why the grant an `approve_always` carries reaches further than it may."""
-        assert decision.grant is not None
-        if decision.decision != "approve_always":
-            return "InvalidDecision", "A grant's scope goes with `approve_always`."
-        gate = self._host._gate
-        problem = grant_problem(
-            decision.grant,
-            spec=gate.spec_of(interaction.tool) if gate is not None else None,
-            subject=interaction.subject,
-            agent_rules=gate.agent_rules if gate is not None else [],
-            now=workflow.now(),
-            in_session=self._host._ids.session_id is not None,
-        )
-        return None if problem is None else ("GrantRefused", problem)
-
-    def new_grant(self, decision: InteractionDecision, interaction: Interaction) -> NewGrant | None:
-        """The grant an `approve_always` makes; None for one that covers this call only."""
-        scope = decision.grant
-        run = self._host._ids
-        kind = scope.kind if scope is not None else ("session" if run.session_id else "run")
-        if kind == "call":
-            return None
-        return NewGrant(
-            id=str(workflow.uuid4()),
-            kind=kind,
-            permission=interaction.tool,
-            pattern=(scope.pattern if scope else None) or _literal_glob(interaction.subject),
-            until=scope.until if scope else None,
-            granted_by=decision.approver,
-            run_id=run.run_id,
-            session_id=run.session_id,
-            agent=run.agent.name,
-            user=interaction.requester,
-            interaction_id=interaction.id,
-            created_at=workflow.now(),
-        )
 
     async def hooks_refuse(self, decision: InteractionDecision) -> tuple[str, str] | None:
         """An edit meets the agent's `tool.before` hooks, as the model's call did: a deny
@@ -439,9 +403,11 @@ class RunInteractions:
         rule, grant = None, None
         if proposed.decision == "approve_always":
             if workflow.patched(GRANTS_PATCH):
-                grant = self.new_grant(decision, proposed)
+                grant_id = str(workflow.uuid4())
+                grant = new_grant(decision, proposed, self._host._ids, grant_id, workflow.now())
             else:
                 rule = self.always_rule(proposed)
+                self.session_ruled.add(proposed.id)
         self.deciding.add(interaction.id)
         try:
             await self.store_outcome(proposed, rule, grant)
@@ -557,11 +523,6 @@ class RunInteractions:
 
 def is_task(decision: GateDecision) -> bool:
     return decision.spec is not None and decision.spec.group == "task"
-
-
-def _literal_glob(text: str) -> str:
-    """A glob that matches exactly `text`."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 def _local_result(interaction: Interaction) -> str:
