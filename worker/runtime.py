@@ -26,6 +26,7 @@ from keel.activities.context import CompactionActivities, ContextBudget
 from keel.activities.coverage import CoverageActivities
 from keel.activities.hooks import HookActivities
 from keel.activities.interactions import InteractionActivities
+from keel.activities.llm.limits import ProviderLimiter
 from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
 from keel.activities.llm.step import LlmActivities
 from keel.activities.memory.activities import MemoryActivities
@@ -43,6 +44,7 @@ from keel.activities.store.interaction_store import InteractionStore
 from keel.activities.store.mcp_tool_store import McpToolStore
 from keel.activities.store.memory_store import MemoryStore
 from keel.activities.store.outage import StoreOutageInterceptor
+from keel.activities.store.provider_limit_store import ProviderLimitStore
 from keel.activities.store.push_config_store import PushConfigStore
 from keel.activities.store.quota_store import QuotaStore
 from keel.activities.store.retention_store import RetentionStore
@@ -178,6 +180,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         plugins=plugins,
         anthropic=messages_api,
         quotas=QuotaWatch(quotas),
+        limits=ProviderLimiter(ProviderLimitStore(store.pool), settings.provider_limits),
     )
     compaction_activities = CompactionActivities(
         llm, store, budget, anthropic=messages_api, plugins=plugins, prices=settings.prices

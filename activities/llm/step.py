@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -25,16 +25,19 @@ from keel.activities.context.budget import (
     openai_message,
 )
 from keel.activities.heartbeats import with_heartbeats
+from keel.activities.llm.endpoints import endpoint_for
 from keel.activities.llm.genai_spans import (
     note_finish,
     note_messages,
     note_provider,
     note_response_model,
 )
+from keel.activities.llm.limits import CallPermit, ProviderLimiter
 from keel.activities.llm.prices import ModelPrice
 from keel.activities.llm.provider_api import ProviderRef
 from keel.activities.llm.providers import anthropic_messages, openai_errors, plugin_models
 from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
+from keel.activities.llm.step_notes import note_move, waiting
 from keel.activities.plugin_api import PluginCode
 from keel.activities.quotas.activities import QuotaWatch
 from keel.activities.run_records import open_run
@@ -46,6 +49,7 @@ from keel.activities.store.run_tree import RunTreeStore
 from keel.activities.tool_events import PREVIEW_CHARS, tool_events
 from keel.activities.tool_schemas import plugin_tool_definition, tool_definitions
 from keel.workflows.activity_refs import LlmCalls
+from keel.workflows.context.budget import estimate_message, estimate_tools
 from keel.workflows.context.models import CompactionNeed
 from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
 from keel.workflows.gate.models import GateResult
@@ -61,6 +65,7 @@ DELTA_MAX_CHARS = 512
 DELTA_DRAIN_S = 1.0
 
 log = logging.getLogger("keel.llm")
+NO_LIMITS = ProviderLimiter.none()
 
 T = TypeVar("T")
 
@@ -78,9 +83,11 @@ class LlmActivities(LlmCalls):
         plugins: PluginCode | None = None,
         anthropic: AnthropicMessages | None = None,
         quotas: QuotaWatch | None = None,
+        limits: ProviderLimiter | None = None,
     ) -> None:
         self._client = client
         self._quotas = quotas
+        self._limits = limits
         self._store = store
         self._audit = audit
         self._prices = prices or {}
@@ -149,11 +156,22 @@ class LlmActivities(LlmCalls):
                 )
                 return LlmStepResult(compact=need)
             messages, estimated = request.plan.messages, request.plan.raw
-        started = time.monotonic()
+        await note_move(self._store, step)
+        where = endpoint_for(step.model, self._client, self._anthropic, self._plugins)
+        base_url, api_key = where if self._limits is not None else (None, None)
         try:
-            message, usage, finish_reason = await with_heartbeats(
-                self._complete(step, messages, tools)
-            )
+            # Under a provider's limit the call first waits its turn (`activities.llm.limits`).
+            async with (self._limits or NO_LIMITS).call(
+                base_url,
+                api_key,
+                lambda: estimated or sum(map(estimate_message, messages)) + estimate_tools(tools),
+                waiting(self._store, step, str(base_url)),
+            ) as permit:
+                started = time.monotonic()
+                message, usage, finish_reason = await with_heartbeats(
+                    self._complete(step, messages, tools, permit)
+                )
+                permit.used(usage.prompt_tokens + usage.completion_tokens)
         except ContextLengthExceeded as refusal:
             return await self._refused(step, refusal)
         latency_ms = int((time.monotonic() - started) * 1000)
@@ -178,6 +196,7 @@ class LlmActivities(LlmCalls):
             estimated_tokens=estimated,
             # The coverage ledger: the lines of each file this request showed the model.
             views=views_in(step.run_id, messages),
+            moved=step.moved,
         )
         digest = _digest(tool_calls, usage, latency_ms, cost)
         if self._quotas is not None:  # counted with the call: has the tenant reached a quota?
@@ -317,14 +336,18 @@ class LlmActivities(LlmCalls):
         )
 
     async def _complete(
-        self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        step: LlmStepInput,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        permit: CallPermit,
     ) -> tuple[dict[str, Any], Usage, str]:
         claimed = self._plugins.provider_for(step.model) if self._plugins is not None else None
         if claimed is not None:
             return await self._complete_plugin(step, claimed, messages, tools)
         if anthropic_messages.serves(step.model):
             note_provider("anthropic")
-            return await self._complete_anthropic(step, messages, tools)
+            return await self._complete_anthropic(step, messages, tools, permit.saw)
         # The conversation and tools go in `extra_body`: the client's request transform
         # walks every message with type introspection (milliseconds a call, growing with
         # the conversation) and changes nothing in chat payloads. The request on the
@@ -343,12 +366,14 @@ class LlmActivities(LlmCalls):
                 stream_options={"include_usage": True},
                 extra_body=body,
             ) as response:
+                permit.saw(response.status_code, response.headers)
                 deltas = _DeltaPublisher(
                     self._store, step.run_id, step.step, activity.info().attempt
                 )
                 async with deltas:
                     return await _collect(_chunks(response.iter_lines()), on_text=deltas.add)
         except openai.APIStatusError as exc:
+            permit.saw(exc.status_code, exc.response.headers)
             raise openai_errors.status_error(exc) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise openai_errors.unreachable(self._client.base_url, exc) from exc
@@ -380,14 +405,23 @@ class LlmActivities(LlmCalls):
             )
 
     async def _complete_anthropic(
-        self, step: LlmStepInput, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        step: LlmStepInput,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_answer: Callable[[int, Mapping[str, str]], None],
     ) -> tuple[dict[str, Any], Usage, str]:
         """A `claude-…` (or `anthropic/…`) model: the Messages API, streamed the same way."""
         provider = anthropic_messages.configured(self._anthropic, step.model)
         deltas = _DeltaPublisher(self._store, step.run_id, step.step, activity.info().attempt)
         async with deltas:
             return await provider.complete(
-                step.model, messages, tools, step.tool_choice, on_text=deltas.add
+                step.model,
+                messages,
+                tools,
+                step.tool_choice,
+                on_text=deltas.add,
+                on_answer=on_answer,
             )
 
 

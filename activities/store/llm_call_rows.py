@@ -13,15 +13,18 @@ from keel.activities.store.quota_store import COUNT_TENANT_USAGE_SQL
 from keel.activities.store.records import RecordedCall
 from keel.activities.store.store_pool import PooledStore
 from keel.workflows.run.findings import extract_all
+from keel.workflows.run.step_models import ModelMove
 
 # A model is taken to be fast when its latest calls, and at least a few, all were.
 FAST_MODEL_SAMPLE = 10
 FAST_MODEL_MIN_CALLS = 3
 RECORD_LLM_CALL_SQL = (
     "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
-    " completion_tokens, latency_ms, attempt, finish_reason, cost_usd, estimated_tokens)"
+    " completion_tokens, latency_ms, attempt, finish_reason, cost_usd, estimated_tokens,"
+    " fallback_from, fallback_reason)"
     " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
-    " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s)"
+    " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s,"
+    " %(fallback_from)s, %(fallback_reason)s)"
     " ON CONFLICT DO NOTHING RETURNING 1),"
     " run AS (UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
     " completion_tokens = completion_tokens + %(completion)s,"
@@ -31,10 +34,10 @@ RECORD_LLM_CALL_SQL = (
 )
 """A model call's trace; its usage counts on the run once per step, however often the
 step's call is recorded (a retried activity records it again), and the run's `steps`
-reach the call's step. The tenant's day counter (`tenant_usage_days`, what quotas hold
-against) grows by the call in the same statement, as once. The router's classification
-is recorded by it too, one step a round, so a router run's steps count its rounds while
-it routes."""
+reach the call's step; a call a fallback model answered names the model it moved from and
+why. The tenant's day counter (`tenant_usage_days`, what quotas hold against) grows by the
+call in the same statement, as once. The router's classification is recorded by it too,
+one step a round, so a router run's steps count its rounds while it routes."""
 LATEST_CALL_LATENCIES_SQL = (
     "SELECT count(*) AS calls, max(latency_ms) AS slowest FROM ("
     " SELECT latency_ms FROM llm_calls WHERE model = %s"
@@ -106,6 +109,7 @@ class LlmCallRows(PooledStore):
         cost_usd: float = 0.0,
         estimated_tokens: int = 0,
         views: Sequence[FileView] = (),
+        moved: ModelMove | None = None,
     ) -> None:
         """Store an LLM call's message, trace, usage and events in one transaction, with
         the lines of each file the request showed (the coverage ledger) and the findings
@@ -146,6 +150,8 @@ class LlmCallRows(PooledStore):
                     "finish": finish_reason,
                     "cost": cost_usd,
                     "estimated": estimated_tokens,
+                    "fallback_from": moved.from_model if moved else None,
+                    "fallback_reason": f"{moved.reason}: {moved.detail}" if moved else None,
                 },
             )
             await put_event_in(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AfterValidator, AliasChoices, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from keel.activities.credentials.backends import UserCredentialBackend
+from keel.activities.llm.limits import ProviderLimit, check_unique
 from keel.activities.llm.prices import DEFAULT_PRICES, ModelPrice
 from keel.worker.config.identity_settings import IdentitySettings
 
@@ -101,6 +102,13 @@ class Settings(IdentitySettings):
     )
     llm_timeout_s: float = Field(default=300.0, gt=0, validation_alias=_env("KEEL_LLM_TIMEOUT_S"))
     llm_max_attempts: int = Field(default=6, ge=1, validation_alias=_env("KEEL_LLM_MAX_ATTEMPTS"))
+    provider_limits: Annotated[list[ProviderLimit], AfterValidator(check_unique)] = Field(
+        default_factory=list,
+        validation_alias=_env("KEEL_PROVIDER_LIMITS"),
+        description="Rate limits per provider endpoint (and key), shared by every worker, "
+        'JSON: [{"base_url": "https://api.openai.com/v1", "requests": 500, "tokens": '
+        '200000, "concurrent": 20, "window_s": 60}] (docs/operations.md).',
+    )
     data_dir: Path = Field(
         default=Path.home() / ".keel",
         validation_alias=_env("KEEL_DATA_DIR"),

@@ -12,7 +12,7 @@ are retried with the server's `retry-after`, other 4xx fail the call at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from temporalio.exceptions import ApplicationError
@@ -146,7 +146,9 @@ class AnthropicMessages:
         tools: list[dict[str, Any]],
         tool_choice: str,
         on_text: Callable[[str], None] | None = None,
+        on_answer: Callable[[int, Mapping[str, str]], None] | None = None,
     ) -> tuple[dict[str, Any], Usage, str]:
+        """One streamed call; `on_answer` sees the status and headers (rate limits)."""
         system, turns = to_messages(messages)
         request: dict[str, Any] = {
             "model": wire_model(model),
@@ -163,14 +165,23 @@ class AnthropicMessages:
 
         try:
             stream = await self._client.messages.create(**request)
+            if on_answer is not None:
+                on_answer(stream.response.status_code, stream.response.headers)
             return await _collect(stream, on_text)
         except anthropic.APIStatusError as exc:
+            if on_answer is not None:
+                on_answer(exc.status_code, exc.response.headers)
             raise _status_error(exc) from exc
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
             raise ApplicationError(
                 f"Anthropic endpoint unreachable at {self._client.base_url}: {exc}",
                 type=LLM_UNAVAILABLE,
             ) from exc
+
+    @property
+    def endpoint(self) -> tuple[str, str | None]:
+        """The base URL and key calls go to, for the endpoint's rate limit."""
+        return str(self._client.base_url), self._client.api_key
 
     async def close(self) -> None:
         await self._client.close()
