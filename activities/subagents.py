@@ -107,7 +107,12 @@ class SubagentActivities(Subagents):
         # The workflow never reads the prompt or description: they stay in Postgres.
         agent = spec.model_copy(update={"system_prompt": "", "description": ""})
         return SubagentPlan(
-            agent=agent, model=model, workspace=parent.workspace, texts_key=texts_key
+            agent=agent,
+            model=model,
+            # A child agent with its own model has its own list; else it keeps its parent's.
+            fallback_models=list(spec.fallback_models) if spec.model else None,
+            workspace=parent.workspace,
+            texts_key=texts_key,
         )
 
     async def _task_call(self, child: OpenSubagentInput) -> tuple[str, dict[str, object]]:

@@ -28,6 +28,7 @@ from keel.workflows.gate.plugin_refs import PluginToolRef
 from keel.workflows.gate.tool_specs import TOOL_SPECS
 from keel.workflows.router.models import ROUTER_AGENT
 from keel.workflows.run.agent_spec import AgentSpec, ApprovalPolicy, Limits
+from keel.workflows.run.model_list import split_models
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?(.*)\Z", re.DOTALL | re.MULTILINE)
 
@@ -43,7 +44,9 @@ class AgentFrontMatter(BaseModel):
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     description: str = ""
-    model: str | None = None
+    model: str | list[str] | None = Field(
+        default=None, description="A model, or a list: the others take a step the first fails."
+    )
     tools: list[str] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     permissions: list[PermissionRule] = Field(default_factory=list)
@@ -102,6 +105,12 @@ class AgentFrontMatter(BaseModel):
             raise ValueError(f"unknown tools {unknown}; available: {available}")
         return tools
 
+    @field_validator("model")
+    @classmethod
+    def _model_list(cls, model: str | list[str] | None) -> str | list[str] | None:
+        split_models(model)  # an empty list, a name twice: refused with what to fix
+        return model
+
     @model_validator(mode="after")
     def _client_tools_are_tools(self) -> AgentFrontMatter:
         missing = [t for t in self.client_tools if t not in self.tools]
@@ -150,7 +159,8 @@ def parse_agent(
         name=meta.name,
         description=meta.description,
         system_prompt=prompt,
-        model=meta.model,
+        model=split_models(meta.model)[0],
+        fallback_models=split_models(meta.model)[1],
         tools=meta.tools,
         limits=meta.limits,
         permissions=meta.permissions,

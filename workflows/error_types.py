@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "CONTEXT_TOO_LONG",
+    "LLM_MODEL_UNKNOWN",
     "LLM_REQUEST_REJECTED",
     "LLM_UNAVAILABLE",
     "STORE_UNAVAILABLE",
@@ -21,6 +22,9 @@ LLM_UNAVAILABLE = "LlmUnavailable"
 """A model or embeddings endpoint did not answer, or answered it is busy: retried."""
 LLM_REQUEST_REJECTED = "LlmRequestRejected"
 """A model endpoint refused the request itself (a 4xx other than 408/429): not retried."""
+LLM_MODEL_UNKNOWN = "LlmModelUnknown"
+"""A model endpoint does not know the model asked for (404): not retried; a run with a
+list of models moves to the next one."""
 CONTEXT_TOO_LONG = "ContextTooLong"
 """What is to be sent cannot fit the model's context window even after compaction."""
 STORE_UNAVAILABLE = "StoreUnavailable"

@@ -54,7 +54,8 @@ class RunOrder(BaseModel):
     run_id: ChosenId | None = None
     session_id: ChosenId | None = None
     on_busy: OnBusy = "reject"
-    model: StoredText | None = Field(default=None, max_length=200)
+    model: StoredText | list[StoredText] | None = Field(default=None, max_length=200)
+    """One model, or a list: the others take a step the one before failed."""
     metadata: dict[StoredText, StoredText] = Field(default_factory=dict, max_length=50)
     approver: StoredText | None = None
     approval_expires_after_s: int | None = None
@@ -125,6 +126,8 @@ def run_input(
     llm_max_attempts: int,
     schedule_id: str | None = None,
     max_parallel_subagents: int = 4,
+    fallback_models: list[str] | None = None,
+    provider_limits: bool = False,
 ) -> RunInput:
     """The workflow's input for an order, with the texts still inline."""
     limits = budget.lowered(agent.limits, order.max_total_tokens, order.max_cost_usd)
@@ -135,6 +138,8 @@ def run_input(
         agent=agent,
         input=order.input,
         model=model,
+        fallback_models=fallback_models or [],
+        provider_limits=provider_limits,
         workspace=str(workspace),
         tenant_id=user.tenant_id,
         requester=user_ref(user),

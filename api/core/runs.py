@@ -36,6 +36,7 @@ from keel.api.core.grants import GrantService
 from keel.api.core.quotas import QuotaService
 from keel.api.core.router import router_agent, with_route
 from keel.api.core.run_live import RunLiveState
+from keel.api.core.run_models import run_models
 from keel.api.core.run_orders import (
     OnBusy,
     RunOrder,
@@ -141,16 +142,19 @@ class RunService:
                 f'route_only asks the router only; send agent "{ROUTER_AGENT}" with it.',
                 field="route_only",
             )
+        models = run_models(order.model, agent, settings)
         run = run_input(
             run_id=run_id,
             agent=agent,
             order=order,
-            model=order.model or agent.model or settings.model,
+            model=models[0],
+            fallback_models=models[1],
             workspace=await self.workspace(order.workspace, user),
             user=user,
             llm_max_attempts=settings.llm_max_attempts,
             schedule_id=schedule_id,
             max_parallel_subagents=settings.max_parallel_subagents,
+            provider_limits=bool(settings.provider_limits),
         )
         if run.agent.limits.max_cost_usd is not None and run.model not in settings.prices:
             # Unpriced, every call would cost 0: the ceiling would never hold.
@@ -221,7 +225,7 @@ class RunService:
             user,
             agent=run.agent.name,
             workspace=run.workspace,
-            model=order.model,
+            model=run.model if order.model is not None else None,
             approver=order.approver,
             metadata=order.session_metadata,
         )

@@ -58,8 +58,15 @@ def test_retryable_answers_wait_as_asked(status: int) -> None:
     assert error.message == f"Anthropic answered {status}: busy"
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+@pytest.mark.parametrize("status", [400, 401, 403, 413, 422])
 def test_other_client_errors_are_not_retried(status: int) -> None:
     error = provider_error("LLM provider", status, "no", purpose="the summary")
     assert error.type == "LlmRequestRejected" and error.non_retryable
     assert error.message == f"LLM provider rejected the summary ({status}): no"
+
+
+def test_an_unknown_model_is_not_retried_and_is_told_apart() -> None:
+    # A run with a list of models moves to the next one on it (workflows/run/model_fallback).
+    error = provider_error("LLM provider", 404, "model_not_found: no such model")
+    assert error.type == "LlmModelUnknown" and error.non_retryable
+    assert "does not know the model" in error.message

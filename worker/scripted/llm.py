@@ -64,7 +64,9 @@ from keel.worker.scripted.openai_wire import (
     openai_error,
     scripted_failure,
 )
+from keel.worker.scripted.provider_play import ProviderPlay, RateLimit
 from keel.worker.scripted.request_reading import (
+    RequestSize,
     first_user,
     render,
     request_tag,
@@ -168,6 +170,10 @@ class Script(BaseModel):
     """Other conversations' turns; the first that matches a request plays, else `turns`."""
     summaries: Literal["reviewer", "fail", "empty"] = "reviewer"
     """How a request to summarise is answered: the reviewer's summary, HTTP 503, or no text."""
+    rate_limit: RateLimit | None = None
+    """Answer 429 past this many requests a window (`provider_play`); none: no limit."""
+    model_failures: dict[str, int] = Field(default_factory=dict)
+    """Model name → the HTTP status every request naming it gets (529, 404…)."""
 
     def turns_for(self, messages: list[object]) -> tuple[str, list[Turn]]:
         """The conversation a request belongs to (its `match`, "" for the main one) and turns."""
@@ -197,19 +203,6 @@ class Script(BaseModel):
         return cls.model_validate(data)
 
 
-class RequestSize(BaseModel):
-    """One chat request as the server measured it."""
-
-    tokens: int
-    """Its size: messages and tool schemas."""
-    prefix_tokens: int
-    """How much of it repeats the previous request's beginning, message by message."""
-    rejected: bool = False
-    """Refused for being larger than the context window."""
-    conversation: str = ""
-    """Which conversation it belongs to: a digest of its system prompt and first user message."""
-
-
 class ScriptedLLMServer:
     """Serves a `Script` as an OpenAI-compatible API on a background uvicorn thread.
 
@@ -235,6 +228,8 @@ class ScriptedLLMServer:
         self._thread: threading.Thread | None = None
         self._answering = threading.Event()
         self._answering.set()
+        self.play = ProviderPlay(script.rate_limit, script.model_failures)
+        """The rate limit and failing models, with what they saw."""
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
@@ -304,6 +299,7 @@ class ScriptedLLMServer:
             self._last_requests.clear()
             self._sizes.clear()
             self._previous.clear()
+        self.play.reset()
 
     def _measure(self, body: dict[str, Any]) -> RequestSize:
         """Size the request and its prefix shared with its conversation's previous one.
@@ -452,7 +448,7 @@ class ScriptedLLMServer:
             body = await request.json()
         except ValueError:
             body = None
-        return await self._chat(body)
+        return self.play.stamp(self.play.refusal(body) or await self._chat(body))
 
     async def _chat(self, body: object) -> Response:
         """The scripted answer to a chat-completions request body."""

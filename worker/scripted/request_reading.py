@@ -1,6 +1,7 @@
 """What the scripted server reads off a request: the steps a compaction summary stands
 for, a deterministic tag of the request, the files its `read_file` calls showed, and
-the text of a message's content (a string or a list of parts)."""
+the text of a message's content (a string or a list of parts), and a request's measured
+size (`RequestSize`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,32 @@ import json
 import re
 from typing import Any
 
-__all__ = ["files_read", "first_user", "render", "request_tag", "summarised_steps", "text_of"]
+from pydantic import BaseModel
+
+__all__ = [
+    "RequestSize",
+    "files_read",
+    "first_user",
+    "render",
+    "request_tag",
+    "summarised_steps",
+    "text_of",
+]
 
 _SUMMARY_OF_STEPS = re.compile(r"^\[Summary of steps 1-(\d+) ")
+
+
+class RequestSize(BaseModel):
+    """One chat request as the server measured it."""
+
+    tokens: int
+    """Its size: messages and tool schemas."""
+    prefix_tokens: int
+    """How much of it repeats the previous request's beginning, message by message."""
+    rejected: bool = False
+    """Refused for being larger than the context window."""
+    conversation: str = ""
+    """Which conversation it belongs to: a digest of its system prompt and first user message."""
 
 
 def summarised_steps(messages: list[object]) -> int:

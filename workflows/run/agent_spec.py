@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from keel.workflows.gate.mcp_models import McpServerSpec
 from keel.workflows.gate.permissions import PermissionRule
 from keel.workflows.gate.plugin_refs import HookRef, PluginToolRef
 from keel.workflows.gate.tool_specs import Risk
+from keel.workflows.run.model_list import split_models
 
 
 class Limits(BaseModel):
@@ -77,7 +78,14 @@ class AgentSpec(BaseModel):
     name: str
     description: str = ""
     system_prompt: str = Field(default="", description="Empty when the run's texts hold it.")
-    model: str | None = Field(default=None, description="Overrides the default model.")
+    model: str | None = Field(
+        default=None,
+        description="Overrides the default model; a file may list several (`fallback_models`).",
+    )
+    fallback_models: list[str] = Field(
+        default_factory=list,
+        description="The rest of a `model:` list: each takes a step the one before failed.",
+    )
     tools: list[str] = Field(default_factory=list, description="Tool allowlist.")
     limits: Limits = Field(default_factory=Limits)
     permissions: list[PermissionRule] = Field(
@@ -117,3 +125,14 @@ class AgentSpec(BaseModel):
         description="`files`: Keel plans the reading of every file and checks it from its "
         "records; `model`: what is read is left to the model.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_list(cls, data: Any) -> Any:
+        """`model: [first, fallback, …]` in a file: the first, then `fallback_models`."""
+        if isinstance(data, dict) and isinstance(data.get("model"), list):
+            if data.get("fallback_models"):
+                raise ValueError("Give fallback models in the `model:` list, not both.")
+            first, rest = split_models(data["model"])
+            data = {**data, "model": first, "fallback_models": rest}
+        return data

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.activity_refs import ContextCompaction, LlmCalls
     from keel.workflows.context.models import CompactionInput, CompactionNeed
     from keel.workflows.gate.gate import ToolGate
-    from keel.workflows.run import budget
+    from keel.workflows.run import budget, model_fallback
     from keel.workflows.run.convergence import NextCall
     from keel.workflows.run.models import RunInput, RunState, StartRunInput
     from keel.workflows.run.step_models import LlmStepInput, LlmStepResult
@@ -59,6 +59,7 @@ def llm_step_input(
     *,
     event_seq: int,
     start: StartRunInput | None,
+    wait_seq: int | None = None,
 ) -> LlmStepInput:
     """The input of this step's model call: the tools the gate offers, as `plan` allows."""
     return LlmStepInput(
@@ -76,6 +77,7 @@ def llm_step_input(
         mcp=bool(gate.mcp_tool_names),
         context_window=run.agent.context_window,
         plugin_tools=gate.plugin_tool_names,
+        wait_seq=wait_seq,
     )
 
 
@@ -137,8 +139,18 @@ class RunModelSteps:
         """This step's model call; the results the gate holds for it are sent with it."""
         host = self._host
         state = host._state
+        # Under a provider's limit a call may wait: its event gets the number before the
+        # message's, so the events read in the order things happened.
+        waits = self._limit_waits(run)
+        seq = host._take_seqs(3 if waits else 2)
         step_input = llm_step_input(
-            run, state, gate, plan, event_seq=host._take_seqs(2), start=host._opening
+            run,
+            state,
+            gate,
+            plan,
+            event_seq=seq + 1 if waits else seq,
+            start=host._opening,
+            wait_seq=seq if waits else None,
         )
         host._opening = None
         result = await self._call(run, step_input)
@@ -168,18 +180,48 @@ class RunModelSteps:
                 Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=done.cost_usd)
             )
 
+    @staticmethod
+    def _limit_waits(run: RunInput) -> bool:
+        return run.provider_limits and workflow.patched(model_fallback.LIMIT_WAITS_PATCH)
+
     async def _call(self, run: RunInput, step_input: LlmStepInput) -> LlmStepResult:
+        """The step's call, by the next model of the run's list while one fails it."""
+        if not run.fallback_models or not workflow.patched(model_fallback.FALLBACK_PATCH):
+            return await self._call_model(run, step_input, run.llm_max_attempts)
+        while True:
+            attempts = model_fallback.attempts_for(run, step_input.model)
+            try:
+                return await self._call_model(run, step_input, attempts)
+            except FailureError as err:
+                after = model_fallback.next_model(run, step_input.model)
+                why = model_fallback.reason_to_move(err)
+                if after is None or why is None:
+                    raise
+                waits = self._limit_waits(run)
+                workflow.logger.warning(
+                    "step %s: %s failed (%s); %s takes it",
+                    self._host._state.step,
+                    step_input.model,
+                    why[0],
+                    after,
+                )
+                seq = self._host._take_seqs(4 if waits else 3)
+                step_input = model_fallback.moved(step_input, after, why, seq, waits=waits)
+
+    async def _call_model(
+        self, run: RunInput, step_input: LlmStepInput, attempts: int
+    ) -> LlmStepResult:
         state = self._host._state
         local = self.runs_local()
         result = await outlasting_outages(
             lambda: run_activity(
                 LlmCalls.llm_step,
                 step_input,
-                timeouts.llm_call(run.llm_max_attempts),
+                timeouts.llm_call(attempts),
                 local=local,
                 # Regular calls only: a summary costs ~50 B of history, and fast steps (local,
                 # one marker each) are the ones that must stay small.
-                summary=None if local else f"model call {state.step} · {run.model}",
+                summary=None if local else f"model call {state.step} · {step_input.model}",
             )
         )
         if local:

@@ -177,6 +177,16 @@ class RunInput(BaseModel):
     route: RouteRequest | None = Field(
         default=None, description='Set for `agent: "auto"`: the router picks the agent.'
     )
+    fallback_models: list[str] = Field(
+        default_factory=list,
+        description="Models that take a step, in order, when the one before fails it "
+        "(`workflows.run.model_fallback`); `model` is tried first.",
+    )
+    provider_limits: bool = Field(
+        default=False,
+        description="This Keel limits calls to a provider: each model call gets an event "
+        "number for its wait (`rate_limited`).",
+    )
     acting_roles: list[str] | None = Field(
         default=None,
         description="Set for a schedule's runs: the creator's roles, checked against the "

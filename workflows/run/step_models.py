@@ -20,6 +20,15 @@ class ToolCallRequest(BaseModel):
     arguments: str
 
 
+class ModelMove(BaseModel):
+    """Why a step's call went to this model: the one before it in the run's list failed."""
+
+    from_model: str
+    reason: Literal["overloaded", "unknown_model", "context_too_long"]
+    detail: str = Field(default="", description="The last failure's sentence, cut short.")
+    event_seq: int = Field(description="Where the `model_fallback` event is recorded.")
+
+
 class LlmStepInput(BaseModel):
     """Input of `llm_step`: one chat completion over the stored conversation."""
 
@@ -45,6 +54,14 @@ class LlmStepInput(BaseModel):
     )
     plugin_tools: list[str] = Field(
         default_factory=list, description="Plugin tools to offer, described by the worker."
+    )
+    wait_seq: int | None = Field(
+        default=None,
+        description="Where a wait for the provider's rate limit is recorded (`rate_limited`); "
+        "none: the run's Keel limits no provider.",
+    )
+    moved: ModelMove | None = Field(
+        default=None, description="Set when an earlier model of the run's list failed the step."
     )
 
 

@@ -76,6 +76,9 @@ class SubagentPlan(BaseModel):
 
     agent: AgentSpec
     model: str
+    fallback_models: list[str] | None = Field(
+        default=None, description="The child agent's own fallbacks; none: its parent's."
+    )
     workspace: str = Field(description="The parent's workspace, which the child works in.")
     texts_key: str = Field(description="Key of the child's stored system prompt and input.")
 

@@ -179,7 +179,7 @@ class RunSubagents:
         agent = plan.agent.model_copy(
             update={"limits": subagents.within_share(plan.agent.limits, run.task)}
         )
-        return run.model_copy(
+        opened = run.model_copy(
             update={
                 "agent": agent,
                 "model": plan.model,
@@ -187,6 +187,9 @@ class RunSubagents:
                 "texts_key": plan.texts_key,
             }
         )
+        if plan.fallback_models is not None:
+            opened.fallback_models = plan.fallback_models
+        return opened
 
     async def child_status(self, notice: ChildRunNotice) -> None:
         """A sub-agent waits on a person, or no longer: its parent's stream says so."""

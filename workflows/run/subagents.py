@@ -63,6 +63,8 @@ def child_input(
         depth=parent.depth + 1,
         max_parallel_subagents=parent.max_parallel_subagents,
         task=task,
+        fallback_models=parent.fallback_models,
+        provider_limits=parent.provider_limits,
     )
 
 

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
-from keel.workflows.error_types import LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
+from keel.workflows.error_types import LLM_MODEL_UNKNOWN, LLM_REQUEST_REJECTED, LLM_UNAVAILABLE
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_RETRY_AFTER_S = 300.0
@@ -68,7 +68,7 @@ def provider_error(
     purpose: str | None = None,
 ) -> ApplicationError:
     """The activity error for a provider's HTTP answer: `LlmUnavailable`, retried after
-    `delay`, or `LlmRequestRejected`, not retried."""
+    `delay`, or `LlmModelUnknown` (a 404) or `LlmRequestRejected`, not retried."""
     what = f" to {purpose}" if purpose else ""
     if status_is_retryable(status):
         return ApplicationError(
@@ -77,6 +77,13 @@ def provider_error(
             next_retry_delay=delay,
         )
     rejected = purpose or "the request"
+    if status == 404:
+        # Chat endpoints answer 404 for a model they do not serve (`model_not_found`).
+        return ApplicationError(
+            f"{provider} does not know the model asked for{what} (404): {detail}",
+            type=LLM_MODEL_UNKNOWN,
+            non_retryable=True,
+        )
     return ApplicationError(
         f"{provider} rejected {rejected} ({status}): {detail}",
         type=LLM_REQUEST_REJECTED,

@@ -37,8 +37,11 @@ class RunCreate(BaseModel):
         description="If the session has an active run: refuse (409), queue, or cancel it.",
     )
     trigger: Literal["api", "cli"] = "api"
-    model: StoredText | None = Field(
-        default=None, max_length=200, description="Overrides the model."
+    model: StoredText | list[StoredText] | None = Field(
+        default=None,
+        max_length=200,
+        description="Overrides the model; a list's others each take a step the one before "
+        "failed (overloaded, unknown, or a context too long to compact).",
     )
     metadata: dict[StoredText, StoredText] = Field(default_factory=dict, max_length=50)
     approver: StoredText | None = Field(
