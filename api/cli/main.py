@@ -34,7 +34,7 @@ from keel.api.cli.plugins import plugins_app
 from keel.api.cli.progress import Decider, follow_run, terminal_decider, usage_text
 from keel.api.cli.quotas import quota_app, usage_command
 from keel.api.cli.report_view import report_view
-from keel.api.cli.request_body import ignored_model, request_body
+from keel.api.cli.request_body import ignored_model, model_option, request_body
 from keel.api.cli.retention import retention_app
 from keel.api.cli.rules_commands import UNTIL, grant_scope, rules_app
 from keel.api.cli.runs_commands import runs_app
@@ -205,7 +205,10 @@ def review(
     out: Annotated[Path | None, typer.Option(help="Where to save the Markdown report.")] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL)."),
+        typer.Option(
+            help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL); "
+            "a,b: b takes a step a fails."
+        ),
     ] = None,
     max_tokens: MaxTokens = None,
     max_cost: MaxCost = None,
@@ -230,7 +233,7 @@ def review(
         input=prompt,
         workspace=str(target),
         trigger="cli",
-        model=model,
+        model=model_option(model),
         max_total_tokens=max_tokens,
         max_cost_usd=cost_usd(max_cost),
     )
@@ -252,7 +255,10 @@ def run_agent(
     ] = False,
     model: Annotated[
         str | None,
-        typer.Option(help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL)."),
+        typer.Option(
+            help="Model for this run (default: the agent's, else the Keel's KEEL_MODEL); "
+            "a,b: b takes a step a fails."
+        ),
     ] = None,
     max_tokens: MaxTokens = None,
     max_cost: MaxCost = None,
@@ -273,7 +279,7 @@ def run_agent(
             workspace=".",
             trigger="cli",
             local_tools=LOCAL_TOOLS,
-            model=model,
+            model=model_option(model),
             **ceilings,
         )
         decider = local_executor(target, _decider())
@@ -288,7 +294,7 @@ def run_agent(
         input=prompt,
         workspace=str(target),
         trigger="cli",
-        model=model,
+        model=model_option(model),
         **ceilings,
     )
     run_command(_start_and_follow(settings, body, out))

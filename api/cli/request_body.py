@@ -35,3 +35,10 @@ def ignored_model(settings: Settings, body: RunCreate, model: str) -> bool:
     """Whether this shell set KEEL_MODEL but a Keel already running chose another model:
     that Keel reads its own environment, so the user's setting did nothing."""
     return body.model is None and "model" in settings.model_fields_set and model != settings.model
+
+
+def model_option(value: str | None) -> str | list[str] | None:
+    """`--model a,b` as the list it names (a, then b when a fails a step); one name as is."""
+    if value is None or "," not in value:
+        return value
+    return [name.strip() for name in value.split(",")]

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from keel.activities.store.records import RunRecord
 from keel.activities.store.run_store import Store
@@ -26,6 +26,7 @@ from keel.api.identity.config import user_ref
 from keel.workflows import timeouts
 from keel.workflows.run import budget
 from keel.workflows.run.agent_spec import AgentSpec
+from keel.workflows.run.model_list import split_models
 from keel.workflows.run.models import RunInput, Trigger
 
 __all__ = [
@@ -56,6 +57,13 @@ class RunOrder(BaseModel):
     on_busy: OnBusy = "reject"
     model: StoredText | list[StoredText] | None = Field(default=None, max_length=200)
     """One model, or a list: the others take a step the one before failed."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_list(cls, value: str | list[str] | None) -> str | list[str] | None:
+        split_models(value)  # an empty list, a name twice: refused with what to fix
+        return value
+
     metadata: dict[StoredText, StoredText] = Field(default_factory=dict, max_length=50)
     approver: StoredText | None = None
     approval_expires_after_s: int | None = None

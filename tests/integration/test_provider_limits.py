@@ -172,8 +172,8 @@ async def test_a_model_list_is_checked_where_it_is_given(
 ) -> None:
     async with keel_app(Script(turns=[Turn(content="x")])) as http:
         for model, sentence in [
-            ([], "model is an empty list; name at least one model"),
-            (["a", "a"], "model lists a twice; name each model once"),
+            ([], "is an empty list; name at least one model"),
+            (["a", "a"], "lists a twice; name each model once"),
             (["scripted", "claude-sonnet-4-5"], "claude-sonnet-4-5 is Anthropic's, and this Keel"),
         ]:
             body = {"agent": "investigate", "input": "x", "workspace": str(workspace)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from keel.activities.store.records import RunRecord
 from keel.api.core.schedules.fields import WebhookUrl
@@ -13,6 +13,7 @@ from keel.api.core.schemas.common import ChosenId, InputText, LocalTool, StoredT
 from keel.api.core.schemas.usage import UsagePublic, usage_of
 from keel.api.core.tenant_ids import in_view
 from keel.workflows.run.findings import RecordedFinding
+from keel.workflows.run.model_list import split_models
 
 
 class RunCreate(BaseModel):
@@ -43,6 +44,13 @@ class RunCreate(BaseModel):
         description="Overrides the model; a list's others each take a step the one before "
         "failed (overloaded, unknown, or a context too long to compact).",
     )
+
+    @field_validator("model")
+    @classmethod
+    def _model_list(cls, value: str | list[str] | None) -> str | list[str] | None:
+        split_models(value)  # an empty list, a name twice: refused with what to fix
+        return value
+
     metadata: dict[StoredText, StoredText] = Field(default_factory=dict, max_length=50)
     approver: StoredText | None = Field(
         default=None,
