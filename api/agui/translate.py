@@ -41,7 +41,16 @@ __all__ = ["AgUiTranslator"]
 
 PROTOCOL_VERSION = "1.0"
 KEEL_ONLY_EVENTS = frozenset(
-    {"usage", "compaction", "child_run", "interaction_resolved", "route_decision", "memory"}
+    {
+        "usage",
+        "compaction",
+        "child_run",
+        "interaction_resolved",
+        "route_decision",
+        "memory",
+        "rate_limited",
+        "model_fallback",
+    }
 )
 PendingLookup = Callable[[str], Awaitable[list[InteractionPublic]]]
 

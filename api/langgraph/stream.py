@@ -32,7 +32,16 @@ from keel.api.langgraph.wire import (
 __all__ = ["Outcome", "RunStreamTranslator", "StreamPart"]
 
 KEEL_ONLY_EVENTS = frozenset(
-    {"usage", "compaction", "child_run", "interaction_resolved", "route_decision", "memory"}
+    {
+        "usage",
+        "compaction",
+        "child_run",
+        "interaction_resolved",
+        "route_decision",
+        "memory",
+        "rate_limited",
+        "model_fallback",
+    }
 )
 """Events with no LangGraph counterpart: sent in `custom` mode as `{"type", "data"}`."""
 
