@@ -94,7 +94,8 @@ def compaction_input(
         run_id=run.run_id,
         session_id=run.session_id,
         step=step.step,
-        model=run.model,
+        # The step's model: after a move, the fallback's window and price, not the first's.
+        model=step.model,
         tools=step.tools,
         need=need,
         event_seq=event_seq,

@@ -46,8 +46,8 @@ LEASE_POLL_S = (0.05, 1.0)
 log = logging.getLogger("keel.llm.limits")
 
 OnWait = Callable[[float, str], Awaitable[None]]
-"""Told once an attempt must wait: the seconds and why (`requests`, `tokens`,
-`concurrency`, `provider`)."""
+"""Told once an attempt must wait, and why: `requests`, `tokens` or `provider` with the
+seconds it is about to wait; `concurrency` with the seconds a slot took, once taken."""
 
 
 class CallPermit:
@@ -90,11 +90,11 @@ class _EndpointLimit:
             ):
                 if time.monotonic() - started + pause > MAX_WAIT_S:
                     raise _wait_longer(self.endpoint, "calls in flight", LEASE_TTL_S)
-                if not told:
-                    await on_wait(pause, "concurrency")
-                    told = True
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, LEASE_POLL_S[1])
+                told = True
+            if told:  # how long a slot took is known once it is taken
+                await on_wait(time.monotonic() - started, "concurrency")
         left = MAX_WAIT_S - (time.monotonic() - started)
         reservation = await self._store.reserve(
             self.endpoint,
