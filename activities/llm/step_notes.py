@@ -60,8 +60,8 @@ def waiting(store: Store, step: LlmStepInput, endpoint: str) -> OnWait:
             meter.create_histogram_float(
                 "keel_rate_limit_wait_s", unit="s"
             ).with_additional_attributes(attributes).record(wait_s)
-        except RuntimeError:  # no metrics outside an activity's context
-            pass
+        except Exception as exc:  # metrics never fail a model call
+            log.debug("rate limit metrics not recorded: %s", exc)
         if step.wait_seq is not None:
             await store.put_event(
                 step.run_id,
