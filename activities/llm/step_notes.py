@@ -11,7 +11,7 @@ import logging
 
 from temporalio import activity
 
-from keel.activities.llm.limits import OnWait
+from keel.activities.llm.limits import OnWait, endpoint_of
 from keel.activities.store.run_store import Store
 from keel.workflows.run.step_models import LlmStepInput
 
@@ -41,6 +41,7 @@ async def note_move(store: Store, step: LlmStepInput) -> None:
 
 def waiting(store: Store, step: LlmStepInput, endpoint: str) -> OnWait:
     """What this step does when its call must wait its turn."""
+    endpoint = endpoint_of(endpoint)
 
     async def on_wait(wait_s: float, reason: str) -> None:
         log.info(
@@ -57,9 +58,9 @@ def waiting(store: Store, step: LlmStepInput, endpoint: str) -> OnWait:
             meter.create_counter("keel_rate_limit_waits").with_additional_attributes(
                 attributes
             ).add(1)
-            meter.create_histogram_float(
-                "keel_rate_limit_wait_s", unit="s"
-            ).with_additional_attributes(attributes).record(wait_s)
+            meter.create_histogram("keel_rate_limit_wait_ms", unit="ms").with_additional_attributes(
+                attributes
+            ).record(int(wait_s * 1000))
         except Exception as exc:  # metrics never fail a model call
             log.debug("rate limit metrics not recorded: %s", exc)
         if step.wait_seq is not None:

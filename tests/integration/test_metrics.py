@@ -10,6 +10,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.workspaces import generate_workspace
+from keel.activities.llm.limits import ProviderLimit
 from keel.activities.store.run_store import Store
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import TemporalDevServer, free_port
@@ -160,3 +161,31 @@ async def test_compactions_are_counted_by_model_and_reason(
     total = value(samples, "keel_compactions_total", model=model)
     assert total == len(made)
     assert value(samples, "keel_compactions_total", model=model, reason="refused") == refused
+
+
+async def test_waits_for_a_providers_rate_limit_are_counted(
+    temporal_server: TemporalDevServer,
+    store: Store,
+    workspace: Path,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(Script(turns=[Turn(content="Done.")]))
+    limit = ProviderLimit(base_url=llm.base_url, requests=2, window_s=1)
+    settings = settings_for(
+        llm, workspace, worker_metrics_port=free_port(), provider_limits=[limit]
+    )
+    runtime = worker_runtime(settings)
+    assert runtime is not None
+    client = await connect(temporal_server.address, runtime=runtime)
+    spec = agent("investigate")
+    async with in_process_worker(client, store, settings):
+        handles = [await start_run(client, settings, workspace, spec=spec) for _ in range(3)]
+        results = [await h.result() for h in handles]
+        samples, _ = await scrape(f"http://127.0.0.1:{settings.worker_metrics_port}/metrics")
+    assert [r.status for r in results] == ["completed"] * 3
+    # Three calls at two a second: the later two wait their turn, and say why.
+    endpoint = {"endpoint": limit.base_url, "reason": "requests"}
+    assert value(samples, "keel_rate_limit_waits_total", **endpoint) >= 2
+    assert value(samples, "keel_rate_limit_wait_ms_count", **endpoint) >= 2
+    assert value(samples, "keel_rate_limit_wait_ms_sum", **endpoint) > 500
