@@ -3,13 +3,47 @@ this Keel's default; a list's every model must have a provider this Keel can rea
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import Field, PlainValidator, TypeAdapter, WithJsonSchema
+
 from keel.activities.llm.providers import anthropic_messages
 from keel.api.core.errors import Invalid
+from keel.api.core.schemas.common import StoredText
 from keel.worker.config.settings import Settings
 from keel.workflows.run.agent_spec import AgentSpec
-from keel.workflows.run.model_list import split_models
+from keel.workflows.run.model_list import MAX_MODELS, split_models
 
-__all__ = ["run_models"]
+__all__ = ["ModelChoice", "run_models"]
+
+MODEL_NAME_CHARS = 200
+_ONE = TypeAdapter(Annotated[StoredText, Field(max_length=MODEL_NAME_CHARS)])
+_LIST = TypeAdapter(list[Annotated[StoredText, Field(max_length=MODEL_NAME_CHARS)]])
+
+
+def _one_or_list(value: object) -> str | list[str]:
+    # A name is checked as a name alone: a bad one gets one error, not one a shape.
+    return _LIST.validate_python(value) if isinstance(value, list) else _ONE.validate_python(value)
+
+
+ModelChoice = Annotated[
+    str | list[str],
+    PlainValidator(_one_or_list),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "maxLength": MODEL_NAME_CHARS},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": MODEL_NAME_CHARS},
+                    "minItems": 1,
+                    "maxItems": MAX_MODELS,
+                },
+            ]
+        }
+    ),
+]
+"""A model name, or a list of them tried in order, as a request gives it."""
 
 
 def run_models(

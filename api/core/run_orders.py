@@ -19,6 +19,7 @@ from keel.activities.store.run_store import Store
 from keel.activities.store.run_texts import texts_key
 from keel.api.core.errors import invalid_request
 from keel.api.core.fork_seed import ForkPoint
+from keel.api.core.run_models import ModelChoice
 from keel.api.core.schemas.common import ChosenId, InputText, LocalTool, StoredText
 from keel.api.core.schemas.runs import RunCreate
 from keel.api.identity.auth import Principal
@@ -55,7 +56,7 @@ class RunOrder(BaseModel):
     run_id: ChosenId | None = None
     session_id: ChosenId | None = None
     on_busy: OnBusy = "reject"
-    model: StoredText | list[StoredText] | None = Field(default=None, max_length=200)
+    model: ModelChoice | None = None
     """One model, or a list: the others take a step the one before failed."""
 
     @field_validator("model")

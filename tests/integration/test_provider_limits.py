@@ -19,12 +19,13 @@ from keel.activities.store.run_store import Store
 from keel.worker.dev_stack import TemporalDevServer
 from keel.worker.scripted.llm import Script, ScriptedToolCall, Turn
 from keel.worker.scripted.provider_play import RateLimit
-from keel.worker.temporal_client import DATA_CONVERTER, connect
+from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.keel_http import LaunchKeel, StartLLM, finished, settings_of
 
 HISTORIES = Path(__file__).parent.parent / "histories"
+SECOND_WORKER = "second-worker"
 LIMIT = 6
 WINDOW_S = 2.0
 RUNS = 8
@@ -43,6 +44,18 @@ async def events(http: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
     assert response.status_code == 200, response.text
     body = response.json()
     return list(body["events"] if isinstance(body, dict) else body)
+
+
+async def worker_identities(client: Client, run_id: str) -> set[str]:
+    """The workers that ran the run's workflow tasks and regular activities."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    found = set()
+    for event in history.events:
+        if event.HasField("workflow_task_started_event_attributes"):
+            found.add(event.workflow_task_started_event_attributes.identity)
+        if event.HasField("activity_task_started_event_attributes"):
+            found.add(event.activity_task_started_event_attributes.identity)
+    return found
 
 
 async def calls(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -80,12 +93,17 @@ async def test_two_workers_share_a_providers_limit_and_no_run_fails(
     async with keel_app(llm, llm_max_attempts=6, provider_limits=[limit]) as http:
         # A second worker on the same queue, with a client and a limiter of its own: the
         # two share only what Postgres holds.
-        second = await connect(temporal_server.address)
+        second = await Client.connect(
+            temporal_server.address, data_converter=DATA_CONVERTER, identity=SECOND_WORKER
+        )
         async with in_process_worker(second, store, settings_of(http)):
             ids = [await start(http, workspace) for _ in range(RUNS)]
             runs = await asyncio.gather(*(finished(http, i) for i in ids))
             waits = [e for i in ids for e in await events(http, i) if e["type"] == "rate_limited"]
+            workers = {w for i in ids for w in await worker_identities(second, i)}
     assert [r["status"] for r in runs] == ["completed"] * RUNS, [r.get("error") for r in runs]
+    # Both workers took part in the runs' workflow tasks and model calls.
+    assert SECOND_WORKER in workers and len(workers) == 2, workers
     play = llm.play
     # 16 calls, at most 6 in any 2 s: the provider saw no more than its limit, plus the
     # requests it refused (each refusal's retry-after then held every worker back).

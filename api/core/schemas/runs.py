@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from keel.activities.store.records import RunRecord
+from keel.api.core.run_models import ModelChoice
 from keel.api.core.schedules.fields import WebhookUrl
 from keel.api.core.schemas.common import ChosenId, InputText, LocalTool, StoredText
 from keel.api.core.schemas.usage import UsagePublic, usage_of
@@ -38,9 +39,8 @@ class RunCreate(BaseModel):
         description="If the session has an active run: refuse (409), queue, or cancel it.",
     )
     trigger: Literal["api", "cli"] = "api"
-    model: StoredText | list[StoredText] | None = Field(
+    model: ModelChoice | None = Field(
         default=None,
-        max_length=200,
         description="Overrides the model; a list's others each take a step the one before "
         "failed (overloaded, unknown, or a context too long to compact).",
     )
