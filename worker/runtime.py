@@ -61,6 +61,7 @@ from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.cluster_check import ClusterSetupError, check_cluster
 from keel.worker.config.a2a_tokens import A2ATokens, keel_urls
 from keel.worker.config.credential_keys import secret_store, user_tokens
+from keel.worker.config.masking import readable_copies
 from keel.worker.config.settings import Settings
 from keel.worker.config.webhook_secret import webhook_server_secret
 from keel.worker.observability.log_format import LogContext
@@ -171,6 +172,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     )
     messages_api = anthropic_provider(settings)
     quotas = QuotaLedger(QuotaStore(store.pool), cache_s=QUOTA_CACHE_S)
+    readable = readable_copies(settings, store)  # a masking policy without keys stops here
     llm_activities = LlmActivities(
         llm,
         store,
@@ -181,6 +183,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         anthropic=messages_api,
         quotas=QuotaWatch(quotas),
         limits=ProviderLimiter(ProviderLimitStore(store.pool), settings.provider_limits),
+        readable=readable,
     )
     compaction_activities = CompactionActivities(
         llm, store, budget, anthropic=messages_api, plugins=plugins, prices=settings.prices
@@ -199,6 +202,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         tenancy=settings.workspace_tenancy,
         secrets=secrets,
         workspace_trees=settings.workspace_trees,
+        readable=readable,
     )
     hook_activities = HookActivities(plugins, tool_activities, audit)
     mcp_activities = McpDiscoveryActivities(mcp, McpToolStore(store.pool), secrets=secrets)

@@ -38,6 +38,7 @@ from keel.activities.llm.provider_api import ProviderRef
 from keel.activities.llm.providers import anthropic_messages, openai_errors, plugin_models
 from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
 from keel.activities.llm.step_notes import note_move, waiting
+from keel.activities.masking import ReadableCopies, gate_place
 from keel.activities.plugin_api import PluginCode
 from keel.activities.quotas.activities import QuotaWatch
 from keel.activities.run_records import open_run
@@ -84,10 +85,12 @@ class LlmActivities(LlmCalls):
         anthropic: AnthropicMessages | None = None,
         quotas: QuotaWatch | None = None,
         limits: ProviderLimiter | None = None,
+        readable: ReadableCopies | None = None,
     ) -> None:
         self._client = client
         self._quotas = quotas
         self._limits = limits
+        self._readable = readable or ReadableCopies.off()
         self._store = store
         self._audit = audit
         self._prices = prices or {}
@@ -101,7 +104,7 @@ class LlmActivities(LlmCalls):
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
         if step.start is not None:
             await open_run(self._store, step.start)
-        await self._store_gate_results(step.run_id, step.gate_results)
+        await self._store_gate_results(step.tenant_id, step.run_id, step.gate_results)
         await self._audit_denials(step)
         if step.nudge:
             await self._store.put_user_message(step.run_id, step.step, 0, step.nudge)
@@ -112,11 +115,16 @@ class LlmActivities(LlmCalls):
         # What a compaction summary covers is not read again: the summary stands for it.
         covered = inputs.summary.through_step if inputs and inputs.summary else None
         history = await self._store.conversation(step.run_id, step.session_id, after_step=covered)
+        # Masked outputs are masked in what Keel keeps; the model reads their originals.
+        history = await self._readable.for_model(step.run_id, history)
         if any(m.step == step.step and m.role == "assistant" for m in history):
             # An earlier attempt finished this call and a crash lost only its result:
             # answer from the record rather than pay for (and diverge on) a second call.
             recorded = await self._store.recorded_call(step.run_id, step.step)
             if recorded is not None:
+                # The stored calls are the readable copy: the workflow gets the originals.
+                mine = next(m for m in history if m.step == step.step and m.role == "assistant")
+                recorded.tool_calls = mine.tool_calls or recorded.tool_calls
                 usage = Usage(
                     prompt_tokens=recorded.prompt_tokens,
                     completion_tokens=recorded.completion_tokens,
@@ -184,7 +192,9 @@ class LlmActivities(LlmCalls):
             run_id=step.run_id,
             step=step.step,
             content=content,
-            tool_calls=tool_calls,
+            tool_calls=await self._readable.model_calls(
+                step.tenant_id, step.run_id, step.step, tool_calls
+            ),
             model=step.model,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
@@ -253,23 +263,31 @@ class LlmActivities(LlmCalls):
                     "tool.denied_by_policy",
                     tool=result.name,
                     rule=result.denied_by,
-                    arguments=result.arguments,
+                    arguments=await self._readable.arguments(
+                        gate_place(step.tenant_id, step.run_id, result), result.arguments
+                    ),
                 )
             )
 
-    async def _store_gate_results(self, run_id: str, results: list[GateResult]) -> None:
+    async def _store_gate_results(
+        self, tenant_id: str, run_id: str, results: list[GateResult]
+    ) -> None:
         for result in results:
             if result.child_run_id is not None:
                 await self._store_child_answer(run_id, result, result.child_run_id)
                 continue
             cached = result.copy_of is not None
+            place = gate_place(tenant_id, run_id, result)
+            readable = await self._readable.call(place, result.arguments, result.content or "")
+            if result.copy_of is not None:
+                await self._readable.copy_output(place, result.copy_of.step, result.copy_of.ord)
             events = tool_events(
                 result.event_seq,
                 step=result.step,
                 call_id=result.call_id,
                 name=result.name,
-                arguments=result.arguments,
-                output=None if cached else result.content or "",
+                arguments=readable.arguments,
+                output=None if cached else readable.output,
                 # An answered question is the gate's answer too, and no error.
                 is_error=result.is_error and not cached,
                 cached=cached,
@@ -292,7 +310,7 @@ class LlmActivities(LlmCalls):
                     ord_=result.ord,
                     call_id=result.call_id,
                     name=result.name,
-                    content=result.content or "",
+                    content=readable.content,
                     is_error=result.is_error,
                     events=events,
                 )

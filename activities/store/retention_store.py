@@ -60,6 +60,8 @@ RUN_CONTENT_TABLES = (
     "run_findings",
     # Secrets users gave that no activity took (migration 030): sealed, still theirs.
     "secret_refs",
+    # Sealed originals of masked values (migration 031): personal data, kept no longer.
+    "masked_originals",
 )
 
 POLICIES_SQL = (

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.credentials.secret_store import SecretStore
 from keel.activities.heartbeats import with_heartbeats
+from keel.activities.masking import ReadableCopies, call_place
 from keel.activities.plugin_api import PluginCode, PluginTool, ToolContext, call_plugin
 from keel.activities.store.audit import AuditEntry, AuditLog, policy_entry
 from keel.activities.store.findings_store import FindingsLedger
@@ -72,8 +73,10 @@ class ToolActivities(ToolCalls):
         tenancy: Tenancy = "shared",
         secrets: SecretStore | None = None,
         workspace_trees: bool = False,
+        readable: ReadableCopies | None = None,
     ) -> None:
         self._store = store
+        self._readable = readable or ReadableCopies.off()
         self._interactions = interactions
         self._audit = audit
         self._roots = WorkspaceRoots(allowed_root, tenancy)
@@ -264,7 +267,11 @@ class ToolActivities(ToolCalls):
         return digest
 
     async def answer(self, call: ToolCallInput, output: ToolOutput) -> ToolDigest:
-        """Store `output` as the call's answer: its tool message and events."""
+        """Store `output` as the call's answer: its tool message and events (masked by the
+        policy, the originals sealed first)."""
+        readable = await self._readable.call(
+            call_place(call), call.arguments, output.text, note=call.note
+        )
         repeats = await self._store.put_tool_message(
             run_id=call.run_id,
             step=call.step,
@@ -272,15 +279,15 @@ class ToolActivities(ToolCalls):
             call_id=call.call_id,
             name=call.name,
             # A call the approver changed: the model reads what changed before the output.
-            content=f"{call.note}\n\n{output.text}" if call.note else output.text,
+            content=readable.content,
             is_error=output.is_error,
             events=tool_events(
                 call.event_seq,
                 step=call.step,
                 call_id=call.call_id,
                 name=call.name,
-                arguments=call.arguments,
-                output=output.text,
+                arguments=readable.arguments,
+                output=readable.output,
                 is_error=output.is_error,
             ),
         )
@@ -338,7 +345,7 @@ class ToolActivities(ToolCalls):
                     "tool.allowed_by_policy",
                     tool=call.name,
                     rule=call.allowed_by,
-                    arguments=call.arguments,
+                    arguments=await self._readable.arguments(call_place(call), call.arguments),
                 )
             )
         if call.interaction_id is not None:

@@ -23,6 +23,7 @@ from keel.api.core.forks import ForkService
 from keel.api.core.health import HealthChecks
 from keel.api.core.inbox import Inbox
 from keel.api.core.memories import MemoryService
+from keel.api.core.originals import OriginalReads
 from keel.api.core.push_configs import PushConfigService
 from keel.api.core.retention import RetentionService
 from keel.api.core.router import RouterService
@@ -84,6 +85,7 @@ class KeelService:
         self.run_list = RunListing(parts, self.runs)
         self.forks = ForkService(parts, self.runs)
         self.coordinations = CoordinationService(parts)
+        self.originals = OriginalReads(parts, self.runs)  # masked values, read-original only
         self.console = console
         self._authenticator = authenticator
         self.token_exchange = TokenExchange(

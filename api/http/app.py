@@ -41,6 +41,7 @@ from keel.api.http.routers.coordinations import router as coordinations_router
 from keel.api.http.routers.grants import router as grants_router
 from keel.api.http.routers.memories import admin_router as memories_admin_router
 from keel.api.http.routers.memories import router as memories_router
+from keel.api.http.routers.originals import router as originals_router
 from keel.api.langgraph import router as langgraph_router
 from keel.api.mcp_server import McpEndpoint
 from keel.api.mcp_server.auth_discovery import discovery_routes
@@ -105,6 +106,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(agui_router)
     app.include_router(coordinations_router)
     app.include_router(grants_router)
+    app.include_router(originals_router)
     app.router.routes.extend(a2a_routes(app.state, base_url=settings.public_url or ""))
     app.router.routes.append(Route("/mcp", endpoint=mcp))
     app.router.routes.extend(discovery_routes(settings))

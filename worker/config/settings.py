@@ -11,6 +11,7 @@ from pydantic_settings import SettingsConfigDict
 from keel.activities.credentials.backends import UserCredentialBackend
 from keel.activities.llm.limits import ProviderLimit, check_unique
 from keel.activities.llm.prices import DEFAULT_PRICES, ModelPrice
+from keel.activities.masking.policy import MaskingPolicy
 from keel.worker.config.identity_settings import IdentitySettings
 
 
@@ -313,6 +314,21 @@ class Settings(IdentitySettings):
         default=None,
         validation_alias=_env("KEEL_PAYLOAD_KEY_ID"),
         description="The key new payloads are encrypted with; unset: the only key.",
+    )
+    masking_policy: MaskingPolicy = Field(
+        default_factory=MaskingPolicy,
+        validation_alias=_env("KEEL_MASKING_POLICY"),
+        description=(
+            'Fields masked in stored tool arguments and outputs, JSON: {"rules": [{"field": '
+            '"ssn", "action": "last"}]} (docs/identity.md); originals are sealed with '
+            "KEEL_PAYLOAD_KEYS, which it needs."
+        ),
+    )
+    masking_hash_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("KEEL_MASKING_HASH_KEY"),
+        description="The key of `hash` masking (32+ characters); unset: one derived from "
+        "the current payload key, so rotating that key changes the hashes.",
     )
     codec_cors_origins: list[str] = Field(
         default_factory=list,
