@@ -29,6 +29,7 @@ from keel.api.cli.fork_command import fork
 from keel.api.cli.local_stack import serve_api
 from keel.api.cli.local_tools import LOCAL_TOOLS, local_executor
 from keel.api.cli.memories import memories_app
+from keel.api.cli.originals import original_command
 from keel.api.cli.payload_keys import keys_app
 from keel.api.cli.plugins import plugins_app
 from keel.api.cli.progress import Decider, follow_run, terminal_decider, usage_text
@@ -69,6 +70,7 @@ app.add_typer(quota_app, name="quota")
 app.command("usage")(usage_command)
 app.command("eval")(eval_command)
 app.command("secret")(secret_command)
+app.command("original")(original_command)
 app.command()(dev)
 console = Console()
 err_console = Console(stderr=True)

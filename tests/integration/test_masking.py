@@ -25,8 +25,17 @@ from keel.worker.dev_stack import free_port
 from keel.worker.payload_codec import data_converter, new_key
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, Turn
 from keel.worker.temporal_client import connect
-from tests.conftest import auth_headers
-from tests.integration.keel_http import ALICE, MakeSettings, StartLLM, finished, keel_api
+from tests.conftest import auth_headers, token_for
+from tests.integration.keel_http import (
+    ALICE,
+    MakeSettings,
+    StartLLM,
+    base_url,
+    finished,
+    keel_api,
+)
+from tests.integration.test_cli import clean_env
+from tests.integration.test_cli import keel as keel_cli
 from tests.integration.test_mcp_tools import call, tool_messages
 from tests.plugin_dists import install_module, on_path
 
@@ -360,3 +369,42 @@ async def test_no_plaintext_leaves_without_its_committed_audit_entry(
         read = await keel.http.post(url, headers=READER)
         assert read.status_code == 200 and SSN in read.json()["original"]
         assert len(await reads()) == 2
+
+
+@pytest.mark.slow  # two `keel` processes
+async def test_keel_original_reads_with_the_scope_and_is_refused_without_it(
+    hr_plugin: Path,
+    store: Store,
+    workspace: Path,
+    database_url: str,
+    scripted: StartLLM,
+    settings_for: MakeSettings,
+) -> None:
+    llm = scripted(lookup_script())
+    async with masked_keel(store, settings_for, llm, workspace) as keel:
+        run_id = await masked_run(keel, workspace)
+        http = keel.http
+        events = (await http.get(f"/v1/runs/{run_id}/events")).json()["events"]
+        call_id = next(e for e in events if e["type"] == "tool_call")["data"]["call_id"]
+        for_cli = clean_env(KEEL_API_URL=base_url(http))
+        reader = {**for_cli, "KEEL_TOKEN": token_for("default", "dpo", "keel:read-original")}
+        code, out = await keel_cli(
+            "original", "tool-output", run_id, "1", call_id, "--reason", "cli", env=reader
+        )
+        assert code == 0, out
+        assert SSN in out and "audit entry" in out
+        admin = {**for_cli, "KEEL_TOKEN": token_for("default", "root", "keel:admin")}
+        code, out = await keel_cli("original", "tool-output", run_id, "1", call_id, env=admin)
+        assert code != 0 and "needs the keel:read-original scope" in out, out
+        assert_masked(out, "the CLI's refusal")
+        by_cli = await rows(
+            database_url,
+            "SELECT action, actor, detail FROM audit_log WHERE subject = %s"
+            " AND action LIKE 'original.%%' ORDER BY id",
+            f"{run_id}/1/{call_id}",
+        )
+        assert [(r["action"], r["actor"]) for r in by_cli] == [
+            ("original.read", "dpo"),
+            ("original.read_refused", "root"),
+        ]
+        assert by_cli[-2]["detail"]["reason"] == "cli"
