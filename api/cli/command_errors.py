@@ -15,6 +15,7 @@ from rich.console import Console
 
 from keel.api.cli.client import KeelApiError
 from keel.worker.cluster_check import ClusterSetupError
+from keel.worker.config.masking import MaskingSetupError
 from keel.worker.dev_stack import StackError
 
 err_console = Console(stderr=True)
@@ -30,5 +31,5 @@ def run_command(coro: Coroutine[Any, Any, object]) -> None:
     """Run a command's coroutine; what Keel refuses or cannot reach ends it with `fail`."""
     try:
         asyncio.run(coro)
-    except (KeelApiError, StackError, ClusterSetupError) as exc:
+    except (KeelApiError, StackError, ClusterSetupError, MaskingSetupError) as exc:
         raise fail(str(exc)) from None

@@ -12,6 +12,7 @@ from rich.console import Console
 from keel.api.cli.console_link import console_link
 from keel.api.cli.local_stack import StackInfo, local_stack
 from keel.api.cli.model_choice import SCRIPTED
+from keel.worker.config.masking import MaskingSetupError
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import StackError
 
@@ -74,6 +75,6 @@ def dev(
 
     try:
         asyncio.run(main())
-    except StackError as exc:
+    except (StackError, MaskingSetupError) as exc:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(code=1) from None

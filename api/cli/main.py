@@ -48,6 +48,7 @@ from keel.api.core.schemas.runs import RunCreate, RunPublic
 from keel.api.identity.auth import dev_token
 from keel.api.identity.config import local_secret
 from keel.worker.cluster_check import ClusterSetupError
+from keel.worker.config.masking import MaskingSetupError
 from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import StackError, free_port
 from keel.worker.observability.log_format import configure_logging
@@ -98,7 +99,7 @@ def worker() -> None:
         asyncio.run(run_worker_forever(settings))
     except KeyboardInterrupt:
         pass
-    except ClusterSetupError as exc:
+    except (ClusterSetupError, MaskingSetupError) as exc:
         raise fail(str(exc)) from None
 
 

@@ -23,6 +23,7 @@ from keel.api.identity.authenticate import Authenticator
 from keel.api.identity.config import auth_config, build_verifier
 from keel.worker.agent_catalog import AgentCatalog
 from keel.worker.cluster_check import report_cluster
+from keel.worker.config.masking import masker
 from keel.worker.config.settings import Settings
 from keel.worker.observability.tracing import temporal_plugins
 from keel.worker.payload_codec import data_converter
@@ -38,6 +39,7 @@ async def open_service(settings: Settings, *, store_wait_s: float) -> AsyncItera
     most `store_wait_s` for a database connection."""
     if settings.temporal_address is None or settings.database_url is None:
         raise RuntimeError("The service needs TEMPORAL_ADDRESS and DATABASE_URL resolved.")
+    masker(settings)  # a masking policy without its keys stops the API here, as the worker
     temporal = await connect(
         settings.temporal_address,
         settings.temporal_namespace,
