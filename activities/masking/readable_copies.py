@@ -100,23 +100,25 @@ class ReadableCopies:
         masked = self._masker.text(place.tool, output)
         if masked is None:  # not JSON: what it quotes of the masked arguments is masked
             masked = self._masker.quoted(place.tool, arguments, output)
-        if masked is None:
+        # The approver's note may name an argument it changed.
+        masked_note = self._masker.quoted(place.tool, arguments, note) if note else None
+        if masked is None and masked_note is None:
             return Readable(arguments=readable_arguments, output=output, content=content)
         # The original of what the model reads: note and output, as the message holds them.
         await self._keep(place, "tool_output", content)
+        shown, shown_note = masked or output, masked_note or note
         return Readable(
             arguments=readable_arguments,
-            output=masked,
-            content=f"{note}\n\n{masked}" if note else masked,
+            output=shown,
+            content=f"{shown_note}\n\n{shown}" if shown_note else shown,
         )
 
     async def copy_output(self, place: CallPlace, source_step: int, source_ord: int) -> None:
         """A cached answer reads like its first: its original is sealed again for it."""
         if self._store is None or self._seal is None:
             return
-        first = await self._store.output_at(place.run_id, source_step, source_ord)
-        if first is not None:
-            original = self._seal.open(first.key_id, first.sealed, first.place)
+        original = self._opened(await self._store.output_at(place.run_id, source_step, source_ord))
+        if original is not None:
             await self._keep(place, "tool_output", original)
 
     async def model_calls(

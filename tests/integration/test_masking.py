@@ -136,6 +136,8 @@ def lookup_script() -> Script:
                     call("lookup_employee", ssn=DENIED_SSN),
                 ]
             ),
+            # The same lookup again: the gate answers it with a copy of the first answer.
+            Turn(tool_calls=[call("lookup_employee", ssn=SSN)]),
             Turn(content="Found one employee in the engines team."),
         ]
     )
@@ -191,7 +193,10 @@ async def test_readable_copies_are_masked_and_the_model_reads_the_originals(
         # The model read the original output: it needs the real values to work.
         [seen, denied] = tool_messages(llm, 1)
         assert json.loads(seen)["employees"][0]["ssn"] == SSN
-        assert "denied by policy" in denied
+        assert "denied by policy" in denied and DENIED_SSN in denied
+        *earlier, cached = tool_messages(llm, 2)
+        # The cached copy reads as the first answer did: the original.
+        assert earlier == [seen, denied] and cached == seen
 
         # Events over REST: the call's arguments and the result's preview, masked.
         events = (await http.get(f"/v1/runs/{run_id}/events")).json()["events"]
