@@ -118,6 +118,11 @@ def test_a_bad_policy_is_refused_with_a_sentence(rule: dict[str, object], says: 
     assert says in str(caught.value)
 
 
+def test_two_rules_for_one_field_are_refused() -> None:
+    with pytest.raises(ValidationError, match="two masking rules name the same field 'ssn'"):
+        policy({"field": "ssn", "action": "last"}, {"field": "SSN", "action": "hash"})
+
+
 def test_a_policy_from_the_environment_is_validated_at_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
