@@ -38,7 +38,9 @@ async def test_the_run_page_shows_masked_values_only(
         await page.goto(f"{url}/console/runs/{run_id}")
         timeline = page.locator("ol.timeline")
         await expect(timeline.locator(".ev-done")).to_be_visible(timeout=30_000)
-        await expect(timeline.locator(".ev-tool_call")).to_have_count(2)
+        await expect(timeline.locator(".ev-tool_call")).to_have_count(
+            3
+        )  # the lookup, the denied one, the cached copy
         # The result shows inside its call's item; the first call's full output, opened.
         first = timeline.locator(".ev-tool_call .tool-result").first
         await first.locator("button.expand").click()
