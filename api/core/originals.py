@@ -50,16 +50,13 @@ class OriginalReads:
         """The original, after the audit entry of this read has committed."""
         subject = f"{run_id}/{step}/{call_id}"
         if not user.has_scope(READ_ORIGINAL_SCOPE):
-            await self._parts.audit.log.append(
-                AuditEntry(
-                    tenant_id=user.tenant_id,
-                    actor=user.subject,
-                    category="privacy",
-                    action="original.read_refused",
-                    severity="warning",
-                    subject=subject,
-                    detail={"kind": kind, "reason": f"needs the {READ_ORIGINAL_SCOPE} scope"},
-                )
+            # Through the refusal limiter every 403 shares, so a flood cannot fill the log.
+            await self._parts.audit.forbidden(
+                user,
+                "original.read_refused",
+                subject,
+                reason=f"needs the {READ_ORIGINAL_SCOPE} scope",
+                detail={"kind": kind},
             )
             raise Forbidden(
                 f"Reading an original needs the {READ_ORIGINAL_SCOPE} scope; keel:admin alone "
