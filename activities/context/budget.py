@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -12,9 +13,15 @@ from temporalio.exceptions import ApplicationError
 from keel.activities.store.context_store import BudgetInputs, ContextStore
 from keel.activities.store.records import MessageRecord
 from keel.workflows.context.budget import (
+    COMPACT_AT,
     MAX_LEVEL,
+    MESSAGE_OVERHEAD_TOKENS,
+    RECENT_SHARE,
+    STALE_AT,
     ContextItem,
     ContextPlan,
+    calibrated,
+    estimate_text,
     estimate_tools,
     plan_context,
 )
@@ -124,13 +131,23 @@ class ContextBudget:
         tools: list[dict[str, Any]],
     ) -> BudgetedRequest:
         window = self.window(model, agent_window, inputs)
-        plan = plan_context(
-            context_items(history),
-            usable=window.usable,
-            tools_tokens=estimate_tools(tools),
-            summary=inputs.summary,
-            calibration=inputs.calibration,
-        )
+        tools_tokens = estimate_tools(tools)
+        plan = None
+        if inputs.summary is None:
+            plan = untouched_plan(
+                history,
+                usable=window.usable,
+                tools_tokens=tools_tokens,
+                calibration=inputs.calibration,
+            )
+        if plan is None:
+            plan = plan_context(
+                context_items(history),
+                usable=window.usable,
+                tools_tokens=tools_tokens,
+                summary=inputs.summary,
+                calibration=inputs.calibration,
+            )
         return BudgetedRequest(plan=plan, window=window, inputs=inputs)
 
     @staticmethod
@@ -153,6 +170,41 @@ class ContextBudget:
                 non_retryable=True,
             )
         return level
+
+
+def untouched_plan(
+    history: list[MessageRecord], *, usable: int, tools_tokens: int, calibration: float
+) -> ContextPlan | None:
+    """The plan `plan_context` makes for a conversation far from the window's edge, or None.
+
+    Far from the edge (and with no summary), caps and pruning change nothing and no
+    compaction is due: all tool outputs together fit the recent share, which is smaller
+    than one output's cap, and the calibrated estimate and what a summary would drop
+    stay under their thresholds. Then the plan is the messages as they are, found with
+    one pass of lengths instead of a copy of every message, a cap check of every output
+    and a pruning walk. The same figures as `plan_context`'s (tests hold them equal).
+    """
+    raw = tools_tokens
+    outputs = 0
+    stale = 0
+    messages: list[dict[str, Any]] = []
+    for record in history:
+        tokens = estimate_text(record.content or "")
+        raw += MESSAGE_OVERHEAD_TOKENS + tokens
+        if record.role == "tool":
+            outputs += tokens
+        elif record.role == "assistant" and record.tool_calls:
+            calls = estimate_text(json.dumps(record.tool_calls, separators=(",", ":")))
+            raw += calls
+            if record.step > 0:
+                stale += MESSAGE_OVERHEAD_TOKENS + calls
+        messages.append(openai_message(record))
+    if outputs > int(usable * RECENT_SHARE):
+        return None
+    estimate = calibrated(raw, calibration)
+    if estimate > usable * COMPACT_AT or stale > usable * STALE_AT:
+        return None
+    return ContextPlan(messages=messages, estimate=estimate, raw=raw, stale=stale)
 
 
 def openai_message(message: MessageRecord) -> dict[str, Any]:
