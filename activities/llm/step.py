@@ -47,6 +47,7 @@ from keel.activities.store.coverage_store import views_in
 from keel.activities.store.mcp_tool_store import McpToolStore
 from keel.activities.store.run_store import Store
 from keel.activities.store.run_tree import RunTreeStore
+from keel.activities.store.step_reads import StepReads, newly_shown
 from keel.activities.tool_events import PREVIEW_CHARS, tool_events
 from keel.activities.tool_schemas import plugin_tool_definition, tool_definitions
 from keel.workflows.activity_refs import LlmCalls
@@ -99,6 +100,7 @@ class LlmActivities(LlmCalls):
         self._anthropic = anthropic
         self._mcp_tools = McpToolStore(store.pool)
         self._runs = RunTreeStore(store.pool)
+        self._reads = StepReads(store.pool)
 
     @activity.defn(name="llm_step")
     async def llm_step(self, step: LlmStepInput) -> LlmStepResult:
@@ -109,14 +111,14 @@ class LlmActivities(LlmCalls):
         if step.nudge:
             await self._store.put_user_message(step.run_id, step.step, 0, step.nudge)
         budget = self._budget if self._budget is not None and self._budget.enabled else None
-        inputs = None
-        if budget is not None:
-            inputs = await budget.store.budget_inputs(step.run_id, step.model)
-        # What a compaction summary covers is not read again: the summary stands for it.
-        covered = inputs.summary.through_step if inputs and inputs.summary else None
-        history = await self._store.conversation(step.run_id, step.session_id, after_step=covered)
+        # One round trip: the budget's inputs and the conversation, without what a
+        # compaction summary covers (the summary stands for it).
+        read = await self._reads.before_call(
+            step.run_id, step.session_id, step.model, budget=budget is not None
+        )
+        inputs = read.inputs
         # Masked outputs are masked in what Keel keeps; the model reads their originals.
-        history = await self._readable.for_model(step.run_id, history)
+        history = await self._readable.for_model(step.run_id, read.history)
         if any(m.step == step.step and m.role == "assistant" for m in history):
             # An earlier attempt finished this call and a crash lost only its result:
             # answer from the record rather than pay for (and diverge on) a second call.
@@ -205,7 +207,7 @@ class LlmActivities(LlmCalls):
             cost_usd=cost,
             estimated_tokens=estimated,
             # The coverage ledger: the lines of each file this request showed the model.
-            views=views_in(step.run_id, messages),
+            views=views_in(step.run_id, newly_shown(history, messages, step.step)),
             moved=step.moved,
         )
         digest = _digest(tool_calls, usage, latency_ms, cost)
@@ -495,15 +497,18 @@ class _DeltaPublisher:
     def add(self, text: str) -> None:
         self._pending.append(text)
         self._pending_chars += len(text)
+        if self._task is None:
+            # Started by the first text: a reply of tool calls alone costs no task.
+            self._task = asyncio.create_task(self._pump())
         if self._pending_chars >= DELTA_MAX_CHARS:
             self._full.set()
 
     async def __aenter__(self) -> _DeltaPublisher:
-        self._task = asyncio.create_task(self._pump())
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        assert self._task is not None
+        if self._task is None:
+            return  # no text came: nothing to send
         if exc_type is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -73,6 +73,23 @@ class StoredSummary(BaseModel):
     """What the summarising call cost, by the worker's price table."""
 
 
+def budget_inputs_of(row: dict[str, Any]) -> BudgetInputs:
+    """`BudgetInputs` from a row of `BUDGET_INPUTS_SQL`."""
+    calibration = 1.0
+    if row["prompt_tokens"] and row["estimated_tokens"]:
+        calibration = row["prompt_tokens"] / row["estimated_tokens"]
+    summary = None
+    if row["content"] is not None:
+        summary = Summary(through_step=row["through_step"], content=row["content"])
+    return BudgetInputs(
+        learned_window=row["learned"],
+        calibration=calibration,
+        summary=summary,
+        summary_step=row["summary_step"],
+        summary_level=row["level"] or 0,
+    )
+
+
 class ContextStore:
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]) -> None:
         self._pool = pool
@@ -82,19 +99,7 @@ class ContextStore:
             cur = await conn.execute(BUDGET_INPUTS_SQL, {"run": run_id, "model": model})
             row = await cur.fetchone()
         assert row is not None
-        calibration = 1.0
-        if row["prompt_tokens"] and row["estimated_tokens"]:
-            calibration = row["prompt_tokens"] / row["estimated_tokens"]
-        summary = None
-        if row["content"] is not None:
-            summary = Summary(through_step=row["through_step"], content=row["content"])
-        return BudgetInputs(
-            learned_window=row["learned"],
-            calibration=calibration,
-            summary=summary,
-            summary_step=row["summary_step"],
-            summary_level=row["level"] or 0,
-        )
+        return budget_inputs_of(row)
 
     async def learn_window(self, model: str, window: int, run_id: str) -> None:
         async with self._pool.connection() as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -34,6 +35,17 @@ async def put_event_in(
     await conn.execute(
         INSERT_EVENT_SQL,
         (run_id, seq, type_, Jsonb(storable_json(redact(data)))),  # type: ignore[arg-type]
+    )
+
+
+def events_json(events: Sequence[tuple[int, str, dict[str, object]]]) -> Jsonb:
+    """Events as one jsonb array of `{seq, type, data}`, for a statement that inserts them
+    all at once (`jsonb_array_elements`); masked as `put_event_in` masks them."""
+    return Jsonb(
+        [
+            {"seq": seq, "type": type_, "data": storable_json(redact(data))}  # type: ignore[arg-type]
+            for seq, type_, data in events
+        ]
     )
 
 

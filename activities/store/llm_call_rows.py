@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from keel.activities.store.coverage_store import RECORD_VIEW_SQL, FileView
-from keel.activities.store.event_rows import put_event_in
+from keel.activities.store.event_rows import events_json, put_event_in
 from keel.activities.store.findings_store import FindingsLedger
 from keel.activities.store.message_rows import put_message_in
+from keel.activities.store.postgres_text import sha256_text, storable, storable_json
 from keel.activities.store.quota_store import COUNT_TENANT_USAGE_SQL
 from keel.activities.store.records import RecordedCall
 from keel.activities.store.store_pool import PooledStore
@@ -38,6 +41,34 @@ reach the call's step; a call a fallback model answered names the model it moved
 why. The tenant's day counter (`tenant_usage_days`, what quotas hold against) grows by the
 call in the same statement, as once. The router's classification is recorded by it too,
 one step a round, so a router run's steps count its rounds while it routes."""
+RECORD_ANSWER_SQL = (
+    "WITH message AS (INSERT INTO messages (run_id, step, ord, role, content, tool_calls,"
+    " is_error, sha256) VALUES (%(run)s, %(step)s, 1, 'assistant', %(content)s,"
+    " %(tool_calls)s, false, %(sha)s) ON CONFLICT DO NOTHING),"
+    " viewed AS (INSERT INTO file_views (run_id, path, first_line, last_line, total_lines)"
+    " SELECT %(run)s, v->>'path', (v->>'first')::int, (v->>'last')::int, (v->>'total')::int"
+    " FROM jsonb_array_elements(%(views)s) AS v ON CONFLICT DO NOTHING),"
+    " call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
+    " completion_tokens, latency_ms, attempt, finish_reason, cost_usd, estimated_tokens,"
+    " fallback_from, fallback_reason)"
+    " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
+    " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s,"
+    " %(fallback_from)s, %(fallback_reason)s)"
+    " ON CONFLICT DO NOTHING RETURNING 1),"
+    " run AS (UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
+    " completion_tokens = completion_tokens + %(completion)s,"
+    " steps = greatest(steps, %(step)s), cost_usd = cost_usd + %(cost)s"
+    " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call) RETURNING tenant_id, requester),"
+    f" counted AS ({COUNT_TENANT_USAGE_SQL}),"
+    " written AS (INSERT INTO events (run_id, seq, type, data)"
+    " SELECT %(run)s, (e->>'seq')::int, e->>'type', e->'data'"
+    " FROM jsonb_array_elements(%(events)s) AS e ON CONFLICT DO NOTHING)"
+    " SELECT 1"
+)
+"""`record_assistant` as one statement (one round trip, atomic without a transaction):
+the message, the file views, the trace, the run's usage and the tenant's day counter
+(once per step, as `RECORD_LLM_CALL_SQL`) and the two events. Used unless the message
+holds findings."""
 LATEST_CALL_LATENCIES_SQL = (
     "SELECT count(*) AS calls, max(latency_ms) AS slowest FROM ("
     " SELECT latency_ms FROM llm_calls WHERE model = %s"
@@ -121,42 +152,11 @@ class LlmCallRows(PooledStore):
         the step, the valid block's place), so a retried call, or the final answer
         settled again, records nothing twice.
 
-        Pipelined: the statements go out together and cost one round trip.
+        One statement (`RECORD_ANSWER_SQL`), so one round trip; a message with findings
+        blocks is recorded by a pipeline of statements in a transaction instead.
         """
-        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
-            for view in views:
-                await conn.execute(
-                    RECORD_VIEW_SQL, (view.run_id, view.path, view.first, view.last, view.total)
-                )
-            await put_message_in(
-                conn, run_id, step, 1, "assistant", content, tool_calls=tool_calls or None
-            )
-            taken = [block for block in extract_all(content) if block.error is None]
-            for idx, block in enumerate(taken):
-                await FindingsLedger.record_in(
-                    conn, run_id, "answer", step, idx + 1, block.findings
-                )
-            # Usage counts once per step, however often the step's call is recorded.
-            await conn.execute(
-                RECORD_LLM_CALL_SQL,
-                {
-                    "run": run_id,
-                    "step": step,
-                    "model": model,
-                    "prompt": prompt_tokens,
-                    "completion": completion_tokens,
-                    "latency": latency_ms,
-                    "attempt": attempt,
-                    "finish": finish_reason,
-                    "cost": cost_usd,
-                    "estimated": estimated_tokens,
-                    "fallback_from": moved.from_model if moved else None,
-                    "fallback_reason": f"{moved.reason}: {moved.detail}" if moved else None,
-                },
-            )
-            await put_event_in(
-                conn,
-                run_id,
+        events: list[tuple[int, str, dict[str, object]]] = [
+            (
                 event_seq,
                 "message",
                 {
@@ -165,10 +165,8 @@ class LlmCallRows(PooledStore):
                     # With each call's id, so protocol adapters can tie results to calls.
                     "tool_calls": [_call_of(c) for c in tool_calls],
                 },
-            )
-            await put_event_in(
-                conn,
-                run_id,
+            ),
+            (
                 event_seq + 1,
                 "usage",
                 {
@@ -177,7 +175,59 @@ class LlmCallRows(PooledStore):
                     "completion_tokens": completion_tokens,
                     "latency_ms": latency_ms,
                 },
+            ),
+        ]
+        call = {
+            "run": run_id,
+            "step": step,
+            "model": model,
+            "prompt": prompt_tokens,
+            "completion": completion_tokens,
+            "latency": latency_ms,
+            "attempt": attempt,
+            "finish": finish_reason,
+            "cost": cost_usd,
+            "estimated": estimated_tokens,
+            "fallback_from": moved.from_model if moved else None,
+            "fallback_reason": f"{moved.reason}: {moved.detail}" if moved else None,
+        }
+        taken = [block for block in extract_all(content) if block.error is None]
+        if not taken:
+            stored = storable(content)
+            async with self._pool.connection() as conn:
+                await conn.execute(
+                    RECORD_ANSWER_SQL,
+                    {
+                        **call,
+                        "content": stored,
+                        "sha": sha256_text(stored),
+                        "tool_calls": Jsonb(storable_json(tool_calls)) if tool_calls else None,
+                        "views": Jsonb(
+                            [
+                                {"path": v.path, "first": v.first, "last": v.last, "total": v.total}
+                                for v in views
+                            ]
+                        ),
+                        "events": events_json(events),
+                    },
+                )
+            return
+        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+            for view in views:
+                await conn.execute(
+                    RECORD_VIEW_SQL, (view.run_id, view.path, view.first, view.last, view.total)
+                )
+            await put_message_in(
+                conn, run_id, step, 1, "assistant", content, tool_calls=tool_calls or None
             )
+            for idx, block in enumerate(taken):
+                await FindingsLedger.record_in(
+                    conn, run_id, "answer", step, idx + 1, block.findings
+                )
+            # Usage counts once per step, however often the step's call is recorded.
+            await conn.execute(RECORD_LLM_CALL_SQL, call)
+            for seq, type_, data in events:
+                await put_event_in(conn, run_id, seq, type_, data)
 
     async def usage_by_tenant(self) -> list[dict[str, Any]]:
         """Runs, LLM calls, tokens and cost per tenant."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from keel.activities.store.event_rows import put_event_in
+from keel.activities.store.event_rows import events_json, put_event_in
 from keel.activities.store.postgres_text import sha256_text, storable, storable_json
 from keel.activities.store.records import MessageRecord
 from keel.activities.store.store_pool import PooledStore
@@ -42,6 +43,22 @@ SELECT_MESSAGE_SQL = (
     "SELECT step, ord, role, content, tool_calls, tool_call_id, name, is_error, sha256"
     " FROM messages WHERE run_id = %s AND step = %s AND ord = %s"
 )
+TOOL_ANSWER_SQL = (
+    "WITH earlier AS (SELECT is_error, sha256 FROM messages"
+    " WHERE run_id = %(run)s AND step = %(step)s AND ord = %(ord)s),"
+    " message AS (INSERT INTO messages (run_id, step, ord, role, content, tool_call_id, name,"
+    " is_error, sha256) VALUES (%(run)s, %(step)s, %(ord)s, 'tool', %(content)s, %(call_id)s,"
+    " %(name)s, %(is_error)s, %(sha)s) ON CONFLICT DO NOTHING),"
+    " written AS (INSERT INTO events (run_id, seq, type, data)"
+    " SELECT %(run)s, (e->>'seq')::int, e->>'type', e->'data'"
+    " FROM jsonb_array_elements(%(events)s) AS e ON CONFLICT DO NOTHING)"
+    " SELECT (SELECT is_error FROM earlier) AS stored_error,"
+    " EXISTS (SELECT 1 FROM messages WHERE run_id = %(run)s AND step < %(step)s"
+    " AND role = 'tool' AND sha256 = coalesce((SELECT sha256 FROM earlier), %(sha)s)) AS repeats"
+)
+"""A tool's answer, its events and whether an earlier step had the same output, in one
+statement (one round trip, atomic without a transaction). A retried call finds the
+answer an earlier attempt stored: that one stays, and its error flag is returned."""
 COPY_TOOL_MESSAGE_SQL = (
     "INSERT INTO messages (run_id, step, ord, role, content, tool_call_id, name,"
     " is_error, sha256)"
@@ -83,6 +100,28 @@ async def put_message_in(
     )
 
 
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What storing a tool's answer found."""
+
+    stored_error: bool | None
+    """The error flag of an answer an earlier attempt had stored (which stays); None if new."""
+    repeats: bool
+    """An earlier step's tool output had the same SHA-256."""
+
+
+def with_session(earlier: list[dict[str, Any]], rows: list[MessageRecord]) -> list[MessageRecord]:
+    """The run's messages with its session's earlier runs (rows of `SESSION_HISTORY_SQL`,
+    input and report each) after the system prompt, before this run's input."""
+    history: list[MessageRecord] = []
+    for row in earlier:
+        history.append(MessageRecord(step=-1, ord=0, role="user", content=row["input"]))
+        history.append(MessageRecord(step=-1, ord=1, role="assistant", content=row["report"]))
+    if history and rows:
+        return rows[:1] + history + rows[1:]
+    return history + rows
+
+
 async def output_repeats_in(
     conn: AsyncConnection[dict[str, Any]], run_id: str, step: int, sha256: str
 ) -> bool:
@@ -104,23 +143,16 @@ class MessageRows(PooledStore):
         messages and those after it: the summary stands for the rest.
         """
         async with self._pool.connection() as conn:
-            history: list[MessageRecord] = []
+            earlier: list[dict[str, Any]] = []
             if session_id and after_step is None:
                 cur = await conn.execute(SESSION_HISTORY_SQL, (session_id, run_id, run_id, run_id))
-                for row in await cur.fetchall():
-                    history.append(MessageRecord(step=-1, ord=0, role="user", content=row["input"]))
-                    history.append(
-                        MessageRecord(step=-1, ord=1, role="assistant", content=row["report"])
-                    )
+                earlier = await cur.fetchall()
             if after_step is None:
                 cur = await conn.execute(RUN_MESSAGES_SQL, (run_id,))
             else:
                 cur = await conn.execute(RUN_MESSAGES_AFTER_SQL, (run_id, after_step))
             rows = [MessageRecord.model_validate(row) for row in await cur.fetchall()]
-        if history and rows:
-            # The system prompt stays first; earlier turns go before this run's input.
-            return rows[:1] + history + rows[1:]
-        return history + rows
+        return with_session(earlier, rows)
 
     async def get_message(self, run_id: str, step: int, ord_: int) -> MessageRecord | None:
         async with self._pool.connection() as conn:
@@ -145,21 +177,50 @@ class MessageRows(PooledStore):
         events: Sequence[tuple[int, str, dict[str, object]]] = (),
     ) -> bool:
         """Store a tool's output; returns whether an earlier step had the same output."""
-        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
-            await put_message_in(
-                conn,
-                run_id,
-                step,
-                ord_,
-                "tool",
-                content,
-                tool_call_id=call_id,
-                name=name,
-                is_error=is_error,
+        answer = await self.answer_tool_call(
+            run_id=run_id,
+            step=step,
+            ord_=ord_,
+            call_id=call_id,
+            name=name,
+            content=content,
+            is_error=is_error,
+            events=events,
+        )
+        return answer.repeats
+
+    async def answer_tool_call(
+        self,
+        *,
+        run_id: str,
+        step: int,
+        ord_: int,
+        call_id: str,
+        name: str,
+        content: str,
+        is_error: bool,
+        events: Sequence[tuple[int, str, dict[str, object]]] = (),
+    ) -> ToolAnswer:
+        """Store a tool's output and its events in one round trip (`TOOL_ANSWER_SQL`)."""
+        content = storable(content)
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                TOOL_ANSWER_SQL,
+                {
+                    "run": run_id,
+                    "step": step,
+                    "ord": ord_,
+                    "content": content,
+                    "call_id": call_id,
+                    "name": name,
+                    "is_error": is_error,
+                    "sha": sha256_text(content),
+                    "events": events_json(events),
+                },
             )
-            for seq, type_, data in events:
-                await put_event_in(conn, run_id, seq, type_, data)
-            return await output_repeats_in(conn, run_id, step, sha256_text(content))
+            row = await cur.fetchone()
+        assert row is not None
+        return ToolAnswer(stored_error=row["stored_error"], repeats=bool(row["repeats"]))
 
     async def output_repeats(self, run_id: str, step: int, sha256: str) -> bool:
         """Whether a tool output of a step before `step` has this SHA-256."""

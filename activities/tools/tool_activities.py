@@ -91,9 +91,11 @@ class ToolActivities(ToolCalls):
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolDigest:
-        stored = await self._stored_digest(call)
-        if stored is not None:
-            return stored
+        if not _repeatable(call):
+            stored = await self._stored_digest(call)
+            if stored is not None:
+                return stored
+        # A read is safe to run again: storing its answer finds one a retry left (`answer`).
         refused = await self._outside_the_tenant(call)
         if refused is not None:
             return await self._record(call, refused)
@@ -268,11 +270,13 @@ class ToolActivities(ToolCalls):
 
     async def answer(self, call: ToolCallInput, output: ToolOutput) -> ToolDigest:
         """Store `output` as the call's answer: its tool message and events (masked by the
-        policy, the originals sealed first)."""
+        policy, the originals sealed first).
+
+        An answer an earlier attempt stored stays: the digest is that answer's."""
         readable = await self._readable.call(
             call_place(call), call.arguments, output.text, note=call.note
         )
-        repeats = await self._store.put_tool_message(
+        stored = await self._store.answer_tool_call(
             run_id=call.run_id,
             step=call.step,
             ord_=call.ord,
@@ -291,8 +295,9 @@ class ToolActivities(ToolCalls):
                 is_error=output.is_error,
             ),
         )
-        await self._end_interaction(call, is_error=output.is_error)
-        return ToolDigest(is_error=output.is_error, stale=repeats)
+        is_error = output.is_error if stored.stored_error is None else stored.stored_error
+        await self._end_interaction(call, is_error=is_error)
+        return ToolDigest(is_error=is_error, stale=stored.repeats)
 
     async def _end_interaction(self, call: ToolCallInput, *, is_error: bool) -> None:
         """The approval the call executed is `executed` (or `failed`) once its output is
@@ -404,6 +409,15 @@ class ToolActivities(ToolCalls):
             workspace=workspace, sandbox=self._sandbox, network=call.network, begin=begin
         )
         return implementation.run(context, call.arguments)
+
+
+def _repeatable(call: ToolCallInput) -> bool:
+    """A built-in read no person approved and no hook holds: running it again after a
+    crash changes nothing, so it need not ask the store first whether it ran."""
+    spec = TOOL_SPECS.get(call.name)
+    return (
+        spec is not None and spec.read_only and call.interaction_id is None and not call.hold_output
+    )
 
 
 def _go() -> bool:
