@@ -172,6 +172,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per variant (default 3)")
     keys = [v.key for v in VARIANTS]
     parser.add_argument("--only", default="", help=f"comma-separated subset of: {','.join(keys)}")
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        help="write each variant's two profiles here (VARIANT-loop.prof, VARIANT-workflow.prof)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.steps <= MAX_STEPS:
         parser.error(f"--steps must be between 1 and {MAX_STEPS}.")
@@ -183,12 +189,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--only names unknown variants {unknown}; choose from {keys}.")
     chosen = [v for v in VARIANTS if not only or v.key in only]
     try:
-        asyncio.run(bench(args.steps, args.repeat, chosen))
+        asyncio.run(bench(args.steps, args.repeat, chosen, args.dump))
     except (BenchError, StackError, StoreUnavailable) as exc:
         raise SystemExit(f"step_profile: {exc}") from None
 
 
-async def bench(steps: int, repeat: int, variants: list[Variant]) -> None:
+async def bench(steps: int, repeat: int, variants: list[Variant], dump: Path | None) -> None:
     admin_url = Settings().database_url or DEFAULT_ADMIN_URL
     load_start = os.getloadavg()
     sql = SqlMeter()
@@ -247,6 +253,7 @@ async def bench(steps: int, repeat: int, variants: list[Variant]) -> None:
                                                 repeat,
                                                 variant,
                                                 (sql, activities, activations),
+                                                dump,
                                             )
                                         )
                             explained = await explain_all(database_url, results[0])
@@ -314,6 +321,7 @@ async def measure(
     repeat: int,
     variant: Variant,
     meters: tuple[SqlMeter, ActivityMeter, ActivationMeter],
+    dump: Path | None = None,
 ) -> Measured:
     sql, activities, activations = meters
     llm_calls = steps + 1
@@ -339,6 +347,8 @@ async def measure(
         loop_profile.disable()
         sql.on = activities.on = activations.on = False
         activations.profile = None
+    if dump is not None:
+        _dump(dump, variant.key, loop_profile, workflow_profile)
     per = float(llm_calls)
     measured = Measured(
         variant=variant,
@@ -357,6 +367,12 @@ async def measure(
     )
     measured.parts = part_times(loop_profile, workflow_profile, per)
     return measured
+
+
+def _dump(where: Path, key: str, loop: cProfile.Profile, workflow: cProfile.Profile) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    loop.dump_stats(where / f"{key}-loop.prof")
+    workflow.dump_stats(where / f"{key}-workflow.prof")
 
 
 def part_times(loop: cProfile.Profile, workflow: cProfile.Profile, per: float) -> dict[str, float]:

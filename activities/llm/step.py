@@ -8,6 +8,7 @@ workflow history never carries a transcript.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -65,6 +66,8 @@ DELTA_FLUSH_EVERY_S = 0.05
 # At most 6 bytes a character once JSON-escaped: far below NOTIFY's 8000-byte limit.
 DELTA_MAX_CHARS = 512
 DELTA_DRAIN_S = 1.0
+# How long the end of a reply's body is waited for after `[DONE]`.
+STREAM_END_WAIT_S = 1.0
 
 log = logging.getLogger("keel.llm")
 NO_LIMITS = ProviderLimiter.none()
@@ -559,6 +562,13 @@ async def _chunks(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
             continue  # blank separators, comments, `event:` lines
         data = line[5:].strip()
         if data == "[DONE]":
+            # Read the body to its end (the server ends it here), so the connection goes
+            # back to the client's pool: one left unread is closed, and the next call
+            # would connect anew. A server that keeps it open is not waited for long.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STREAM_END_WAIT_S):
+                    async for _ in lines:
+                        pass
             return
         try:
             chunk = json.loads(data)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.exceptions import ApplicationError
 
+from keel.activities.llm import step
 from keel.activities.llm.step import _chunks, _collect, _compact
 
 
@@ -103,3 +105,32 @@ def test_digests_carry_compact_arguments_the_gate_reads_alike(raw: str, digested
     assert _compact(raw) == digested
     if digested.startswith("{") and digested.endswith("}"):
         assert json.loads(digested) == json.loads(raw)
+
+
+async def test_the_body_is_read_to_its_end_after_done_so_the_connection_is_reused() -> None:
+    read: list[str] = []
+
+    async def body() -> AsyncIterator[str]:
+        for item in (data({"choices": [{"delta": {"content": "hi"}}]}), "data: [DONE]", "", ""):
+            read.append(item)
+            yield item
+
+    message, _, _ = await _collect(_chunks(body()))
+    assert message["content"] == "hi"
+    assert len(read) == 4  # the blank lines after [DONE] were read too
+
+
+async def test_a_server_that_keeps_the_body_open_after_done_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(step, "STREAM_END_WAIT_S", 0.05)
+
+    async def body() -> AsyncIterator[str]:
+        yield data({"choices": [{"delta": {"content": "hi"}}]})
+        yield "data: [DONE]"
+        await asyncio.sleep(60)
+        yield ""
+
+    async with asyncio.timeout(5):
+        message, _, _ = await _collect(_chunks(body()))
+    assert message["content"] == "hi"
