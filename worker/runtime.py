@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -293,6 +294,9 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         # a decision sent to it then answers well within the API's wait for the update.
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         max_concurrent_activities=settings.max_concurrent_activities,
+        workflow_task_executor=ThreadPoolExecutor(
+            max_workers=settings.workflow_threads, thread_name_prefix="keel_workflow_"
+        ),
         max_cached_workflows=settings.max_cached_workflows,
         workflow_runner=(
             SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
@@ -363,7 +367,7 @@ async def running_worker(settings: Settings) -> AsyncIterator[WorkerParts]:
     if not cluster.ok:
         # Every run it took would fail on the first start of a child or a schedule.
         raise ClusterSetupError(f"The worker did not start: {cluster.sentence()}")
-    store = await Store.open(settings.database_url)
+    store = await Store.open(settings.database_url, max_size=settings.database_pool_size)
     try:
         await store.migrate()
         parts = build_worker(client, store, settings)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bench.peers.measure import MARKER, Figures, Outcome
 from bench.peers.script import LlmUrls, scripted_llm
+from keel.worker.config.settings import Settings
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port
 
 MAX_STEPS = 500
@@ -307,6 +308,17 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def worker_settings() -> str:
+    """The Keel worker's sizing, as its process reads it from the environment."""
+    settings = Settings()
+    return (
+        f"Keel worker: {settings.workflow_threads} workflow threads, Postgres pool "
+        f"{settings.database_pool_size}, {settings.max_cached_workflows} cached workflows, "
+        f"{settings.max_concurrent_activities} activities and Temporal's default local "
+        f"activities at once, sandbox {'on' if settings.workflow_sandbox else 'off'}"
+    )
+
+
 def print_header(options: Options, urls: LlmUrls) -> None:
     print(
         f"{datetime.date.today().isoformat()}; keel {keel_revision()}; python "
@@ -319,6 +331,7 @@ def print_header(options: Options, urls: LlmUrls) -> None:
     )
     if urls.nodelay_fixed:
         print("scripted LLM: TCP_NODELAY set on its listening socket (see bench/README.md)")
+    print(worker_settings())
     print(f"load average at start: {load_average()}")
     sys.stdout.flush()
 

@@ -84,7 +84,7 @@ async def keel_peer(args: PeerArgs) -> AsyncIterator[Peer]:
         root = Path(tmp)
         workspace = notes_workspace(root / "project", args.steps)
         async with fresh_database(admin_url) as database_url:
-            store = await Store.open(database_url)
+            store = await Store.open(database_url, max_size=Settings().database_pool_size)
             try:
                 await store.migrate()
                 settings = settings_from(
