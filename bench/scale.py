@@ -9,6 +9,7 @@ takes until all N runs have completed:
     .venv/bin/python -m bench.scale                     # --runs 1000 --hold 10
     .venv/bin/python -m bench.scale --runs 100          # a quick check
     .venv/bin/python -m bench.scale --tmp-dir /dev/shm  # the dev server's SQLite off the disk
+    .venv/bin/python -m bench.scale --runs 10000 --timeout 7200  # issue 32's ten thousand
 
 The worker runs as `keel worker` in a process of its own, so its memory (RSS,
 with any children) can be sampled every 200 ms, along with the CPU time of the
@@ -60,13 +61,17 @@ FILE_PATH = "f.txt"
 FILE_CONTENT = "x"
 ANSWER = "Wrote the file."
 DEFAULT_RUNS = 1000
-MAX_RUNS = 5000
+MAX_RUNS = 10_000
 DEFAULT_CONCURRENCY = 50
 DEFAULT_HOLD_S = 10.0
 DEFAULT_TIMEOUT_S = 900.0
-# The targets of issue 7, printed, never asserted.
+# The targets, printed, never asserted: issue 7's for a thousand runs, issue 32's for
+# ten thousand (`--runs 10000`) on one worker.
 TARGET_WAITING_RSS_MB = 500.0
 TARGET_DRAIN_S = 60.0
+MANY_RUNS = 10_000
+TARGET_MANY_RSS_MB = 1024.0
+TARGET_MANY_DRAIN_S = 120.0
 SAMPLE_EVERY_S = 0.2
 POLL_EVERY_S = 0.2
 WORKER_READY_TIMEOUT_S = 60.0
@@ -724,8 +729,18 @@ def print_report(f: Figures) -> None:
         f"{f.runs} build runs started at once over the API ({f.concurrency} POSTs at a time), "
         "each waiting for one write_file approval, then all approved"
     )
-    print(f"{f.versions}, worker max_concurrent_activities {f.max_concurrent_activities}")
+    sizing = Settings()
+    print(
+        f"{f.versions}, worker max_concurrent_activities {f.max_concurrent_activities}, "
+        f"{sizing.workflow_threads} workflow threads, Postgres pool {sizing.database_pool_size}, "
+        f"{sizing.max_cached_workflows} cached workflows"
+    )
     print(f"Temporal dev server on a SQLite file in {f.scratch}")
+    rss_target, drain_target = (
+        (TARGET_MANY_RSS_MB, TARGET_MANY_DRAIN_S)
+        if f.runs >= MANY_RUNS
+        else (TARGET_WAITING_RSS_MB, TARGET_DRAIN_S)
+    )
     idle = rss_peak(f, f.warm, f.start) if f.warm is not None else None
     waiting = rss_peak(f, f.start, f.approve) if f.start is not None else None
     settled = rss_last(f, f.approve)
@@ -739,14 +754,14 @@ def print_report(f: Figures) -> None:
         (
             "worker peak RSS while waiting (first start to first approval), MB",
             num(waiting, 0),
-            verdict(waiting if f.approve is not None else None, TARGET_WAITING_RSS_MB, "MB"),
+            verdict(waiting if f.approve is not None else None, rss_target, "MB"),
         ),
         ("worker RSS with all waiting, just before the approvals, MB", num(settled, 0), ""),
         ("worker peak RSS overall, MB", num(rss_peak(f, None, None), 0), ""),
         (
             "time from the first approval until all completed, s",
             num(drain),
-            verdict(drain, TARGET_DRAIN_S, "s"),
+            verdict(drain, drain_target, "s"),
         ),
         ("approvals/s (decision POSTs accepted)", num(rate(f.runs, posts)), ""),
         ("POST /v1/runs ms, median / p99", pair(f.start_post_ms), ""),
