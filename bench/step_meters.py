@@ -65,6 +65,8 @@ def param_bytes(params: Any) -> int:
 @dataclass
 class StatementStats:
     calls: int = 0
+    pipelined: int = 0
+    """Calls sent inside a pipeline (which shares one sync with its other statements)."""
     sent_bytes: int = 0
     sample: tuple[str, Any] | None = None
     """One query and its parameters, for EXPLAIN ANALYZE."""
@@ -78,11 +80,25 @@ class SqlMeter:
         default_factory=lambda: defaultdict(StatementStats)
     )
     round_trips: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Waits on a connection that ended with data from the server: every statement sent
+    alone counts one, BEGIN and COMMIT too; a pipeline one or more (its results can
+    arrive apart)."""
+    pipelines: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     on: bool = False
 
     def reset(self) -> None:
         self.statements.clear()
         self.round_trips.clear()
+        self.pipelines.clear()
+
+    def sync_points(self) -> dict[str, int]:
+        """Statements sent alone plus pipelines, by activity: the round trips at least."""
+        out: dict[str, int] = defaultdict(int)
+        for (kind, _), stats in self.statements.items():
+            out[kind] += stats.calls - stats.pipelined
+        for kind, count in self.pipelines.items():
+            out[kind] += count
+        return out
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -96,6 +112,7 @@ class SqlMeter:
                 text = query if isinstance(query, str) else query.as_string(self.connection)
                 stats = meter.statements[(current_activity(), text)]
                 stats.calls += 1
+                stats.pipelined += self.connection._pipeline is not None
                 stats.sent_bytes += len(text.encode()) + param_bytes(params)
                 if stats.sample is None:
                     stats.sample = (text, params)
@@ -110,13 +127,23 @@ class SqlMeter:
                 meter.round_trips[current_activity()] += 1
             return result
 
+        pipeline = psycopg.AsyncPipeline
+        original_enter = pipeline.__aenter__
+
+        async def enter(self: Any) -> Any:
+            if meter.on:
+                meter.pipelines[current_activity()] += 1
+            return await original_enter(self)
+
         cursor.execute = execute  # type: ignore[method-assign,assignment]
         psycopg.waiting.wait_async = wait_async  # type: ignore[assignment]
+        pipeline.__aenter__ = enter  # type: ignore[method-assign]
         try:
             yield
         finally:
             cursor.execute = original_execute  # type: ignore[method-assign]
             psycopg.waiting.wait_async = original_wait
+            pipeline.__aenter__ = original_enter  # type: ignore[method-assign]
 
 
 def _reads(gen: Generator[Any, Any, Any], seen: list[bool]) -> Generator[Any, Any, Any]:

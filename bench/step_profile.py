@@ -161,6 +161,8 @@ class Measured:
     activations: float
     activation_ms: float
     round_trips: dict[str, float]
+    sync_points: dict[str, float]
+    connects: float
     statements: dict[tuple[str, str], tuple[float, float, Any]]
     activity_ms: dict[str, tuple[float, float]]
     parts: dict[str, float] = field(default_factory=dict)
@@ -357,6 +359,8 @@ async def measure(
         activations=activations.count / per,
         activation_ms=activations.seconds * 1000 / per,
         round_trips={k: v / per for k, v in sql.round_trips.items()},
+        sync_points={k: v / per for k, v in sql.sync_points().items()},
+        connects=_connects(loop_profile) / per,
         statements={
             k: (s.calls / per, s.sent_bytes / per, s.sample) for k, s in sql.statements.items()
         },
@@ -367,6 +371,16 @@ async def measure(
     )
     measured.parts = part_times(loop_profile, workflow_profile, per)
     return measured
+
+
+def _connects(loop: cProfile.Profile) -> int:
+    """TCP connections the event loop opened (to the model, to Postgres)."""
+    stats = pstats.Stats(loop).stats  # type: ignore[attr-defined]
+    return sum(
+        calls
+        for (_, _, function), (_, calls, *_) in stats.items()
+        if function == "<method 'connect' of '_socket.socket' objects>"
+    )
 
 
 def _dump(where: Path, key: str, loop: cProfile.Profile, workflow: cProfile.Profile) -> None:
@@ -448,7 +462,12 @@ def print_report(
     row("history bytes", [f"{r.history_per_step:,.0f}" for r in results])
     row("workflow activations", [f"{r.activations:.2f}" for r in results])
     row("  their wall ms (profiled)", [f"{r.activation_ms:.2f}" for r in results])
-    row("Postgres round trips", [f"{sum(r.round_trips.values()):.2f}" for r in results])
+    row("TCP connects (model, Postgres)", [f"{r.connects:.2f}" for r in results])
+    row("Postgres round trips, at least", [f"{sum(r.sync_points.values()):.2f}" for r in results])
+    kinds = sorted({k for r in results for k in r.sync_points})
+    for kind in kinds:
+        row(f"  in {kind}", [f"{r.sync_points.get(kind, 0.0):.2f}" for r in results])
+    row("Postgres waits that got data", [f"{sum(r.round_trips.values()):.2f}" for r in results])
     kinds = sorted({k for r in results for k in r.round_trips})
     for kind in kinds:
         row(f"  in {kind}", [f"{r.round_trips.get(kind, 0.0):.2f}" for r in results])
