@@ -379,8 +379,22 @@ def print_table(options: Options, rows: list[Row]) -> None:
         "Keel ... x = Keel's figure / this row's figure (ms: lower is better for Keel; "
         "steps/s: higher is better; history: lower is better)"
     )
+    print_cpu(options, rows)
     print(f"load average at the end: {load_average()}")
     print_targets(keel, [r for r in rows if r.impl.key in INTEGRATIONS and r.figures is not None])
+
+
+def print_cpu(options: Options, rows: list[Row]) -> None:
+    """CPU ms a step of each implementation's own process (its worker), sequential and at
+    `--concurrency`: what to compare on a busy machine, where wall times move with load."""
+    print(f"process CPU ms/step (user+system): sequential, at {options.concurrency} at once")
+    for row in rows:
+        f = row.figures
+        if f is None or not f.sequential_s:
+            continue
+        sequential = f.sequential_cpu_s * 1000 / (f.steps * len(f.sequential_s))
+        concurrent = f.concurrent_cpu_s * 1000 / (f.steps * f.concurrent_runs)
+        print(f"  {row.impl.label:<40} {sequential:6.2f} {concurrent:6.2f}")
 
 
 def keel_ratios(keel: Row | None, row: Row) -> tuple[str, str, str]:

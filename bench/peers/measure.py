@@ -81,6 +81,10 @@ class Figures(BaseModel):
     """Serialized size of every history event of each timed run, all its workflows; empty
     without Temporal."""
     peak_rss_kb: int
+    sequential_cpu_s: float = 0.0
+    """CPU seconds (user and system) of this process over the timed sequential runs."""
+    concurrent_cpu_s: float = 0.0
+    """CPU seconds of this process over the concurrent runs."""
 
 
 class Outcome(BaseModel):
@@ -144,18 +148,23 @@ async def measure(args: PeerArgs, peer: Peer) -> Figures:
     await _verify(peer, [await peer.run_once()])
     sequential: list[float] = []
     histories: list[int] = []
+    sequential_cpu = 0.0
     for _ in range(args.repeat):
         await asyncio.sleep(args.pause_s)
         started = time.perf_counter()
+        cpu = cpu_s()
         ref = await peer.run_once()
+        sequential_cpu += cpu_s() - cpu
         sequential.append(time.perf_counter() - started)
         await _verify(peer, [ref])
         if ref is not None and peer.client is not None:
             histories.append(await history_bytes(peer.client, ref))
     await asyncio.sleep(args.pause_s)
     started = time.perf_counter()
+    cpu = cpu_s()
     refs = await asyncio.gather(*(peer.run_once() for _ in range(args.concurrency)))
     concurrent_s = time.perf_counter() - started
+    concurrent_cpu = cpu_s() - cpu
     await _verify(peer, refs)
     return Figures(
         steps=args.steps,
@@ -164,7 +173,16 @@ async def measure(args: PeerArgs, peer: Peer) -> Figures:
         concurrent_s=concurrent_s,
         history_bytes=histories,
         peak_rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        sequential_cpu_s=sequential_cpu,
+        concurrent_cpu_s=concurrent_cpu,
     )
+
+
+def cpu_s() -> float:
+    """CPU seconds this process (all its threads) has used: less moved by a busy machine's
+    other work than wall time, though not free of it."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def _verify(peer: Peer, refs: list[WorkflowRef | None]) -> None:
