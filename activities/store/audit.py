@@ -14,6 +14,7 @@ keep the last hash somewhere else now and then and compare.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -360,13 +361,16 @@ _SECRET_KEY_PARTS = (
     "cookie",
 )
 _KEY_WORDS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-_SECRET_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
+_SECRET_TEXT: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
+    # Each with the texts one of which a match must hold (in the lowercased text, for
+    # the case-blind bearer): a string without any of them is not searched.
     (
         re.compile(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
             re.DOTALL,
         ),
         REDACTED,
+        ("-----BEGIN ",),
     ),
     # A bearer credential is long and not a plain word ("the bearer of bad news").
     (
@@ -374,13 +378,16 @@ _SECRET_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
             r"(?i)\b(bearer)\s+(?=[A-Za-z0-9\-._~+/]*[0-9\-._~+/])[A-Za-z0-9\-._~+/]{12,}=*"
         ),
         rf"\1 {REDACTED}",
+        ("bearer",),
     ),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), REDACTED),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), REDACTED, ("eyJ",)),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), REDACTED, ("sk-",)),
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED, ("AKIA", "ASIA")),
     # The password in a URL: scheme://user:password@host
-    (re.compile(r"(?<=://)([^/\s:@]+):[^/\s@]+@"), rf"\1:{REDACTED}@"),
+    (re.compile(r"(?<=://)([^/\s:@]+):[^/\s@]+@"), rf"\1:{REDACTED}@", ("://",)),
 )
+_CASE_BLIND = 1
+"""The index of the bearer pattern, whose word matches whatever its case."""
 
 
 def redact(value: JsonValue) -> JsonValue:
@@ -403,6 +410,7 @@ def redact(value: JsonValue) -> JsonValue:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_secret_key(key: str) -> bool:
     compact = re.sub(r"[^a-z0-9]", "", key.lower())
     if any(part in compact for part in _SECRET_KEY_PARTS):
@@ -412,6 +420,8 @@ def _is_secret_key(key: str) -> bool:
 
 
 def _redact_text(text: str) -> str:
-    for pattern, replacement in _SECRET_TEXT:
-        text = pattern.sub(replacement, text)
+    for index, (pattern, replacement, needs) in enumerate(_SECRET_TEXT):
+        searched = text.lower() if index == _CASE_BLIND else text
+        if any(need in searched for need in needs):
+            text = pattern.sub(replacement, text)
     return text

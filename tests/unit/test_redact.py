@@ -7,6 +7,7 @@ import copy
 import pytest
 from pydantic import JsonValue
 
+from keel.activities.store import audit
 from keel.activities.store.audit import REDACTED, redact
 
 JWT = (
@@ -128,3 +129,24 @@ def test_secret_looking_strings_are_masked(text: str, expected: str) -> None:
 )
 def test_ordinary_strings_are_kept(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "nothing secret here, just a preview of lines 1-20",
+        "Authorization: BEARER abcdefghijklmnop1234",
+        "the BeArEr of bad news",
+        "curl https://user:hunter2@example.com/x and sk-" + "a" * 24,
+        "keys AKIAABCDEFGHIJKLMNOP and ASIAABCDEFGHIJKLMNOP",
+        "jwt eyJhbGciOi.eyJzdWIiOiIx.sig and -----BEGIN RSA PRIVATE KEY-----\nabc\n",
+        "-----BEGIN PRIVATE KEY----- cut short",
+        "://:@ sk- eyJ. AKIA bearer",
+    ],
+)
+def test_the_guarded_search_masks_what_every_pattern_would(text: str) -> None:
+    """Strings without a pattern's literal skip its search; the result is the same."""
+    expected = text
+    for pattern, replacement, _ in audit._SECRET_TEXT:
+        expected = pattern.sub(replacement, expected)
+    assert audit._redact_text(text) == expected
