@@ -732,7 +732,7 @@ def print_report(f: Figures) -> None:
     sizing = Settings()
     print(
         f"{f.versions}, worker max_concurrent_activities {f.max_concurrent_activities}, "
-        f"{sizing.workflow_threads} workflow threads, Postgres pool {sizing.database_pool_size}, "
+        f"Postgres pool {sizing.database_pool_size}, "
         f"{sizing.max_cached_workflows} cached workflows"
     )
     print(f"Temporal dev server on a SQLite file in {f.scratch}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -294,9 +293,6 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         # a decision sent to it then answers well within the API's wait for the update.
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         max_concurrent_activities=settings.max_concurrent_activities,
-        workflow_task_executor=ThreadPoolExecutor(
-            max_workers=settings.workflow_threads, thread_name_prefix="keel_workflow_"
-        ),
         max_cached_workflows=settings.max_cached_workflows,
         workflow_runner=(
             SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()

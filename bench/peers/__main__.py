@@ -312,10 +312,11 @@ def worker_settings() -> str:
     """The Keel worker's sizing, as its process reads it from the environment."""
     settings = Settings()
     return (
-        f"Keel worker: {settings.workflow_threads} workflow threads, Postgres pool "
-        f"{settings.database_pool_size}, {settings.max_cached_workflows} cached workflows, "
-        f"{settings.max_concurrent_activities} activities and Temporal's default local "
-        f"activities at once, sandbox {'on' if settings.workflow_sandbox else 'off'}"
+        f"Keel worker: Postgres pool {settings.database_pool_size}, "
+        f"{settings.max_cached_workflows} cached workflows, "
+        f"{settings.max_concurrent_activities} activities at once, Temporal's defaults for "
+        "workflow tasks, local activities and workflow threads, sandbox "
+        f"{'on' if settings.workflow_sandbox else 'off'}"
     )
 
 

@@ -13,7 +13,7 @@ from keel.activities.llm.limits import ProviderLimit, check_unique
 from keel.activities.llm.prices import DEFAULT_PRICES, ModelPrice
 from keel.activities.masking.policy import MaskingPolicy
 from keel.worker.config.identity_settings import IdentitySettings
-from keel.worker.config.sizing import DATABASE_POOL_SIZE, WORKFLOW_THREADS
+from keel.worker.config.sizing import DATABASE_POOL_SIZE
 
 
 def _env(*names: str) -> AliasChoices:
@@ -201,13 +201,6 @@ class Settings(IdentitySettings):
     )
     max_concurrent_activities: int = Field(
         default=100, ge=1, validation_alias=_env("KEEL_MAX_CONCURRENT_ACTIVITIES")
-    )
-    workflow_threads: int = Field(
-        default=WORKFLOW_THREADS,
-        ge=1,
-        le=500,
-        validation_alias=_env("KEEL_WORKFLOW_THREADS"),
-        description="Threads that run workflow code; it holds the GIL, so a few suffice.",
     )
     database_pool_size: int = Field(
         default=DATABASE_POOL_SIZE,

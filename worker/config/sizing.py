@@ -1,12 +1,13 @@
 """A worker's sizing defaults, measured with `python -m bench.peers` (bench/README.md).
 
-Workflow code holds the GIL while it runs, so threads beyond a few only take turns
-with the event loop that runs the activities: Temporal's default pool (up to 500
-threads) made 50 runs at once slower, not faster. The Postgres pool is sized for
-the statements of about 50 runs in flight at once, each held for one round trip.
+The Postgres pool: a step holds a connection for one round trip per activity, so ten
+serve 50 runs at once; `KEEL_DATABASE_POOL_SIZE` raises it for more. Workflow code
+keeps Temporal's own thread pool: a smaller one gained nothing measurable at 50 runs
+at once, and Temporal's deadlock check (2 s) counts the time an activation waits for
+a thread, so a burst of activations (approvals of thousands of waiting runs) could
+fail workflow tasks that never deadlocked.
 """
 
 from __future__ import annotations
 
-WORKFLOW_THREADS = 2
-DATABASE_POOL_SIZE = 20
+DATABASE_POOL_SIZE = 10
