@@ -58,9 +58,9 @@ RUN_CONTENT_TABLES = (
     "route_decisions",
     # The findings ledger (migration 022): titles and details quote the code.
     "run_findings",
-    # Secrets users gave that no activity took (migration 030): sealed, still theirs.
+    # Secrets users gave that no activity took (migration 029): sealed, still theirs.
     "secret_refs",
-    # Sealed originals of masked values (migration 031): personal data, kept no longer.
+    # Sealed originals of masked values (migration 030): personal data, kept no longer.
     "masked_originals",
 )
 
