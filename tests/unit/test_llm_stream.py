@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from keel.activities.llm import step
-from keel.activities.llm.step import _chunks, _collect, _compact
+from keel.activities.llm import chat_stream
+from keel.activities.llm.chat_stream import collect_stream, stream_chunks
+from keel.activities.llm.step import _compact
 
 
 async def lines(*items: str) -> AsyncIterator[str]:
@@ -62,7 +63,7 @@ async def test_text_and_tool_calls_are_assembled_and_usage_read() -> None:
         "data: [DONE]",
         data({"choices": [{"delta": {"content": "after the end"}}]}),
     )
-    message, usage, finish = await _collect(_chunks(stream), on_text=seen.append)
+    message, usage, finish = await collect_stream(stream_chunks(stream), on_text=seen.append)
     assert message["content"] == "Hello" and seen == ["Hel", "lo"]
     assert message["tool_calls"] == [
         {
@@ -80,13 +81,13 @@ async def test_an_error_event_mid_stream_is_a_retryable_failure() -> None:
         data({"error": {"message": "overloaded", "type": "server_error"}}),
     )
     with pytest.raises(ApplicationError, match="overloaded") as caught:
-        await _collect(_chunks(stream))
+        await collect_stream(stream_chunks(stream))
     assert caught.value.type == "LlmUnavailable" and not caught.value.non_retryable
 
 
 async def test_a_malformed_chunk_is_a_retryable_failure() -> None:
     with pytest.raises(ApplicationError, match="malformed") as caught:
-        await _collect(_chunks(lines("data: {not json")))
+        await collect_stream(stream_chunks(lines("data: {not json")))
     assert caught.value.type == "LlmUnavailable"
 
 
@@ -115,7 +116,7 @@ async def test_the_body_is_read_to_its_end_after_done_so_the_connection_is_reuse
             read.append(item)
             yield item
 
-    message, _, _ = await _collect(_chunks(body()))
+    message, _, _ = await collect_stream(stream_chunks(body()))
     assert message["content"] == "hi"
     assert len(read) == 4  # the blank lines after [DONE] were read too
 
@@ -123,7 +124,7 @@ async def test_the_body_is_read_to_its_end_after_done_so_the_connection_is_reuse
 async def test_a_server_that_keeps_the_body_open_after_done_is_not_waited_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(step, "STREAM_END_WAIT_S", 0.05)
+    monkeypatch.setattr(chat_stream, "STREAM_END_WAIT_S", 0.05)
 
     async def body() -> AsyncIterator[str]:
         yield data({"choices": [{"delta": {"content": "hi"}}]})
@@ -132,5 +133,5 @@ async def test_a_server_that_keeps_the_body_open_after_done_is_not_waited_for(
         yield ""
 
     async with asyncio.timeout(5):
-        message, _, _ = await _collect(_chunks(body()))
+        message, _, _ = await collect_stream(stream_chunks(body()))
     assert message["content"] == "hi"
