@@ -25,6 +25,8 @@ class Host:
 
     def __init__(self) -> None:
         self._state = RunState()
+        self._ids = RunInput(agent=agent(), requester="user:alice")
+        self._gate = None
 
     def _take_seqs(self, count: int) -> int:
         first = self._state.next_seq

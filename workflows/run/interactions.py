@@ -9,7 +9,6 @@ handlers delegate here.
 from __future__ import annotations
 
 import contextlib
-import re
 from datetime import timedelta
 from typing import Protocol
 
@@ -33,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
     from keel.workflows.gate.plugin_refs import hooks_for
     from keel.workflows.gate.tool_specs import Risk
     from keel.workflows.interactions.models import (
-        MAX_ANSWER_CHARS,
-        SECRET_REF_PATTERN,
         DecisionOutcome,
         Interaction,
         InteractionDecision,
@@ -43,7 +40,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from keel.workflows.run import subagents
     from keel.workflows.run.approval_edits import EditRefused, check_edit, edit_note
-    from keel.workflows.run.approval_grants import grant_refusal, literal_glob, new_grant
+    from keel.workflows.run.approval_grants import literal_glob, new_grant
+    from keel.workflows.run.decision_checks import decision_problem
     from keel.workflows.run.hooks import RunHooks
     from keel.workflows.run.models import RunInput, RunState
     from keel.workflows.run.notices import RunNotices
@@ -258,81 +256,15 @@ class RunInteractions:
 
     def problem_with(self, decision: InteractionDecision) -> tuple[str, str] | None:
         """Why a decision cannot take, as (error type, sentence), or None if it can."""
-        interaction = self._host._state.interactions.get(decision.interaction_id)
-        if interaction is None:
-            return "InteractionNotFound", f"No interaction {decision.interaction_id} in this run."
-        if interaction.status != "pending" or workflow.now() >= interaction.expires_at:
-            state = "expired" if interaction.status in ("pending", "expired") else "resolved"
-            return "InteractionClosed", f"Interaction {interaction.id} is already {state}."
-        if interaction.id in self.deciding:
-            return (
-                "InteractionClosed",
-                f"Interaction {interaction.id} is already being decided by another request.",
-            )
-        if decision.approver not in interaction.approvers:
-            return (
-                "NotAnApprover",
-                f"{decision.approver} may not decide {interaction.id}; "
-                f"allowed: {', '.join(interaction.approvers) or 'nobody'}.",
-            )
-        if interaction.kind == "local_tool_result":
-            if decision.decision not in ("answer", "reject"):
-                return (
-                    "InvalidDecision",
-                    "A client-executed call takes `answer` with the tool's output as text, "
-                    "or `reject`.",
-                )
-            if decision.decision == "answer" and not decision.text:
-                return "InvalidDecision", "The result of a client-executed call needs its output."
-            return None
-        if interaction.kind == "secret_ref":
-            if decision.decision not in ("answer", "reject"):
-                return "InvalidDecision", "A request for a secret takes `answer` or `reject`."
-            if decision.decision == "answer" and not re.match(
-                SECRET_REF_PATTERN, decision.text or ""
-            ):
-                # The run holds references only: a secret sent as text would sit in history.
-                return (
-                    "InvalidDecision",
-                    "A secret is given through Keel's API, which keeps it and passes on a "
-                    "reference: send it as `secret`, or use `keel secret`.",
-                )
-            return None
-        if interaction.kind == "ask_user":
-            if decision.decision not in ("answer", "reject"):
-                return "InvalidDecision", "A question takes `answer` (with text) or `reject`."
-            if decision.decision == "answer" and not (decision.text or "").strip():
-                return "InvalidDecision", "An answer needs non-empty text."
-            if len(decision.text or "") > MAX_ANSWER_CHARS:
-                return "InvalidDecision", f"An answer is at most {MAX_ANSWER_CHARS} characters."
-            return None
-        if len(decision.text or "") > MAX_ANSWER_CHARS:
-            return "InvalidDecision", f"A reason is at most {MAX_ANSWER_CHARS} characters."
-        if decision.decision == "answer":
-            return "InvalidDecision", "A tool call takes approve, approve_always or reject."
-        if decision.decision != "reject" and decision.payload_hash != interaction.payload_hash:
-            return (
-                "PayloadHashMismatch",
-                f"The payload hash does not match the proposal of {interaction.id}; "
-                "fetch the interaction again and approve what it shows.",
-            )
-        if decision.grant is not None:
-            problem = grant_refusal(
-                decision, interaction, self._host._gate, self._host._ids, workflow.now()
-            )
-            if problem is not None:
-                return problem
-        if decision.arguments is not None:
-            if decision.decision != "approve":
-                return (
-                    "InvalidDecision",
-                    "Edited arguments go with `approve`: an edited call is approved once.",
-                )
-            try:
-                self.edited(interaction, decision.arguments)
-            except EditRefused as err:
-                return "EditRefused", str(err)
-        return None
+        return decision_problem(
+            decision,
+            self._host._state.interactions.get(decision.interaction_id),
+            deciding=self.deciding,
+            gate=self._host._gate,
+            run=self._host._ids,
+            clock=workflow.now,
+            edit=self.edited,
+        )
 
     async def hooks_refuse(self, decision: InteractionDecision) -> tuple[str, str] | None:
         """An edit meets the agent's `tool.before` hooks, as the model's call did: a deny
