@@ -280,6 +280,8 @@ class RouterStore:
                     "finish": "route",
                     "cost": cost_usd,
                     "estimated": 0,
+                    "fallback_from": None,
+                    "fallback_reason": None,
                 },
             )
 
