@@ -48,8 +48,10 @@ class DeltaPublisher:
         self._pending.append(text)
         self._pending_chars += len(text)
         if self._task is None:
-            # Started by the first text: a reply of tool calls alone costs no task.
+            # Started by the first text: a reply of tool calls alone costs no task. The
+            # first text goes out at once (the reader sees the reply begin), then batches.
             self._task = asyncio.create_task(self._pump())
+            self._full.set()
         if self._pending_chars >= DELTA_MAX_CHARS:
             self._full.set()
 
