@@ -80,6 +80,8 @@ async def test_a_fork_at_step_three_reads_exactly_the_first_three_steps(
         # Turn 3 is asked by the request that carries three model messages: step 4's.
         fourth = llm.last_request(3)
         before = await rows_of(store, run_id)
+        # Postgres says completed a moment before the workflow closes its history.
+        await temporal_client.get_workflow_handle(run_id).result()
         history = await temporal_client.get_workflow_handle(run_id).fetch_history()
         llm.reset()
 
