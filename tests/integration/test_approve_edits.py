@@ -184,6 +184,7 @@ async def test_an_edit_into_a_denied_command_is_refused_and_the_call_can_still_b
     assert "rejected" in told and "with changes" not in told
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_keel_approve_with_args_runs_the_edited_call(
     workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from keel.api.cli.local_stack import local_stack
 from keel.api.identity.config import cli_token
@@ -67,6 +68,7 @@ async def test_demo_runs_offline_and_reports_the_files_it_read(tmp_path: Path) -
     assert set(re.findall(r"^- (\S+)$", files_section, re.MULTILINE)) == read
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_review_runs_list_and_show_on_a_running_stack(
     workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
@@ -157,6 +159,7 @@ async def test_embedded_stack_finds_its_runs_again_after_a_restart(
         assert description.status is not None and description.status.name == "COMPLETED"
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_a_run_that_asks_is_approved_from_another_terminal(
     workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:
@@ -245,6 +248,7 @@ async def test_coordinate_on_a_running_keel_finds_its_temporal_without_temporal_
     assert llm.total_requests == 1  # the second command started no second run
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_coordinations_are_listed_and_a_running_one_cancelled_from_the_cli(
     workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from temporalio.client import Client
 
 from keel.activities.store.run_store import Store
@@ -51,6 +52,7 @@ async def recorded_calls(store: Store, run_id: str) -> tuple[int, int, int]:
     return int(row["runs"]), int(row["prompt"]), int(row["completion"])
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_the_cli_rest_and_run_lists_show_the_trees_recorded_usage(
     temporal_client: Client,
     store: Store,
