@@ -21,8 +21,8 @@ from keel.workflows.run.step_models import ModelMove
 # A model is taken to be fast when its latest calls, and at least a few, all were.
 FAST_MODEL_SAMPLE = 10
 FAST_MODEL_MIN_CALLS = 3
-RECORD_LLM_CALL_SQL = (
-    "WITH call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
+_CALL_AND_RUN_USAGE_SQL = (
+    "call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
     " completion_tokens, latency_ms, attempt, finish_reason, cost_usd, estimated_tokens,"
     " fallback_from, fallback_reason)"
     " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
@@ -33,8 +33,9 @@ RECORD_LLM_CALL_SQL = (
     " completion_tokens = completion_tokens + %(completion)s,"
     " steps = greatest(steps, %(step)s), cost_usd = cost_usd + %(cost)s"
     " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call) RETURNING tenant_id, requester)"
-    f" {COUNT_TENANT_USAGE_SQL}"
 )
+"""The trace's row and the run's usage, as CTEs both statements below share."""
+RECORD_LLM_CALL_SQL = f"WITH {_CALL_AND_RUN_USAGE_SQL} {COUNT_TENANT_USAGE_SQL}"
 """A model call's trace; its usage counts on the run once per step, however often the
 step's call is recorded (a retried activity records it again), and the run's `steps`
 reach the call's step; a call a fallback model answered names the model it moved from and
@@ -48,17 +49,7 @@ RECORD_ANSWER_SQL = (
     " viewed AS (INSERT INTO file_views (run_id, path, first_line, last_line, total_lines)"
     " SELECT %(run)s, v->>'path', (v->>'first')::int, (v->>'last')::int, (v->>'total')::int"
     " FROM jsonb_array_elements(%(views)s) AS v ON CONFLICT DO NOTHING),"
-    " call AS (INSERT INTO llm_calls (run_id, step, model, prompt_tokens,"
-    " completion_tokens, latency_ms, attempt, finish_reason, cost_usd, estimated_tokens,"
-    " fallback_from, fallback_reason)"
-    " VALUES (%(run)s, %(step)s, %(model)s, %(prompt)s, %(completion)s,"
-    " %(latency)s, %(attempt)s, %(finish)s, %(cost)s, %(estimated)s,"
-    " %(fallback_from)s, %(fallback_reason)s)"
-    " ON CONFLICT DO NOTHING RETURNING 1),"
-    " run AS (UPDATE runs SET prompt_tokens = prompt_tokens + %(prompt)s,"
-    " completion_tokens = completion_tokens + %(completion)s,"
-    " steps = greatest(steps, %(step)s), cost_usd = cost_usd + %(cost)s"
-    " WHERE id = %(run)s AND EXISTS (SELECT 1 FROM call) RETURNING tenant_id, requester),"
+    f" {_CALL_AND_RUN_USAGE_SQL},"
     f" counted AS ({COUNT_TENANT_USAGE_SQL}),"
     " written AS (INSERT INTO events (run_id, seq, type, data)"
     " SELECT %(run)s, (e->>'seq')::int, e->>'type', e->'data'"
