@@ -52,6 +52,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_demo_runs_offline_and_reports_the_files_it_read(tmp_path: Path) -> None:
     env = clean_env(KEEL_DATA_DIR=str(tmp_path / "data"))
     env.pop("XDG_RUNTIME_DIR", None)  # as in a container: the embedded Postgres stays quiet
@@ -122,6 +123,7 @@ async def test_review_runs_list_and_show_on_a_running_stack(
         assert code == 0
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_embedded_stack_finds_its_runs_again_after_a_restart(
     workspace: Path, tmp_path: Path, scripted: StartLLM
 ) -> None:
@@ -223,6 +225,7 @@ async def test_a_run_that_asks_is_approved_from_another_terminal(
     assert (workspace / "CHANGELOG.md").read_text() == "## 1.0\n"
 
 
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_coordinate_on_a_running_keel_finds_its_temporal_without_temporal_address(
     workspace: Path, tmp_path: Path, scripted: StartLLM, keel_app: LaunchKeel
 ) -> None:

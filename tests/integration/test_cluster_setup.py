@@ -25,6 +25,7 @@ from tests.integration.test_cli import clean_env, keel
 from tests.integration.test_temporal_refusals import bare_namespace, run_body
 
 
+@pytest.mark.slow  # starts `keel` processes and a second Temporal namespace
 async def test_readiness_names_what_the_namespace_lacks_until_keel_setup_temporal_adds_it(
     temporal_server: TemporalDevServer,
     temporal_client: Client,
@@ -68,6 +69,7 @@ async def test_readiness_names_what_the_namespace_lacks_until_keel_setup_tempora
         assert started.status_code == 201, started.text
 
 
+@pytest.mark.slow  # starts `keel` processes and a second Temporal namespace
 async def test_keel_setup_temporal_creates_a_missing_namespace(
     temporal_server: TemporalDevServer,
 ) -> None:

@@ -249,6 +249,7 @@ async def test_keel_dev_refuses_a_configured_model_without_its_key_at_start(
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # starts `keel` processes, as the other tests of the slow lane do
 async def test_keel_review_with_no_keel_running_starts_one_offline(tmp_path: Path) -> None:
     code_dir = project(tmp_path)
     env = newcomer_env(

@@ -464,10 +464,12 @@ def _fuzz_mcp(url: str, examples: int) -> None:
     print(f"MCP: {sum(results)} of {len(results)} answered with a result")
 
 
+@pytest.mark.fuzz  # 200 generated requests; the long run is below
 def test_a2a_json_rpc_fuzz(keel_url: str) -> None:
     _fuzz_a2a(keel_url, 120)
 
 
+@pytest.mark.fuzz  # 200 generated requests; the long run is below
 def test_mcp_fuzz(keel_url: str) -> None:
     _fuzz_mcp(keel_url, 80)
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import MISSING
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +22,7 @@ A_BROWSER_TEST = (
 )
 
 
+@pytest.mark.slow  # runs pytest itself in a child process
 def test_a_run_without_bwrap_or_chromium_skips_their_tests_and_says_how_to_enable_them(
     tmp_path: Path,
 ) -> None:
