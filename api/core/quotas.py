@@ -38,11 +38,13 @@ class QuotaUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tokens_per_day: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
-    cost_usd_per_day: float | None = Field(default=None, ge=0, le=MAX_COST_USD, allow_inf_nan=False)
-    tokens_per_month: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    tokens_per_day: int | None = Field(default=None, ge=0, le=MAX_TOKENS, strict=True)
+    cost_usd_per_day: float | None = Field(
+        default=None, ge=0, le=MAX_COST_USD, allow_inf_nan=False, strict=True
+    )
+    tokens_per_month: int | None = Field(default=None, ge=0, le=MAX_TOKENS, strict=True)
     cost_usd_per_month: float | None = Field(
-        default=None, ge=0, le=MAX_COST_USD, allow_inf_nan=False
+        default=None, ge=0, le=MAX_COST_USD, allow_inf_nan=False, strict=True
     )
 
     @model_validator(mode="after")

@@ -78,4 +78,7 @@ def _resolved(raw: str, own: Path) -> Path:
 
 
 def _is_dir(path: Path) -> bool:
-    return path.is_dir()
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long for the file system is no directory either
+        return False

@@ -122,7 +122,12 @@ async def test_a_fork_at_step_three_reads_exactly_the_first_three_steps(
         past = await http.post(f"/v1/runs/{run_id}/fork", json={"step": 7})
         assert past.status_code == 422, past.text
         assert "has 6 steps; fork at a step from 0 to 6" in past.text, past.text
-        for bad in ({"step": -1}, {"step": 1, "replace_message": True}, {}):
+        for bad in (
+            {"step": -1},
+            {"step": 1, "replace_message": True},
+            {},
+            {"step": 1, "workspace": "0" * 4096},  # a name too long for the file system
+        ):
             refused = await http.post(f"/v1/runs/{run_id}/fork", json=bad)
             assert refused.status_code == 422, (bad, refused.text)
 

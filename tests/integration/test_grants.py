@@ -331,8 +331,11 @@ async def test_the_cli_grants_lists_and_revokes(
         await run_reaches(http, run_id, "completed")
         [grant] = await grants_of(http, run_id)
 
-        code, listing = await keel("rules", "list", env=env)
-        [row] = [line for line in listing.splitlines() if grant["id"] in line]
+        # Wide enough that a row is one line whatever the ids (a narrow one folds cells).
+        code, listing = await keel("rules", "list", env={**env, "COLUMNS": "200"})
+        rows = [line for line in listing.splitlines() if grant["id"] in line]
+        assert len(rows) == 1, listing
+        [row] = rows
         assert code == 0 and "bash" in row and "ls *" in row and f"run {run_id}" in row, listing
         code, out = await keel("rules", "revoke", grant["id"], env=env)
         assert code == 0 and f"{grant['id']}: revoked by user:alice" in out, out
