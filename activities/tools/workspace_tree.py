@@ -34,7 +34,7 @@ IDENTITY = {
 
 
 class _GitFailed(Exception):
-    pass
+    """A git command of the snapshot failed; the step goes on without a tree."""
 
 
 def _git(git: str, cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
