@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from temporalio.converter import (
     CompositePayloadConverter,
     DataConverter,
     DefaultPayloadConverter,
+    EncodingPayloadConverter,
     JSONPlainPayloadConverter,
 )
 from temporalio.runtime import Runtime
@@ -38,17 +40,27 @@ class CompactJsonPayloadConverter(PydanticJSONPlainPayloadConverter):
         return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
 
 
+@functools.cache
+def _encoding_converters() -> tuple[EncodingPayloadConverter, ...]:
+    """Temporal's default encoding converters, compact JSON in place of plain: one set for
+    the process, as Temporal's own defaults are one set (they hold no state but caches)."""
+    compact = CompactJsonPayloadConverter()
+    return tuple(
+        compact if isinstance(c, JSONPlainPayloadConverter) else c
+        for c in DefaultPayloadConverter.default_encoding_payload_converters
+    )
+
+
 class KeelPayloadConverter(CompositePayloadConverter):
-    """Temporal's default converters, with compact pydantic JSON in place of plain JSON."""
+    """Temporal's default converters, with compact pydantic JSON in place of plain JSON.
+
+    Temporal builds a converter for every serialization context, several each workflow
+    activation; they share one set of encoding converters, so building one is a dict of
+    five entries, and the pydantic type adapters compact JSON caches outlive it.
+    """
 
     def __init__(self) -> None:
-        compact = CompactJsonPayloadConverter()
-        super().__init__(
-            *(
-                compact if isinstance(c, JSONPlainPayloadConverter) else c
-                for c in DefaultPayloadConverter.default_encoding_payload_converters
-            )
-        )
+        super().__init__(*_encoding_converters())
 
 
 DATA_CONVERTER = DataConverter(payload_converter_class=KeelPayloadConverter)

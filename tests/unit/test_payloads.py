@@ -6,7 +6,7 @@ import json
 
 from temporalio.converter import DataConverter
 
-from keel.worker.temporal_client import DATA_CONVERTER
+from keel.worker.temporal_client import DATA_CONVERTER, KeelPayloadConverter
 from keel.workflows.gate.models import MessageRef
 from keel.workflows.run.models import RunState
 from keel.workflows.run.step_models import LlmStepResult, ToolCallInput, ToolCallRequest, ToolDigest
@@ -72,3 +72,12 @@ def test_step_digests_are_small() -> None:
         converter.to_payloads([ToolDigest(stale=True, is_error=True)]), [ToolDigest]
     )
     assert stale.stale and stale.is_error
+
+
+def test_converters_of_every_context_share_one_json_converter() -> None:
+    """Temporal builds a payload converter for each serialization context, several an
+    activation: they share the compact JSON converter, so its cached type adapters last."""
+    first, second = KeelPayloadConverter(), KeelPayloadConverter()
+    assert first.converters[b"json/plain"] is second.converters[b"json/plain"]
+    payloads = first.to_payloads([MessageRef(step=2, ord=1)])
+    assert second.from_payloads(payloads, [MessageRef]) == [MessageRef(step=2, ord=1)]
