@@ -87,6 +87,7 @@ _STARTUP_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 10.0
 # In-flight (delayed) requests are cancelled this long after stop() asks to shut down.
 _GRACEFUL_SHUTDOWN_S = 1
+_KEEP_ALIVE_S = 60
 
 
 class ScriptedToolCall(BaseModel):
@@ -365,6 +366,10 @@ class ScriptedLLMServer:
             log_config=None,
             log_level="warning",
             access_log=False,
+            # Longer than a client keeps an idle connection in its pool (httpx: 5 s), as
+            # a provider's is: at uvicorn's 5 s the server could close a connection just
+            # as the client sent on it, which no provider does to a client's fresh pool.
+            timeout_keep_alive=_KEEP_ALIVE_S,
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
         )
         server = uvicorn.Server(config)
