@@ -53,6 +53,10 @@ class Figures:
     run_ids: list[str] = field(default_factory=list)
     start_post_ms: list[float] = field(default_factory=list)
     decision_post_ms: list[float] = field(default_factory=list)
+    approve_wall: float | None = None
+    """When the approvals began, in seconds since the epoch."""
+    last_finished_wall: float | None = None
+    """When the last run finished, as Postgres recorded it."""
     approval_sent: dict[str, float] = field(default_factory=dict)
     """Each run's decision POST, when sent (seconds since the epoch)."""
     approval_to_done_s: list[float] = field(default_factory=list)
@@ -85,7 +89,8 @@ def print_report(f: Figures) -> None:
     idle = rss_peak(f, f.warm, f.start) if f.warm is not None else None
     waiting = rss_peak(f, f.start, f.approve) if f.start is not None else None
     settled = rss_last(f, f.approve)
-    drain = span(f.approve, f.done)
+    # From the runs' own end times, not the poll that saw them end.
+    drain = span(f.approve_wall, f.last_finished_wall) or span(f.approve, f.done)
     posts = span(f.approve, f.approved)
     rows: list[tuple[str, str, str]] = [
         ("runs", str(f.runs), ""),

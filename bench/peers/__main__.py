@@ -82,6 +82,9 @@ IMPLEMENTATIONS = (
         ("--local-activities",),
     ),
     Implementation("plain", "plain loop, no Temporal", "bench.peers.plain_loop"),
+    Implementation(
+        "floor", "Temporal alone: 2 no-op local activities", "bench.peers.temporal_floor"
+    ),
 )
 
 
@@ -383,6 +386,7 @@ def print_table(options: Options, rows: list[Row]) -> None:
     print_cpu(options, rows)
     print(f"load average at the end: {load_average()}")
     print_targets(keel, [r for r in rows if r.impl.key in INTEGRATIONS and r.figures is not None])
+    print_limit_targets(keel, {r.impl.key: r for r in rows if r.figures is not None})
 
 
 def print_cpu(options: Options, rows: list[Row]) -> None:
@@ -390,12 +394,20 @@ def print_cpu(options: Options, rows: list[Row]) -> None:
     `--concurrency`: what to compare on a busy machine, where wall times move with load."""
     print(f"process CPU ms/step (user+system): sequential, at {options.concurrency} at once")
     for row in rows:
-        f = row.figures
-        if f is None or not f.sequential_s:
-            continue
-        sequential = f.sequential_cpu_s * 1000 / (f.steps * len(f.sequential_s))
-        concurrent = f.concurrent_cpu_s * 1000 / (f.steps * f.concurrent_runs)
-        print(f"  {row.impl.label:<40} {sequential:6.2f} {concurrent:6.2f}")
+        cpu = cpu_per_step(row)
+        if cpu is not None:
+            print(f"  {row.impl.label:<40} {cpu[0]:6.2f} {cpu[1]:6.2f}")
+
+
+def cpu_per_step(row: Row) -> tuple[float, float] | None:
+    """CPU ms a step of the row's process: sequential, and at `--concurrency` at once."""
+    f = row.figures
+    if f is None or not f.sequential_s:
+        return None
+    return (
+        f.sequential_cpu_s * 1000 / (f.steps * len(f.sequential_s)),
+        f.concurrent_cpu_s * 1000 / (f.steps * f.concurrent_runs),
+    )
 
 
 def keel_ratios(keel: Row | None, row: Row) -> tuple[str, str, str]:
@@ -434,6 +446,37 @@ def print_targets(keel: Row | None, integrations: list[Row]) -> None:
         f"target steps/s >= 2 x {busiest.impl.label} ({rate_goal:.1f}): Keel "
         f"{keel.steps_per_s:.1f} -> {'met' if keel.steps_per_s >= rate_goal else 'missed'}"
     )
+
+
+def print_limit_targets(keel: Row | None, rows: dict[str, Row]) -> None:
+    """Issue 32's targets against the hand-written loops, and the floor under them: the
+    plain loop's CPU a step plus Temporal's own (the `floor` row) is the least any loop
+    that makes each call a local activity can spend."""
+    plain, local, floor = rows.get("plain"), rows.get("loop_local"), rows.get("floor")
+    if keel is None or plain is None:
+        print("targets against the plain loop: no Keel or plain-loop figures")
+        return
+    for goal, figure, limit in (
+        ("ms/step <= 1.5 x the plain loop", keel.median_ms, 1.5 * plain.median_ms),
+        ("steps/s >= 0.75 x the plain loop", -keel.steps_per_s, -0.75 * plain.steps_per_s),
+    ):
+        print(
+            f"target {goal} ({abs(limit):.1f}): Keel {abs(figure):.1f} -> "
+            f"{'met' if figure <= limit else 'missed'}"
+        )
+    if local is not None:
+        print(
+            f"target ms/step <= 1.0 x the local-activity loop ({local.median_ms:.1f}): Keel "
+            f"{keel.median_ms:.1f} -> {'met' if keel.median_ms <= local.median_ms else 'missed'}"
+        )
+    plain_cpu, floor_cpu = cpu_per_step(plain), cpu_per_step(floor) if floor else None
+    if plain_cpu is not None and floor_cpu is not None:
+        least = plain_cpu[0] + floor_cpu[0]
+        print(
+            f"floor: the plain loop's CPU a step ({plain_cpu[0]:.2f} ms) plus Temporal's own "
+            f"({floor_cpu[0]:.2f}) = {least:.2f} ms, {least / plain_cpu[0]:.2f} x the plain "
+            "loop's, for any loop whose model and tool calls are local activities"
+        )
 
 
 if __name__ == "__main__":
