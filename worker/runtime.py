@@ -173,6 +173,8 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
     messages_api = anthropic_provider(settings)
     quotas = QuotaLedger(QuotaStore(store.pool), cache_s=QUOTA_CACHE_S)
     readable = readable_copies(settings, store)  # a masking policy without keys stops here
+    # One limiter for every model call of this worker: steps, compaction, routing, memory.
+    limits = ProviderLimiter(ProviderLimitStore(store.pool), settings.provider_limits)
     llm_activities = LlmActivities(
         llm,
         store,
@@ -182,11 +184,17 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         plugins=plugins,
         anthropic=messages_api,
         quotas=QuotaWatch(quotas),
-        limits=ProviderLimiter(ProviderLimitStore(store.pool), settings.provider_limits),
+        limits=limits,
         readable=readable,
     )
     compaction_activities = CompactionActivities(
-        llm, store, budget, anthropic=messages_api, plugins=plugins, prices=settings.prices
+        llm,
+        store,
+        budget,
+        anthropic=messages_api,
+        plugins=plugins,
+        prices=settings.prices,
+        limits=limits,
     )
     interaction_store = InteractionStore(store.pool)
     mcp = McpClient(settings.mcp_tokens, timeout_s=settings.mcp_timeout_s, user_tokens=as_user)
@@ -217,6 +225,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         prices=settings.prices,
         anthropic=messages_api,
         plugins=plugins,
+        limits=limits,
     )
     interaction_activities = InteractionActivities(interaction_store, audit, GrantStore(store.pool))
     webhook_activities = WebhookActivities(
@@ -246,6 +255,7 @@ def build_worker(client: Client, store: Store, settings: Settings) -> WorkerPart
         messages_api,
         settings.prices,
         plugins,
+        limits=limits,
     )
     worker = Worker(
         client,

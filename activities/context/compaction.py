@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import ContextBudget, ContextLengthExceeded, context_items
 from keel.activities.context.fallback_summary import fallback_summary
+from keel.activities.llm.limits import ProviderLimiter
 from keel.activities.llm.prices import ModelPrice
 from keel.activities.llm.providers import anthropic_messages, one_shot
 from keel.activities.plugin_api import PluginCode
@@ -63,9 +64,10 @@ class CompactionActivities(ContextCompaction):
         anthropic: anthropic_messages.AnthropicMessages | None = None,
         plugins: PluginCode | None = None,
         prices: dict[str, ModelPrice] | None = None,
+        limits: ProviderLimiter | None = None,
     ) -> None:
         # By module: `one_shot` imports the context budget, and so this package, itself.
-        self._model = one_shot.OneShotModel(client, anthropic, plugins)
+        self._model = one_shot.OneShotModel(client, anthropic, plugins, limits)
         self._store = store
         self._budget = budget
         self._prices = prices or {}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import openai
 
 from keel.activities.llm.providers import anthropic_messages
-from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
-from keel.activities.plugin_api import PluginCode
+
+if TYPE_CHECKING:  # names only: the one-shot adapter imports this from its package
+    from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
+    from keel.activities.plugin_api import PluginCode
 
 __all__ = ["endpoint_for"]
 

@@ -22,6 +22,7 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from keel.activities.llm.limits import ProviderLimiter
 from keel.activities.llm.prices import ModelPrice
 from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
 from keel.activities.llm.providers.one_shot import OneShotModel
@@ -106,10 +107,11 @@ class MemoryActivities(AgentMemory):
         prices: dict[str, ModelPrice] | None = None,
         anthropic: AnthropicMessages | None = None,
         plugins: PluginCode | None = None,
+        limits: ProviderLimiter | None = None,
     ) -> None:
         self._store = store
         self._memories = memories
-        self._model = OneShotModel(client, anthropic, plugins)
+        self._model = OneShotModel(client, anthropic, plugins, limits)
         self._embedder = Embedder(client, embedding_model)
         self._extraction_model = extraction_model
         self._recall_limit = recall_limit

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from keel.activities.llm.limits import ProviderLimiter
 from keel.activities.llm.prices import ModelPrice
 from keel.activities.llm.providers.anthropic_messages import AnthropicMessages
 from keel.activities.llm.providers.one_shot import OneShotModel
@@ -144,10 +145,11 @@ class RouterActivities(Routing):
         anthropic: AnthropicMessages | None = None,
         prices: dict[str, ModelPrice] | None = None,
         plugins: PluginCode | None = None,
+        limits: ProviderLimiter | None = None,
     ) -> None:
         self._store = store
         self._prices = prices or {}
-        self._model = OneShotModel(client, anthropic, plugins)
+        self._model = OneShotModel(client, anthropic, plugins, limits)
         self._router = RouterStore(store.pool)
         self._agents = agents
         self._agent = agent

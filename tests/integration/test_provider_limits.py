@@ -23,12 +23,15 @@ from keel.worker.temporal_client import DATA_CONVERTER
 from keel.workflows.run.agent_run import AgentRunWorkflow
 from tests.conftest import in_process_worker
 from tests.integration.keel_http import LaunchKeel, StartLLM, finished, settings_of
+from tests.integration.test_router import routed
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 SECOND_WORKER = "second-worker"
 LIMIT = 6
 WINDOW_S = 2.0
 RUNS = 8
+ROUTED_LIMIT = 3
+ROUTED_RUNS = 6
 # A model whose steps the fallback takes costs ten times more, so a mispriced call shows.
 PRIMARY = ModelPrice(input_per_mtok=100.0, output_per_mtok=300.0)
 BACKUP = ModelPrice(input_per_mtok=10.0, output_per_mtok=30.0)
@@ -198,3 +201,37 @@ async def test_a_model_list_is_checked_where_it_is_given(
             refused = await http.post("/v1/runs", json=body | {"model": model})
             assert refused.status_code == 422, refused.text
             assert sentence in refused.text, refused.text
+
+
+async def test_the_routers_calls_wait_their_turn_under_the_providers_limit(
+    keel_app: LaunchKeel, scripted: StartLLM, workspace: Path
+) -> None:
+    """The router's classification is a model call like a step: under the provider's
+    limit it waits its turn, so routed runs started at once meet no 429 for it."""
+    llm = scripted(
+        Script(
+            turns=[Turn(content="## Answer\nRouted.")],
+            rate_limit=RateLimit(requests=ROUTED_LIMIT, window_s=WINDOW_S),
+        )
+    )
+    limit = ProviderLimit(base_url=llm.base_url, requests=ROUTED_LIMIT, window_s=WINDOW_S)
+    async with keel_app(llm, llm_max_attempts=6, provider_limits=[limit]) as http:
+        ids = await asyncio.gather(
+            *(
+                routed(http, workspace, "Use the investigate agent: why is add() slow?")
+                for _ in range(ROUTED_RUNS)
+            )
+        )
+        runs = await asyncio.gather(*(finished(http, i) for i in ids))
+    assert [r["status"] for r in runs] == ["completed"] * ROUTED_RUNS, [
+        r.get("error") for r in runs
+    ]
+    assert all([c["agent"] for c in r["children"]] == ["investigate"] for r in runs)
+    play = llm.play
+    # Every run made its router's call and its child's step: twice the runs at the least.
+    sent = len(play.received_at) - play.rate_limited
+    assert sent >= 2 * ROUTED_RUNS, sent
+    # Six router calls at once against three a window: without a turn to wait for, three
+    # of them would have been refused at once.
+    assert play.rate_limited <= 1, play.rate_limited
+    assert play.max_received_in_window() <= ROUTED_LIMIT + play.rate_limited

@@ -187,10 +187,14 @@ class AnthropicMessages:
         await self._client.close()
 
     async def summarise(
-        self, model: str, messages: list[dict[str, Any]]
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        on_answer: Callable[[int, Mapping[str, str]], None] | None = None,
     ) -> tuple[str, tuple[int, int]]:
-        """One unstreamed call, for compaction: the text and [prompt, completion] tokens."""
-        message, usage, _ = await self.complete(model, messages, [], "none")
+        """One call without tools, for compaction, routing and memory: the text and
+        [prompt, completion] tokens; `on_answer` as for `complete`."""
+        message, usage, _ = await self.complete(model, messages, [], "none", on_answer=on_answer)
         return str(message["content"]), (usage.prompt_tokens, usage.completion_tokens)
 
 

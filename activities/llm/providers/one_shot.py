@@ -8,10 +8,15 @@ every provider error the same way: `LlmUnavailable` (retried by Temporal, after 
 server's `retry-after` where it sends one) for 408, 409, 425, 429 and 5xx or an
 unreachable endpoint, `LlmRequestRejected` (not retried) for any other 4xx, and
 `ContextLengthExceeded` when the provider says the request is too long.
+
+Under a provider's configured limits (`KEEL_PROVIDER_LIMITS`) these calls wait their
+turn as the run's own steps do, and count against the same limit: a router, a
+compaction or an extraction never sends a request the limit has no room for.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -20,13 +25,17 @@ import openai
 from temporalio.exceptions import ApplicationError
 
 from keel.activities.context.budget import ContextLengthExceeded
+from keel.activities.llm.endpoints import endpoint_for
 from keel.activities.llm.genai_spans import note_provider
+from keel.activities.llm.limits import CallPermit, ProviderLimiter, endpoint_of
 from keel.activities.llm.providers import anthropic_messages, openai_errors, plugin_models
 from keel.activities.plugin_api import PluginCode
 from keel.workflows.context.budget import estimate_message
 from keel.workflows.error_types import CONTEXT_TOO_LONG
 
 __all__ = ["OneShotModel", "OneShotReply"]
+
+log = logging.getLogger("keel.llm.limits")
 
 
 @dataclass(frozen=True)
@@ -53,10 +62,12 @@ class OneShotModel:
         client: openai.AsyncOpenAI,
         anthropic: anthropic_messages.AnthropicMessages | None = None,
         plugins: PluginCode | None = None,
+        limits: ProviderLimiter | None = None,
     ) -> None:
         self._client = client
         self._anthropic = anthropic
         self._plugins = plugins
+        self._limits = limits
 
     async def complete(
         self,
@@ -78,7 +89,7 @@ class OneShotModel:
         caller that can shorten it (`raise_too_long`).
         """
         try:
-            return await self._complete(
+            return await self._within_limits(
                 model, messages, purpose, run_id, response_format, temperature
             )
         except ContextLengthExceeded as exc:
@@ -90,6 +101,41 @@ class OneShotModel:
                 non_retryable=True,
             ) from exc
 
+    async def _within_limits(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        purpose: str,
+        run_id: str,
+        response_format: dict[str, Any] | None,
+        temperature: float | None,
+    ) -> OneShotReply:
+        """The call, once the provider's limit (if one covers it) has room for it."""
+        if self._limits is None:
+            return await self._complete(
+                model, messages, purpose, run_id, response_format, temperature, CallPermit()
+            )
+        base_url, api_key = endpoint_for(model, self._client, self._anthropic, self._plugins)
+
+        async def on_wait(wait_s: float, reason: str) -> None:
+            log.info(
+                "%s %s: waiting %.2f s for the rate limit of %s (%s)",
+                run_id or "-",
+                purpose,
+                wait_s,
+                endpoint_of(base_url or ""),
+                reason,
+            )
+
+        async with self._limits.call(
+            base_url, api_key, lambda: sum(map(estimate_message, messages)), on_wait
+        ) as permit:
+            reply = await self._complete(
+                model, messages, purpose, run_id, response_format, temperature, permit
+            )
+            permit.used(reply.prompt_tokens + reply.completion_tokens)
+            return reply
+
     async def _complete(
         self,
         model: str,
@@ -98,6 +144,7 @@ class OneShotModel:
         run_id: str,
         response_format: dict[str, Any] | None,
         temperature: float | None,
+        permit: CallPermit,
     ) -> OneShotReply:
         claimed = self._plugins.provider_for(model) if self._plugins is not None else None
         if claimed is not None:
@@ -107,9 +154,9 @@ class OneShotModel:
         if anthropic_messages.serves(model):
             adapter = anthropic_messages.configured(self._anthropic, model)
             note_provider("anthropic")
-            text, tokens = await adapter.summarise(model, messages)
+            text, tokens = await adapter.summarise(model, messages, on_answer=permit.saw)
             return OneShotReply(text, *tokens)
-        return await self._openai(model, messages, purpose, response_format, temperature)
+        return await self._openai(model, messages, purpose, response_format, temperature, permit)
 
     async def _openai(
         self,
@@ -118,6 +165,7 @@ class OneShotModel:
         purpose: str,
         response_format: dict[str, Any] | None,
         temperature: float | None,
+        permit: CallPermit,
     ) -> OneShotReply:
         # In `extra_body`, as the LLM activity sends its requests; the same on the wire.
         body: dict[str, Any] = {"messages": messages}
@@ -137,6 +185,7 @@ class OneShotModel:
                     model=model, messages=[], extra_body=body
                 )
         except openai.APIStatusError as exc:
+            permit.saw(exc.status_code, exc.response.headers)  # a 429 holds the others back
             raise openai_errors.status_error(exc, purpose) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise openai_errors.unreachable(self._client.base_url, exc, purpose) from exc
