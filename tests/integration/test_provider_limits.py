@@ -231,7 +231,9 @@ async def test_the_routers_calls_wait_their_turn_under_the_providers_limit(
     # Every run made its router's call and its child's step: twice the runs at the least.
     sent = len(play.received_at) - play.rate_limited
     assert sent >= 2 * ROUTED_RUNS, sent
-    # Six router calls at once against three a window: without a turn to wait for, three
-    # of them would have been refused at once.
-    assert play.rate_limited <= 1, play.rate_limited
-    assert play.max_received_in_window() <= ROUTED_LIMIT + play.rate_limited
+    # Six router calls at once against three a window: without a turn to wait for, all six
+    # arrived together and nine requests were refused. Paced, the fourth comes at least a
+    # window after the first (an arrival late under load can still meet a refusal).
+    arrivals = sorted(play.received_at)
+    assert arrivals[ROUTED_LIMIT] - arrivals[0] >= WINDOW_S * 0.9, arrivals
+    assert play.rate_limited <= ROUTED_LIMIT, play.rate_limited
