@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+import httpx2
 import openai
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
@@ -80,15 +81,26 @@ from keel.workflows.webhooks.delivery import WebhookDeliveryWorkflow
 log = logging.getLogger("keel.worker")
 
 STICKY_TIMEOUT = timedelta(seconds=5)
+# The model client's pool, as the openai client sizes it by default.
+LLM_CONNECTIONS = 1000
+LLM_IDLE_CONNECTIONS = 100
 
 
 def openai_client(settings: Settings) -> openai.AsyncOpenAI:
-    """Retries belong to Temporal, so the client makes exactly one attempt."""
+    """Retries belong to Temporal, so the client makes exactly one attempt. Its pool lets
+    an idle connection go before the endpoint would (`KEEL_LLM_KEEPALIVE_S`): with both at
+    5 s, a call could go out on a connection the server was closing, and fail an attempt."""
+    limits = httpx2.Limits(
+        max_connections=LLM_CONNECTIONS,
+        max_keepalive_connections=LLM_IDLE_CONNECTIONS,
+        keepalive_expiry=settings.llm_keepalive_s,
+    )
     return openai.AsyncOpenAI(
         base_url=settings.openai_base_url,
         api_key=settings.openai_api_key.get_secret_value(),
         max_retries=0,
         timeout=settings.llm_timeout_s,
+        http_client=openai.DefaultAsyncHttpxClient(limits=limits),
     )
 
 

@@ -104,6 +104,16 @@ class Settings(IdentitySettings, TelemetrySettings):
         description="Memories a run's model is given at most.",
     )
     llm_timeout_s: float = Field(default=300.0, gt=0, validation_alias=_env("KEEL_LLM_TIMEOUT_S"))
+    llm_keepalive_s: float = Field(
+        default=4.0,
+        gt=0,
+        validation_alias=_env("KEEL_LLM_KEEPALIVE_S"),
+        description=(
+            "Seconds an idle connection to the model's endpoint stays in the worker's pool. "
+            "Below the endpoint's own keep-alive (uvicorn's, and so vLLM's, is 5 s), so the "
+            "server never closes a connection just as the worker sends on it."
+        ),
+    )
     llm_max_attempts: int = Field(default=6, ge=1, validation_alias=_env("KEEL_LLM_MAX_ATTEMPTS"))
     provider_limits: Annotated[list[ProviderLimit], AfterValidator(check_unique)] = Field(
         default_factory=list,

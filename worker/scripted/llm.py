@@ -225,6 +225,7 @@ class ScriptedLLMServer:
         self._sizes: list[RequestSize] = []
         # Per conversation: the previous request's tools and messages, for its prefix.
         self._previous: dict[str, tuple[str, list[tuple[str, int]]]] = {}
+        self._client_ports: list[int] = []
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._answering = threading.Event()
@@ -258,6 +259,13 @@ class ScriptedLLMServer:
         """A snapshot: chat requests by turn index asked for (including past the end)."""
         with self._lock:
             return collections.Counter(self._requests_by_turn)
+
+    @property
+    def client_ports(self) -> list[int]:
+        """A snapshot: the client's source port of each chat request, so a test can tell
+        a connection reused (the same port again) from a new one."""
+        with self._lock:
+            return list(self._client_ports)
 
     @property
     def total_requests(self) -> int:
@@ -299,6 +307,7 @@ class ScriptedLLMServer:
             self._total_requests = 0
             self._last_requests.clear()
             self._sizes.clear()
+            self._client_ports.clear()
             self._previous.clear()
         self.play.reset()
 
@@ -449,6 +458,9 @@ class ScriptedLLMServer:
         return JSONResponse(message)
 
     async def _chat_completions(self, request: Request) -> Response:
+        if request.client is not None:
+            with self._lock:
+                self._client_ports.append(request.client.port)
         try:
             body = await request.json()
         except ValueError:
