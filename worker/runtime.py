@@ -90,22 +90,27 @@ def openai_client(settings: Settings) -> openai.AsyncOpenAI:
     """Retries belong to Temporal, so the client makes exactly one attempt. Its pool lets
     an idle connection go before the endpoint would (`KEEL_LLM_KEEPALIVE_S`): with both at
     5 s, a call could go out on a connection the server was closing, and fail an attempt."""
-    limits = httpx2.Limits(
-        max_connections=LLM_CONNECTIONS,
-        max_keepalive_connections=LLM_IDLE_CONNECTIONS,
-        keepalive_expiry=settings.llm_keepalive_s,
-    )
     return openai.AsyncOpenAI(
         base_url=settings.openai_base_url,
         api_key=settings.openai_api_key.get_secret_value(),
         max_retries=0,
         timeout=settings.llm_timeout_s,
-        http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+        http_client=openai.DefaultAsyncHttpxClient(limits=model_pool(settings)),
+    )
+
+
+def model_pool(settings: Settings) -> httpx2.Limits:
+    """The connection pool of a model client, OpenAI's or Anthropic's."""
+    return httpx2.Limits(
+        max_connections=LLM_CONNECTIONS,
+        max_keepalive_connections=LLM_IDLE_CONNECTIONS,
+        keepalive_expiry=settings.llm_keepalive_s,
     )
 
 
 def anthropic_provider(settings: Settings) -> AnthropicMessages | None:
-    """The Messages API adapter, when a key is set; one attempt a call, like OpenAI's."""
+    """The Messages API adapter, when a key is set; one attempt a call and the same pool,
+    like OpenAI's."""
     if settings.anthropic_api_key is None:
         return None
     import anthropic  # only where a key is set: the package costs about 40 MB
@@ -115,6 +120,7 @@ def anthropic_provider(settings: Settings) -> AnthropicMessages | None:
         api_key=settings.anthropic_api_key.get_secret_value(),
         max_retries=0,
         timeout=settings.llm_timeout_s,
+        http_client=anthropic.DefaultAsyncHttpxClient(limits=model_pool(settings)),
     )
     return AnthropicMessages(client, settings.anthropic_max_tokens)
 

@@ -262,8 +262,8 @@ class ScriptedLLMServer:
 
     @property
     def client_ports(self) -> list[int]:
-        """A snapshot: the client's source port of each chat request, so a test can tell
-        a connection reused (the same port again) from a new one."""
+        """A snapshot: the client's source port of each chat or Messages request, so a test
+        can tell a connection reused (the same port again) from a new one."""
         with self._lock:
             return list(self._client_ports)
 
@@ -433,6 +433,7 @@ class ScriptedLLMServer:
 
     async def _messages(self, request: Request) -> Response:
         """Anthropic's Messages API over the same script (`keel.worker.scripted.anthropic`)."""
+        self._note_port(request)
         try:
             body = await request.json()
         except ValueError:
@@ -457,10 +458,13 @@ class ScriptedLLMServer:
             )
         return JSONResponse(message)
 
-    async def _chat_completions(self, request: Request) -> Response:
+    def _note_port(self, request: Request) -> None:
         if request.client is not None:
             with self._lock:
                 self._client_ports.append(request.client.port)
+
+    async def _chat_completions(self, request: Request) -> Response:
+        self._note_port(request)
         try:
             body = await request.json()
         except ValueError:
