@@ -275,9 +275,15 @@ class DecisionService:
         for attempt in range(UNSEEN_TRIES):
             last = attempt == UNSEEN_TRIES - 1
             try:
-                return await handle.execute_update(
-                    AgentRunWorkflow.decide, decision, rpc_timeout=DECIDE_WAIT
-                )
+                # The SDK asks again while the server has not admitted the update, each
+                # call with its own timeout; with no worker that came to twice the wait.
+                # One wait bounds them all: past it the decision is queued as a signal.
+                async with asyncio.timeout(DECIDE_WAIT.total_seconds()):
+                    return await handle.execute_update(
+                        AgentRunWorkflow.decide, decision, rpc_timeout=DECIDE_WAIT
+                    )
+            except TimeoutError as err:
+                raise WorkflowUpdateRPCTimeoutOrCancelledError() from err
             except WorkflowUpdateFailedError as err:
                 cause = err.cause
                 if last or not (isinstance(cause, ApplicationError) and cause.type == UNPROCESSED):

@@ -160,7 +160,8 @@ async def test_a_decision_with_no_worker_is_queued_at_once_and_retries_are_idemp
             )
         for code, state, took in answers:
             assert (code, state) == (202, "queued"), answers
-            # 3 s for a worker to take it, then the signal; the defect was 15 s, then a 500.
+            # 3 s for a worker to take it (one wait, however often the SDK asks), then the
+            # signal; the defect was 15 s, then a 500.
             # The margin is for a loaded test machine.
             assert took < 10, answers
         assert not (workspace / "queued.txt").exists()
