@@ -29,11 +29,8 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -41,19 +38,23 @@ from typing import Any, Literal, NamedTuple
 import httpx
 import psycopg
 import temporalio
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-from bench.scale_report import Figures, Sample, print_report
+from bench.scale_report import Figures, print_report
+from bench.scale_worker import (
+    Sampler,
+    check_alive,
+    count_tracebacks,
+    log_tail,
+    worker_process,
+    worker_ready,
+)
 from bench.step_overhead import BenchError, fresh_database
 from keel.activities.store.run_store import Store, StoreUnavailable
 from keel.api.cli.local_stack import serve_api
 from keel.api.identity.auth import dev_token
-from keel.worker.config.settings import Settings, environment_of, settings_from
+from keel.worker.config.settings import Settings, settings_from
 from keel.worker.dev_stack import StackError, TemporalDevServer, free_port, temporal_binary
 from keel.worker.scripted.llm import Script, ScriptedLLMServer, ScriptedToolCall, Turn
-from keel.worker.temporal_client import connect
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 JWT_SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
@@ -65,12 +66,10 @@ MAX_RUNS = 10_000
 DEFAULT_CONCURRENCY = 50
 DEFAULT_HOLD_S = 10.0
 DEFAULT_TIMEOUT_S = 900.0
-SAMPLE_EVERY_S = 0.2
 POLL_EVERY_S = 0.2
 POLL_RUNS = 1000
 """Runs a poll reads every `POLL_EVERY_S`; more stretch the interval (the drain's end is
 read from the runs' own times, so it does not depend on it)."""
-WORKER_READY_TIMEOUT_S = 60.0
 WARM_UP_TIMEOUT_S = 60.0
 # Idle after the warm-up run, to read the worker's resting memory.
 IDLE_S = 2.0
@@ -79,8 +78,6 @@ HTTP_TIMEOUT_S = 120.0
 # its Retry-After or this long.
 BUSY_TRIES = 5
 BUSY_WAIT_S = 1.0
-WORKER_STOP_TIMEOUT_S = 10.0
-LOG_TAIL_LINES = 15
 PROGRESS_SQL = """
 SELECT
     count(*) FILTER (WHERE r.status = 'completed') AS completed,
@@ -355,156 +352,6 @@ async def postmaster_pid(psutil: Any, db: psycopg.AsyncConnection[Any]) -> int |
         return None
 
 
-# ---------------------------------------------------------------- the worker process
-
-
-def worker_env(settings: Settings) -> dict[str, str]:
-    """`keel worker` reads its settings from the environment, like in production."""
-    return {
-        **os.environ,
-        **environment_of(
-            settings,
-            "temporal_address",
-            "database_url",
-            "openai_base_url",
-            "openai_api_key",
-            "model",
-            "task_queue",
-            "workspace_root",
-            "data_dir",
-            "llm_max_attempts",
-            "jwt_secret",
-            "max_concurrent_activities",
-        ),
-    }
-
-
-@contextmanager
-def worker_process(settings: Settings, log_file: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m api.cli.main worker`, logging to `log_file`, stopped on exit."""
-    with open(log_file, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "keel.api.cli.main", "worker"],
-            env=worker_env(settings),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(WORKER_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-async def worker_ready(proc: subprocess.Popen[bytes], log_file: Path, settings: Settings) -> None:
-    """Until the worker polls its task queue, as the Temporal server sees it."""
-    assert settings.temporal_address is not None
-    client = await connect(settings.temporal_address)
-    request = DescribeTaskQueueRequest(
-        namespace=settings.temporal_namespace,
-        task_queue=TaskQueue(name=settings.task_queue),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-    )
-    deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        check_alive(proc, log_file)
-        described = await client.workflow_service.describe_task_queue(request)
-        if described.pollers:
-            return
-        await asyncio.sleep(POLL_EVERY_S)
-    raise BenchError(
-        f"The worker did not poll its task queue within {WORKER_READY_TIMEOUT_S:g} s:\n"
-        + log_tail(log_file)
-    )
-
-
-def check_alive(proc: subprocess.Popen[bytes], log_file: Path) -> None:
-    if proc.poll() is not None:
-        raise BenchError(f"The worker exited with code {proc.returncode}:\n" + log_tail(log_file))
-
-
-def log_tail(log_file: Path) -> str:
-    lines = log_file.read_text(errors="replace").splitlines()
-    return "\n".join(lines[-LOG_TAIL_LINES:])
-
-
-def count_tracebacks(log_file: Path) -> int:
-    if not log_file.exists():
-        return 0
-    return log_file.read_text(errors="replace").count("Traceback (most recent call last)")
-
-
-class Sampler:
-    """Reads the worker's RSS and the CPU time of the busy processes every 200 ms, on a thread."""
-
-    def __init__(
-        self, psutil: Any, watched: dict[str, tuple[int | None, bool]], into: list[Sample]
-    ) -> None:
-        """`watched`: label to (pid, whether its children count)."""
-        self._psutil = psutil
-        self._procs = {
-            name: (psutil.Process(pid), with_children)
-            for name, (pid, with_children) in watched.items()
-            if pid
-        }
-        self._samples = into
-        self._gone = (psutil.NoSuchProcess, psutil.AccessDenied)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._take()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._take()
-
-    def _run(self) -> None:
-        while not self._stop.wait(SAMPLE_EVERY_S):
-            self._take()
-
-    def _take(self) -> None:
-        cpu: dict[str, float] = {}
-        rss = 0
-        for name, (proc, with_children) in self._procs.items():
-            try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    children = proc.children(recursive=True) if with_children else []
-                    own_rss = proc.memory_info().rss
-            except self._gone:
-                continue
-            cpu[name] = times.user + times.system
-            if with_children:
-                # Includes the children that have exited, like Postgres backends.
-                cpu[name] += times.children_user + times.children_system
-            for child in children:
-                try:
-                    with child.oneshot():
-                        child_times = child.cpu_times()
-                        child_rss = child.memory_info().rss
-                except self._gone:
-                    continue
-                cpu[name] += child_times.user + child_times.system
-                own_rss += child_rss
-            if name == "worker":
-                rss = own_rss
-        machine = self._psutil.cpu_times()
-        idle = machine.idle + getattr(machine, "iowait", 0.0)
-        # Linux counts guest time inside user time as well.
-        guest = getattr(machine, "guest", 0.0) + getattr(machine, "guest_nice", 0.0)
-        cpu["machine"] = sum(machine) - idle - guest
-        self._samples.append(Sample(at=time.perf_counter(), worker_rss=rss, cpu_s=cpu))
-
-
 # ---------------------------------------------------------------- the runs
 
 
@@ -617,8 +464,16 @@ async def post_retrying(
         answer = await http.post(path, json=body)
         if answer.status_code != 503 or busy == BUSY_TRIES - 1:
             return answer, busy
-        await asyncio.sleep(float(answer.headers.get("retry-after") or BUSY_WAIT_S))
+        await asyncio.sleep(retry_after(answer.headers.get("retry-after")))
     raise AssertionError("unreachable: the last try returns")
+
+
+def retry_after(header: str | None) -> float:
+    """A Retry-After in seconds; `BUSY_WAIT_S` for none, or for a date or other text."""
+    try:
+        return max(0.0, float(header)) if header else BUSY_WAIT_S
+    except ValueError:
+        return BUSY_WAIT_S
 
 
 async def pending(db: psycopg.AsyncConnection[Any], run_ids: list[str]) -> list[Ask]:

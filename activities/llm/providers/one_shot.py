@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +91,13 @@ class OneShotModel:
         """
         try:
             return await self._within_limits(
-                model, messages, purpose, run_id, response_format, temperature
+                model,
+                messages,
+                purpose,
+                run_id,
+                lambda permit: self._complete(
+                    model, messages, purpose, run_id, response_format, temperature, permit
+                ),
             )
         except ContextLengthExceeded as exc:
             if raise_too_long:
@@ -107,14 +114,11 @@ class OneShotModel:
         messages: list[dict[str, Any]],
         purpose: str,
         run_id: str,
-        response_format: dict[str, Any] | None,
-        temperature: float | None,
+        call: Callable[[CallPermit], Awaitable[OneShotReply]],
     ) -> OneShotReply:
-        """The call, once the provider's limit (if one covers it) has room for it."""
+        """`call`, once the provider's limit (if one covers it) has room for it."""
         if self._limits is None:
-            return await self._complete(
-                model, messages, purpose, run_id, response_format, temperature, CallPermit()
-            )
+            return await call(CallPermit())
         base_url, api_key = endpoint_for(model, self._client, self._anthropic, self._plugins)
 
         async def on_wait(wait_s: float, reason: str) -> None:
@@ -130,9 +134,7 @@ class OneShotModel:
         async with self._limits.call(
             base_url, api_key, lambda: sum(map(estimate_message, messages)), on_wait
         ) as permit:
-            reply = await self._complete(
-                model, messages, purpose, run_id, response_format, temperature, permit
-            )
+            reply = await call(permit)
             permit.used(reply.prompt_tokens + reply.completion_tokens)
             return reply
 
